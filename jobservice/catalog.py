@@ -1,0 +1,200 @@
+"""The model catalog: which models exist, what they take, and how their output is judged.
+
+Lives on the API side (no torch). The API validates requests against a model's parameter
+schema; workers subscribe to the queue of each model they can serve and look up the adapter
+named here. Parameter schemas are pydantic models, so ``/models`` and ``/openapi.json`` show
+their defaults and limits as JSON Schema.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Task = Literal["audio2video", "text2video"]
+Maturity = Literal["reference", "contract-tested", "hardware-verified"]
+
+
+class ValidationPolicy(BaseModel):
+    """Thresholds of the output gate for one model (overridable per deployment)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    black_min_seconds: float = Field(
+        default=0.5, gt=0, description="blackdetect d=: shortest black run noticed."
+    )
+    black_pixel_threshold: float = Field(default=0.10, ge=0, le=1, description="blackdetect pix_th=.")
+    black_picture_ratio: float = Field(default=0.98, ge=0, le=1, description="blackdetect pic_th=.")
+    max_black_seconds: float = Field(default=0.0, ge=0, description="Total black time allowed.")
+    freeze_noise_db: float = Field(default=-60.0, le=0, description="freezedetect n= in dB.")
+    freeze_min_seconds: float = Field(default=2.0, gt=0, description="freezedetect d=.")
+    max_freeze_seconds: float = Field(default=0.0, ge=0, description="Total frozen time allowed.")
+    frame_tolerance: int = Field(default=1, ge=0, description="Allowed |expected - actual| frames.")
+    duration_tolerance_seconds: float = Field(default=0.12, ge=0, description="Against the input audio.")
+    fps_tolerance: float = Field(default=0.01, ge=0)
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReferenceT2VParams(_Params):
+    """Parameters of the built-in reference text2video model."""
+
+    prompt: str = Field(min_length=1, max_length=2000, description="What the clip should show.")
+    negative_prompt: str = Field(default="", max_length=2000, description="What the clip should avoid.")
+    width: int = Field(default=512, ge=64, le=1280, multiple_of=16, description="Pixels; a multiple of 16.")
+    height: int = Field(default=320, ge=64, le=1280, multiple_of=16, description="Pixels; a multiple of 16.")
+    num_frames: int = Field(default=49, ge=8, le=241, description="Frames to generate.")
+    fps: int = Field(default=16, ge=4, le=60, description="Playback frame rate of the clip.")
+    num_inference_steps: int = Field(default=20, ge=1, le=100, description="Denoising steps.")
+    guidance_scale: float = Field(default=5.0, ge=0.0, le=20.0, description="Classifier-free guidance scale.")
+    seed: int | None = Field(default=None, ge=0, le=2**32 - 1, description="Random seed; chosen if absent.")
+
+    @model_validator(mode="after")
+    def _area_cap(self) -> ReferenceT2VParams:
+        if self.width * self.height > 1280 * 720:
+            raise ValueError("width x height must not exceed 1280 x 720 pixels")
+        return self
+
+
+class ReferenceTalkingHeadParams(_Params):
+    """Parameters of the built-in reference talking-head (audio2video) model."""
+
+    seed: int = Field(default=42, ge=0, le=2**32 - 1, description="Seed of head motion and blinks.")
+    fps: int = Field(default=25, ge=10, le=60, description="Output frame rate.")
+    max_size: int = Field(
+        default=512, ge=128, le=1280, multiple_of=16, description="Longest output side; a multiple of 16."
+    )
+    motion_scale: float = Field(default=1.0, ge=0.0, le=3.0, description="Strength of head motion.")
+    mouth_scale: float = Field(default=1.0, ge=0.0, le=3.0, description="Strength of mouth opening.")
+    chunk_frames: int = Field(default=33, ge=8, le=129, description="Frames per generated chunk.")
+    motion_frames: int = Field(default=5, ge=0, le=16, description="Frames carried into the next chunk.")
+
+    @model_validator(mode="after")
+    def _chunking(self) -> ReferenceTalkingHeadParams:
+        if self.motion_frames >= self.chunk_frames:
+            raise ValueError("motion_frames must be smaller than chunk_frames")
+        return self
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One catalog entry."""
+
+    id: str
+    task: Task
+    title: str
+    summary: str
+    maturity: Maturity
+    params: type[_Params]
+    adapter: str  # "module:Class" under workers.adapters, imported only by workers
+    inputs: tuple[str, ...] = ()
+    cards: int = 1
+    devices: tuple[str, ...] = ("cpu", "cuda", "npu")
+    requires: tuple[str, ...] = ()  # importable packages the adapter needs (checked without importing)
+    execution_mode: str = "resident"
+    validation: ValidationPolicy = field(default_factory=ValidationPolicy)
+    timeout_seconds: float | None = None
+
+    @property
+    def queue(self) -> str:
+        """The Celery queue that carries this model's jobs."""
+        return queue_for(self.id)
+
+    def describe(self) -> dict[str, object]:
+        """A JSON-ready description for ``GET /models``."""
+        return {
+            "id": self.id,
+            "task": self.task,
+            "title": self.title,
+            "summary": self.summary,
+            "maturity": self.maturity,
+            "inputs": list(self.inputs),
+            "cards": self.cards,
+            "devices": list(self.devices),
+            "execution_mode": self.execution_mode,
+            "parameters": self.params.model_json_schema(),
+            "validation": self.validation.model_dump(),
+        }
+
+
+def queue_for(model_id: str) -> str:
+    """Queue name of a model: one queue per model."""
+    return f"model.{model_id}"
+
+
+REFERENCE_T2V = ModelSpec(
+    id="reference-t2v",
+    task="text2video",
+    title="Reference text2video (built in)",
+    summary=(
+        "A small built-in diffusion model: a real denoising loop with classifier-free guidance, "
+        "conditioned on the prompt and seed. It demonstrates the pipeline honestly; it is not Wan2.1."
+    ),
+    maturity="reference",
+    params=ReferenceT2VParams,
+    adapter="workers.adapters.reference_t2v:ReferenceT2VAdapter",
+    requires=("torch", "numpy"),
+)
+
+REFERENCE_TALKING_HEAD = ModelSpec(
+    id="reference-talking-head",
+    task="audio2video",
+    title="Reference talking head (built in)",
+    summary=(
+        "Animates a portrait from speech: the mouth follows the audio's loudness envelope, with head "
+        "motion and blinks, generated in chunks with carried motion frames. A reference model, not FlashTalk."
+    ),
+    maturity="reference",
+    params=ReferenceTalkingHeadParams,
+    adapter="workers.adapters.reference_talking_head:ReferenceTalkingHeadAdapter",
+    inputs=("image", "audio"),
+    requires=("torch", "numpy", "cv2"),
+)
+
+
+class Catalog:
+    """The models a deployment offers, by id."""
+
+    def __init__(self, specs: list[ModelSpec]) -> None:
+        self._specs = {spec.id: spec for spec in specs}
+
+    def get(self, model_id: str) -> ModelSpec | None:
+        """The spec of ``model_id``, or None."""
+        return self._specs.get(model_id)
+
+    def all(self) -> list[ModelSpec]:
+        """Every model, in catalog order."""
+        return list(self._specs.values())
+
+    def for_task(self, task: str) -> list[ModelSpec]:
+        """Models that perform ``task``."""
+        return [s for s in self._specs.values() if s.task == task]
+
+    def default_for(self, task: str) -> ModelSpec | None:
+        """The first model listed for ``task``."""
+        models = self.for_task(task)
+        return models[0] if models else None
+
+    def ids(self) -> list[str]:
+        """Model ids in catalog order."""
+        return list(self._specs)
+
+
+def default_catalog() -> Catalog:
+    """The built-in catalog: the two reference models."""
+    return Catalog([REFERENCE_TALKING_HEAD, REFERENCE_T2V])
+
+
+def build_catalog(extra: list[str] | None = None) -> Catalog:
+    """The built-in models plus those returned by each ``module:function`` in ``extra``."""
+    specs = default_catalog().all()
+    for ref in extra or []:
+        module_name, _, function = ref.partition(":")
+        provider = getattr(importlib.import_module(module_name), function or "specs")
+        specs.extend(provider())
+    return Catalog(specs)

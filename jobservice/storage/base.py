@@ -1,0 +1,93 @@
+"""The object store contract shared by the local-folder and S3 back ends.
+
+Keys are slash-separated (``jobs/<id>/inputs/image.png``). Writes are atomic: a reader sees the
+whole object or none. Large files move by path, never through memory.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ObjectNotFound(KeyError):
+    """The key does not exist."""
+
+
+class StoreUnavailable(RuntimeError):
+    """The store cannot be reached or refused the operation."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """Metadata about one stored object."""
+
+    key: str
+    size: int
+    content_type: str | None = None
+
+
+class ObjectStore(abc.ABC):
+    """Where inputs, videos and reports live."""
+
+    backend: str = "abstract"
+
+    @abc.abstractmethod
+    def put_file(self, key: str, path: Path, *, content_type: str | None = None) -> ObjectInfo:
+        """Store the file at ``path`` under ``key`` (streamed; multipart on S3 for large files)."""
+
+    @abc.abstractmethod
+    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> ObjectInfo:
+        """Store a small object from memory (reports, JSON)."""
+
+    @abc.abstractmethod
+    def get_file(self, key: str, dest: Path) -> Path:
+        """Copy the object to ``dest`` (streamed) and return ``dest``."""
+
+    @abc.abstractmethod
+    def get_bytes(self, key: str) -> bytes:
+        """Read a small object into memory."""
+
+    @abc.abstractmethod
+    def head(self, key: str) -> ObjectInfo:
+        """Metadata of ``key``; raises ObjectNotFound."""
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` exists."""
+        try:
+            self.head(key)
+        except ObjectNotFound:
+            return False
+        return True
+
+    @abc.abstractmethod
+    def delete(self, key: str) -> None:
+        """Delete ``key``; deleting a missing key is not an error."""
+
+    @abc.abstractmethod
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every key under ``prefix``; returns how many were deleted."""
+
+    @abc.abstractmethod
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Objects whose key starts with ``prefix``, in key order."""
+
+    @abc.abstractmethod
+    def open_range(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """Stream bytes ``start..end`` (inclusive end, None = to the end) of ``key``."""
+
+    def local_path(self, key: str) -> Path | None:
+        """A filesystem path for ``key`` when the store is a local folder, else None."""
+        return None
+
+    def presigned_url(
+        self, key: str, *, expires_seconds: int | None = None, filename: str | None = None
+    ) -> str | None:
+        """A time-limited URL a client can GET directly (S3), else None."""
+        return None
+
+    @abc.abstractmethod
+    def check(self) -> None:
+        """Raise StoreUnavailable if the store cannot be used right now (for /readyz)."""

@@ -1,0 +1,334 @@
+"""The object store on S3 or an S3-compatible server (MinIO, moto) via boto3.
+
+The boto3 client is created lazily and once per process: Celery workers fork, and a client
+(with its pooled sockets) must never be shared across a fork.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import boto3
+from boto3.exceptions import Boto3Error
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
+
+from jobservice.storage.base import ObjectInfo, ObjectNotFound, ObjectStore, StoreUnavailable
+from jobservice.storage.local import CHUNK_SIZE, clamp_range, guess_content_type, validate_key
+
+if TYPE_CHECKING:
+    from jobservice.settings import Settings
+
+_MIB = 1024 * 1024
+# S3's DeleteObjects limit; a module constant so tests can shrink it to exercise paging.
+_DELETE_BATCH = 1000
+_NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
+_NO_BUCKET_CODES = frozenset({"404", "NoSuchBucket", "NotFound"})
+
+# One boto3 Session per process, shared by every store: a Session caches the parsed service
+# model, so later clients cost ~10 ms instead of ~300 ms. Sessions are not thread-safe, hence
+# the lock around client creation.
+_SESSION_LOCK = threading.Lock()
+_SESSION: tuple[int, boto3.session.Session] | None = None
+
+
+def _session() -> boto3.session.Session:
+    """This process's shared Session (call with _SESSION_LOCK held)."""
+    global _SESSION
+    if _SESSION is None or _SESSION[0] != os.getpid():
+        _SESSION = (os.getpid(), boto3.session.Session())
+    return _SESSION[1]
+
+
+def _reset_lock_after_fork() -> None:
+    # A parent thread may have held the lock at fork time; the child would wait forever.
+    global _SESSION_LOCK
+    _SESSION_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_lock_after_fork)
+
+
+def _error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+@contextlib.contextmanager
+def _translate(key: str | None = None) -> Iterator[None]:
+    """Turn boto errors into the store's exceptions (missing key vs store unusable)."""
+    try:
+        yield
+    except ParamValidationError:
+        raise  # a programming error, not an outage
+    except ClientError as exc:
+        code = _error_code(exc)
+        if key is not None and code in _NOT_FOUND_CODES:
+            raise ObjectNotFound(key) from exc
+        raise StoreUnavailable(f"S3 refused the request ({code or 'unknown error'}): {exc}") from exc
+    except (BotoCoreError, Boto3Error) as exc:
+        raise StoreUnavailable(f"S3 is unreachable: {exc}") from exc
+
+
+def _content_disposition(filename: str) -> str:
+    """An ``attachment`` header value that is safe for any filename (RFC 6266 / 5987)."""
+    ascii_name = re.sub(r'[^\x20-\x7e]|["\\]', "_", filename) or "download"
+    value = f'attachment; filename="{ascii_name}"'
+    if ascii_name != filename:
+        value += f"; filename*=UTF-8''{quote(filename, safe='')}"
+    return value
+
+
+class S3Store(ObjectStore):
+    """An ObjectStore in one S3 bucket."""
+
+    backend = "s3"
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        endpoint_url: str | None = None,
+        public_endpoint_url: str | None = None,
+        region: str = "us-east-1",
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        presign_seconds: int = 3600,
+        multipart_threshold_mb: int = 16,
+        create_bucket: bool = True,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+        max_attempts: int = 3,
+    ) -> None:
+        """Describe the bucket and how to reach it; nothing is contacted until first use.
+
+        Credentials left as None fall back to boto3's usual chain (env, profile, IAM role).
+        """
+        self.bucket = bucket
+        self.endpoint_url = endpoint_url
+        self.public_endpoint_url = public_endpoint_url
+        self.region = region
+        self.presign_seconds = presign_seconds
+        self.create_bucket = create_bucket
+        self._access_key_id = access_key_id
+        self._secret_access_key = secret_access_key
+        self._config = Config(
+            region_name=region,
+            signature_version="s3v4",  # without it presigned URLs on custom endpoints are SigV2
+            s3={"addressing_style": "path"},  # virtual-host style breaks on IPs/localhost/MinIO
+            # Only send checksums S3 demands: some S3-compatible servers reject the newer headers.
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            retries={"max_attempts": max_attempts, "mode": "standard"},
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+        )
+        part = multipart_threshold_mb * _MIB
+        self._transfer = TransferConfig(multipart_threshold=part, multipart_chunksize=part, max_concurrency=4)
+        self._pid = -1
+        self._clients: dict[str, Any] = {}
+        self._bucket_ready = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> S3Store:
+        """Build the store from the ``s3_*`` settings."""
+        secret = settings.s3_secret_access_key
+        return cls(
+            settings.s3_bucket,
+            endpoint_url=settings.s3_endpoint_url,
+            public_endpoint_url=settings.s3_public_endpoint_url,
+            region=settings.s3_region,
+            access_key_id=settings.s3_access_key_id,
+            secret_access_key=secret.get_secret_value() if secret is not None else None,
+            presign_seconds=settings.s3_presign_seconds,
+            multipart_threshold_mb=settings.s3_multipart_threshold_mb,
+            create_bucket=settings.s3_create_bucket,
+        )
+
+    def __repr__(self) -> str:
+        return f"S3Store(bucket={self.bucket!r}, endpoint_url={self.endpoint_url!r})"
+
+    # --- clients ----------------------------------------------------------------------------
+    def _get_client(self, endpoint_url: str | None) -> Any:
+        """This process's client for ``endpoint_url``; recreated after a fork."""
+        pid = os.getpid()
+        if pid != self._pid:
+            self._clients = {}  # inherited clients share pooled sockets with the parent
+            self._pid = pid
+        name = endpoint_url or ""
+        client = self._clients.get(name)
+        if client is None:
+            with _SESSION_LOCK:
+                client = self._clients.get(name) or _session().client(
+                    "s3",
+                    endpoint_url=endpoint_url,
+                    region_name=self.region,
+                    aws_access_key_id=self._access_key_id,
+                    aws_secret_access_key=self._secret_access_key,
+                    config=self._config,
+                )
+            self._clients[name] = client
+        return client
+
+    def _client(self) -> Any:
+        """The client for data operations, with the bucket ensured on first use."""
+        client = self._get_client(self.endpoint_url)
+        if not self._bucket_ready:
+            self._ensure_bucket(client)
+        return client
+
+    def _ensure_bucket(self, client: Any) -> None:
+        """Check the bucket exists, creating it when allowed; remembers success."""
+        with _translate():
+            try:
+                client.head_bucket(Bucket=self.bucket)
+            except ClientError as exc:
+                if _error_code(exc) not in _NO_BUCKET_CODES:
+                    raise
+                if not self.create_bucket:
+                    raise StoreUnavailable(f"bucket {self.bucket!r} does not exist") from exc
+                self._create_bucket(client)
+        self._bucket_ready = True
+
+    def _create_bucket(self, client: Any) -> None:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket}
+        # us-east-1 rejects an explicit LocationConstraint; every other region requires one.
+        if self.region != "us-east-1":
+            kwargs["CreateBucketConfiguration"] = {"LocationConstraint": self.region}
+        try:
+            client.create_bucket(**kwargs)
+        except ClientError as exc:
+            # Another process may have won the race to create it.
+            if _error_code(exc) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                raise
+
+    # --- contract ---------------------------------------------------------------------------
+    def put_file(self, key: str, path: Path, *, content_type: str | None = None) -> ObjectInfo:
+        """Upload ``path`` (multipart above the configured threshold)."""
+        validate_key(key)
+        ctype = content_type or guess_content_type(key)
+        size = Path(path).stat().st_size
+        with _translate(key):
+            self._client().upload_file(
+                str(path), self.bucket, key, ExtraArgs={"ContentType": ctype}, Config=self._transfer
+            )
+        return ObjectInfo(key=key, size=size, content_type=ctype)
+
+    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> ObjectInfo:
+        """Store a small object from memory in one PutObject."""
+        validate_key(key)
+        ctype = content_type or guess_content_type(key)
+        with _translate(key):
+            self._client().put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=ctype)
+        return ObjectInfo(key=key, size=len(data), content_type=ctype)
+
+    def get_file(self, key: str, dest: Path) -> Path:
+        """Download to ``dest`` (ranged parallel GETs for big objects) and return ``dest``."""
+        validate_key(key)
+        dest = Path(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        # s3transfer writes to a temp name beside dest and renames it, so dest is never partial.
+        with _translate(key):
+            self._client().download_file(self.bucket, key, str(dest), Config=self._transfer)
+        return dest
+
+    def get_bytes(self, key: str) -> bytes:
+        """Read a small object into memory."""
+        validate_key(key)
+        with _translate(key):
+            with contextlib.closing(self._client().get_object(Bucket=self.bucket, Key=key)["Body"]) as body:
+                data: bytes = body.read()
+        return data
+
+    def head(self, key: str) -> ObjectInfo:
+        """Size and stored content type of ``key``; raises ObjectNotFound."""
+        validate_key(key)
+        with _translate(key):
+            meta = self._client().head_object(Bucket=self.bucket, Key=key)
+        return ObjectInfo(key=key, size=int(meta["ContentLength"]), content_type=meta.get("ContentType"))
+
+    def delete(self, key: str) -> None:
+        """Delete ``key``; S3 answers success for a missing key too."""
+        validate_key(key)
+        with _translate(key):
+            self._client().delete_object(Bucket=self.bucket, Key=key)
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every key starting with ``prefix`` (must be non-empty) in batches; returns the count."""
+        if not prefix:
+            raise ValueError("refusing to delete the whole store: prefix is empty")
+        client = self._client()
+        count = 0
+        with _translate():
+            paginator = client.get_paginator("list_objects_v2")
+            pages = paginator.paginate(
+                Bucket=self.bucket, Prefix=prefix, PaginationConfig={"PageSize": _DELETE_BATCH}
+            )
+            # Deleting a page before fetching the next is safe: continuation is by key, not offset.
+            for page in pages:
+                if not (keys := [{"Key": item["Key"]} for item in page.get("Contents", [])]):
+                    continue
+                response = client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys, "Quiet": True})
+                errors = response.get("Errors", [])
+                if errors:
+                    raise StoreUnavailable(f"S3 failed to delete {len(errors)} objects: {errors[0]}")
+                count += len(keys)
+        return count
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Objects whose key starts with ``prefix``, in key order (content_type is not listed)."""
+        client = self._client()
+        with _translate():
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    yield ObjectInfo(key=item["Key"], size=int(item["Size"]))
+
+    def open_range(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """Stream bytes ``start..end`` (inclusive, clipped to the object) in CHUNK_SIZE pieces.
+
+        The HEAD happens now, so ObjectNotFound is raised before iteration; the GET is only
+        sent once the iterator is consumed, so an abandoned iterator holds no connection.
+        """
+        span = clamp_range(start, end, self.head(key).size)
+        if span is None:
+            return iter(())
+        return self._stream(key, *span)
+
+    def _stream(self, key: str, first: int, last: int) -> Iterator[bytes]:
+        with _translate(key):
+            response = self._client().get_object(Bucket=self.bucket, Key=key, Range=f"bytes={first}-{last}")
+            # Closing the body when the consumer stops early returns nothing half-read to the pool.
+            with contextlib.closing(response["Body"]) as body:
+                yield from body.iter_chunks(CHUNK_SIZE)
+
+    def presigned_url(
+        self, key: str, *, expires_seconds: int | None = None, filename: str | None = None
+    ) -> str:
+        """A SigV4 GET URL for ``key``, on the public endpoint when one is configured.
+
+        With ``filename`` the response carries ``Content-Disposition: attachment`` so
+        browsers save the file under that name. The key's existence is not checked.
+        """
+        validate_key(key)
+        params: dict[str, str] = {"Bucket": self.bucket, "Key": key}
+        if filename:
+            params["ResponseContentDisposition"] = _content_disposition(filename)
+        # Signing is offline, but the host is part of the signature: sign with the endpoint
+        # the client will actually contact.
+        client = self._get_client(self.public_endpoint_url or self.endpoint_url)
+        with _translate(key):
+            url: str = client.generate_presigned_url(
+                "get_object", Params=params, ExpiresIn=expires_seconds or self.presign_seconds
+            )
+        return url
+
+    def check(self) -> None:
+        """HEAD the bucket (creating it if allowed); raises StoreUnavailable for /readyz."""
+        self._ensure_bucket(self._get_client(self.endpoint_url))

@@ -1,0 +1,1 @@
+"""Workers: Celery tasks, the run pipeline, devices, validation and model adapters."""

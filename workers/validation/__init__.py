@@ -1,0 +1,14 @@
+"""The output gate: ffprobe facts plus one black/freeze decode pass, judged against a policy."""
+
+from workers.validation.checks import Expectation
+from workers.validation.detect import Detections, detector_filter, parse_detections
+from workers.validation.gate import validate_file, validate_streamed
+
+__all__ = [
+    "Detections",
+    "Expectation",
+    "detector_filter",
+    "parse_detections",
+    "validate_file",
+    "validate_streamed",
+]

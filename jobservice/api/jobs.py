@@ -1,0 +1,251 @@
+"""``/jobs``: submit, poll, list, cancel, and fetch a job's video and report."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, redirect, request, send_file
+
+from jobservice.errors import ApiError
+from jobservice.jobs import InvalidTransition, events_of, get_job, request_cancel
+from jobservice.models import Job, JobStatus
+from jobservice.services import Services
+from jobservice.storage import ObjectNotFound, StoreUnavailable
+from jobservice.submit import Submission, submit_job
+from jobservice.uploads import CheckedUpload, check_audio, check_image, spool_of
+from jobservice.views import job_view, list_jobs
+
+bp = Blueprint("jobs", __name__)
+
+FILE_CHECKS = {"image": check_image, "audio": check_audio}
+POLL_AFTER_MS = "1000"
+
+
+def services() -> Services:
+    """The Services of the running app."""
+    return current_app.extensions["jobservice"]
+
+
+def parse_job_id(raw: str) -> uuid.UUID:
+    """A job id from the URL; anything that is not a UUID names no job."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise ApiError(404, "job_not_found", f"There is no job '{raw}'.") from None
+
+
+def load_job(raw_id: str) -> Job:
+    """The job named in the URL, or a 404."""
+    job_id = parse_job_id(raw_id)
+    with services().db.session() as session:
+        job = get_job(session, job_id)
+    if job is None:
+        raise ApiError(404, "job_not_found", f"There is no job '{raw_id}'.")
+    return job
+
+
+def render(job: Job, status: int = 200) -> Response:
+    """A job view response, with a polling hint while the job is unfinished."""
+    with services().db.session() as session:
+        view = job_view(job, session=session)
+    response = jsonify(view.model_dump(mode="json"))
+    response.status_code = status
+    if not JobStatus(job.status).is_terminal:
+        response.headers["X-Poll-After-Ms"] = POLL_AFTER_MS
+    return response
+
+
+def _json_submission() -> Submission:
+    body = request.get_json(silent=True)
+    if body is None:
+        raise ApiError(400, "invalid_json", "The request body is not valid JSON.")
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_json", "The request body must be a JSON object.")
+    return Submission(task=body.get("task"), model=body.get("model"), params=dict(body))
+
+
+def form_submission(source: str) -> Submission:
+    """Parse a multipart/urlencoded submission, checking each uploaded file by its content."""
+    form = request.form
+    files = request.files
+    uploads: dict[str, CheckedUpload] = {}
+    settings = services().settings
+    for name in files:
+        parts = files.getlist(name)
+        if len(parts) > 1:
+            raise ApiError(422, "duplicate_input", f"Send one '{name}' file, not {len(parts)}.")
+        storage = parts[0]
+        if name not in FILE_CHECKS:
+            raise ApiError(
+                422, "unexpected_input", f"No model takes a file named '{name}'; send 'image' and 'audio'."
+            )
+        if not storage.filename and spool_of(storage).size == 0:
+            continue  # an empty file input of an HTML form
+        uploads[name] = FILE_CHECKS[name](name, spool_of(storage), settings)
+    params: dict[str, Any] = {}
+    for key in form:
+        values = form.getlist(key)
+        if len(values) > 1:
+            raise ApiError(422, "invalid_parameters", f"Parameter '{key}' was given {len(values)} times.")
+        params[key] = values[0]
+    return Submission(
+        task=form.get("task") or None,
+        model=form.get("model") or None,
+        params=params,
+        uploads=uploads,
+        source=source,
+    )
+
+
+def parse_submission(source: str = "api") -> Submission:
+    """A Submission from a JSON or form request."""
+    mimetype = request.mimetype
+    if mimetype == "application/json":
+        sub = _json_submission()
+    elif mimetype in {"multipart/form-data", "application/x-www-form-urlencoded"}:
+        sub = form_submission(source)
+    else:
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            "Send text2video as application/json and audio2video as multipart/form-data.",
+        )
+    key = request.headers.get("Idempotency-Key")
+    if key is not None:
+        key = key.strip()
+        if not key or len(key) > 255 or not key.isascii():
+            raise ApiError(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 ASCII characters.")
+        sub.idempotency_key = key
+    sub.source = source
+    return sub
+
+
+@bp.post("/jobs")
+def create_job() -> Response:
+    """Accept a job: 202 with its view and Location, or 200 for an idempotent replay."""
+    job, created = submit_job(services(), parse_submission("api"))
+    response = render(job, 202 if created else 200)
+    response.headers["Location"] = f"/jobs/{job.id}"
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
+@bp.get("/jobs/<job_id>")
+def show_job(job_id: str) -> Response:
+    """The job's current view."""
+    return render(load_job(job_id))
+
+
+@bp.get("/jobs")
+def index_jobs() -> Response:
+    """Jobs newest first, filtered by status and model, with cursor pagination."""
+    statuses: list[JobStatus] = []
+    for raw in request.args.getlist("status"):
+        for value in filter(None, (s.strip() for s in raw.split(","))):
+            try:
+                statuses.append(JobStatus(value))
+            except ValueError:
+                allowed = ", ".join(s.value for s in JobStatus)
+                raise ApiError(
+                    422, "invalid_status", f"Unknown status '{value}'; use one of {allowed}."
+                ) from None
+    raw_limit = request.args.get("limit", "20")
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 100:
+        raise ApiError(422, "invalid_limit", "limit must be a whole number from 1 to 100.")
+    model = request.args.get("model") or None
+    with services().db.session() as session:
+        rows, next_cursor = list_jobs(
+            session,
+            statuses=statuses,
+            model=model,
+            limit=int(raw_limit),
+            cursor=request.args.get("cursor") or None,
+        )
+        views = [job_view(job, session=session).model_dump(mode="json") for job in rows]
+    return jsonify({"object": "list", "jobs": views, "next_cursor": next_cursor})
+
+
+@bp.post("/jobs/<job_id>/cancel")
+def cancel_job(job_id: str) -> Response:
+    """Cancel a queued job at once, or ask a running one to stop at its next boundary."""
+    job = load_job(job_id)
+    try:
+        with services().db.session() as session:
+            request_cancel(session, job.id)
+    except InvalidTransition as exc:
+        state = exc.current.value if exc.current else "gone"
+        raise ApiError(
+            409, "job_finished", f"The job is already {state}; there is nothing to cancel."
+        ) from None
+    return render(load_job(job_id), 202)
+
+
+@bp.get("/jobs/<job_id>/events")
+def job_events(job_id: str) -> Response:
+    """The job's audit trail: every transition with its time, attempt and worker."""
+    job = load_job(job_id)
+    with services().db.session() as session:
+        events = events_of(session, job.id)
+    return jsonify(
+        {
+            "object": "list",
+            "events": [
+                {
+                    "at": e.at.isoformat(),
+                    "from": e.from_status,
+                    "to": e.to_status,
+                    "attempt": e.attempt,
+                    "worker_id": e.worker_id,
+                    "detail": e.detail,
+                }
+                for e in events
+            ],
+        }
+    )
+
+
+@bp.get("/jobs/<job_id>/video")
+def job_video(job_id: str) -> Any:
+    """The output video: streamed with Range support (local store) or a presigned redirect (S3)."""
+    job = load_job(job_id)
+    if not job.output_key:
+        raise ApiError(404, "video_not_ready", f"Job {job.id} has no video yet (it is {job.status}).")
+    store = services().store
+    download = request.args.get("download") in {"1", "true", "yes"}
+    name = f"{job.id}.mp4"
+    path = store.local_path(job.output_key)
+    if path is not None:
+        if not path.exists():
+            raise ApiError(404, "video_missing", "The video is recorded but missing from the object store.")
+        return send_file(
+            path,
+            mimetype="video/mp4",
+            conditional=True,
+            as_attachment=download,
+            download_name=name,
+            max_age=3600,
+        )
+    url = store.presigned_url(job.output_key, filename=name if download else None)
+    if url is None:
+        raise ApiError(404, "video_missing", "The object store cannot hand out this video.")
+    return redirect(url, code=302)
+
+
+@bp.get("/jobs/<job_id>/report")
+def job_report(job_id: str) -> Response:
+    """The RunReport JSON of the job's last run."""
+    job = load_job(job_id)
+    if not job.report_key:
+        raise ApiError(404, "report_not_ready", f"Job {job.id} has no report yet (it is {job.status}).")
+    try:
+        data = services().store.get_bytes(job.report_key)
+    except ObjectNotFound:
+        raise ApiError(
+            404, "report_missing", "The report is recorded but missing from the object store."
+        ) from None
+    except StoreUnavailable as exc:
+        raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
+    return Response(json.dumps(json.loads(data), indent=2), mimetype="application/json")

@@ -1,0 +1,48 @@
+"""The Flask app factory."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask
+
+from jobservice.api import errors, jobs, system
+from jobservice.catalog import Catalog
+from jobservice.services import Services, build_services
+from jobservice.settings import Settings
+from jobservice.storage import ObjectStore
+from jobservice.uploads import UploadRequest
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    services: Services | None = None,
+    store: ObjectStore | None = None,
+    catalog: Catalog | None = None,
+) -> Flask:
+    """Build the API (and, when present, the web pages) from ``settings``."""
+    services = services or build_services(settings, store=store, catalog=catalog)
+    settings = services.settings
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    app = Flask(__name__, template_folder="../templates")
+    app.config.update(
+        MAX_CONTENT_LENGTH=settings.max_request_mb * 2**20,
+        MAX_FORM_MEMORY_SIZE=1 * 2**20,
+        JSON_SORT_KEYS=False,
+    )
+    app.request_class = _request_class(settings)
+    app.extensions["jobservice"] = services
+
+    errors.init_app(app)
+    app.register_blueprint(jobs.bp)
+    app.register_blueprint(system.bp)
+    return app
+
+
+def _request_class(settings: Settings) -> type[UploadRequest]:
+    spool = settings.resolved_spool_dir()
+    spool.mkdir(parents=True, exist_ok=True)
+    ceiling = max(settings.max_image_mb, settings.max_audio_mb) * 2**20
+    return type("AppUploadRequest", (UploadRequest,), {"spool_dir": spool, "max_file_bytes": ceiling})

@@ -1,0 +1,148 @@
+"""Celery wiring shared by the API (which only sends) and the workers (which consume).
+
+A message carries the job id and nothing else; the Celery task id IS the job id, which lets the
+reaper see which queued jobs still have a message in Redis. There is no result backend: the jobs
+table is the truth. See reference/stack-probe.md section 2 for the Redis redelivery pitfall that
+``visibility_timeout`` and the claim CAS guard against.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import redis
+from celery import Celery
+from kombu.transport.redis import PRIORITY_STEPS
+
+from jobservice.catalog import queue_for
+from jobservice.settings import Settings
+
+log = logging.getLogger(__name__)
+
+RUN_JOB_TASK = "jobservice.run_job"
+KOMBU_SEP = "\x06\x16"  # kombu's separator between a queue name and its priority step
+UNACKED_KEY = "unacked"
+
+
+def make_celery(settings: Settings) -> Celery:
+    """A Celery app configured for long, exactly-once video jobs."""
+    app = Celery("jobservice", broker=settings.broker_url, set_as_current=False)
+    app.conf.update(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        result_backend=None,
+        task_serializer="json",
+        accept_content=["json"],
+        task_default_queue="jobservice.default",
+        task_create_missing_queues=True,
+        broker_transport_options={
+            # Longer than any job, or Redis re-delivers running jobs (the claim CAS still guards).
+            "visibility_timeout": settings.visibility_timeout_seconds,
+            "priority_steps": PRIORITY_STEPS,
+            "queue_order_strategy": "priority",
+            "socket_timeout": 5.0,
+            "socket_connect_timeout": settings.publish_timeout_seconds,
+        },
+        broker_connection_retry_on_startup=True,
+        broker_connection_timeout=settings.publish_timeout_seconds,
+        task_publish_retry=True,
+        task_publish_retry_policy={
+            "max_retries": 1,
+            "interval_start": 0.0,
+            "interval_step": 0.2,
+            "interval_max": 0.2,
+        },
+        worker_send_task_events=False,
+        task_send_sent_event=False,
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+        broker_pool_limit=4,
+    )
+    return app
+
+
+def send_job(app: Celery, *, job_id: uuid.UUID, model: str, priority: int = 0) -> None:
+    """Publish the message that tells a worker of ``model`` to run ``job_id``."""
+    app.send_task(
+        RUN_JOB_TASK,
+        args=[str(job_id)],
+        queue=queue_for(model),
+        routing_key=queue_for(model),
+        task_id=str(job_id),
+        priority=priority,
+    )
+
+
+def _queue_keys(queue: str) -> list[str]:
+    return [queue] + [f"{queue}{KOMBU_SEP}{step}" for step in PRIORITY_STEPS if step]
+
+
+def _job_id_of(raw: bytes | str) -> str | None:
+    try:
+        payload: Any = json.loads(raw)
+    except (ValueError, TypeError):
+        return None
+    if isinstance(payload, list) and payload:  # unacked entries: [message, exchange, routing_key]
+        payload = payload[0]
+    if not isinstance(payload, dict):
+        return None
+    headers = payload.get("headers") or {}
+    task_id = headers.get("id")
+    return str(task_id) if task_id else None
+
+
+class BrokerInspector:
+    """Reads the Redis broker directly to learn which job ids still have a message."""
+
+    def __init__(self, broker_url: str, *, timeout: float = 5.0) -> None:
+        self._client = redis_client(broker_url, timeout=timeout)
+
+    def pending_job_ids(self, queues: Iterable[str]) -> set[str]:
+        """Job ids with a message waiting in ``queues`` or delivered but not yet acknowledged."""
+        found: set[str] = set()
+        pipe = self._client.pipeline(transaction=False)
+        for queue in queues:
+            for key in _queue_keys(queue):
+                pipe.lrange(key, 0, -1)
+        pipe.hvals(UNACKED_KEY)
+        for result in pipe.execute():
+            for raw in result:
+                job_id = _job_id_of(raw)
+                if job_id:
+                    found.add(job_id)
+        return found
+
+    def queue_depth(self, queue: str) -> int:
+        """Messages waiting in ``queue`` (all priorities)."""
+        return int(sum(self._client.llen(key) for key in _queue_keys(queue)))
+
+    def ping(self) -> bool:
+        """Whether the broker answers."""
+        return bool(self._client.ping())
+
+    def close(self) -> None:
+        """Drop the connection pool."""
+        self._client.close()
+
+
+def redis_client(broker_url: str, *, timeout: float = 5.0) -> redis.Redis:
+    """A redis-py client for a Celery broker URL (``redis://`` or ``redis+socket://``)."""
+    if broker_url.startswith("redis+socket://"):
+        path, _, query = broker_url[len("redis+socket://") :].partition("?")
+        db = 0
+        for part in query.split("&"):
+            if part.startswith("virtual_host=") or part.startswith("db="):
+                db = int(part.split("=", 1)[1] or 0)
+        return redis.Redis(
+            unix_socket_path=path, db=db, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
+    if broker_url.startswith(("redis://", "rediss://", "unix://")):
+        return redis.Redis.from_url(broker_url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    raise ValueError(f"only Redis brokers are supported, got {broker_url.split(':', 1)[0]}://")

@@ -1,0 +1,204 @@
+"""Accepting a job: check it, store its inputs, record it, queue it.
+
+Shared by the JSON API, the web form and batches. Order matters for "nothing lost, nothing left
+behind": inputs go to the object store first, then the row is committed, then the message is
+sent. A refusal before the commit deletes whatever was stored; a failed send after the commit
+leaves a queued row that the reaper re-sends, so an accepted job is never lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from jobservice.catalog import ModelSpec
+from jobservice.errors import ApiError
+from jobservice.jobs import record_created
+from jobservice.models import Job, utcnow
+from jobservice.queueing import send_job
+from jobservice.services import Services
+from jobservice.storage import StoreUnavailable
+from jobservice.uploads import CheckedUpload
+
+log = logging.getLogger(__name__)
+
+RESERVED_FIELDS = {"task", "model"}
+
+
+@dataclass
+class Submission:
+    """A parsed request to run one job."""
+
+    task: str | None
+    model: str | None
+    params: dict[str, Any]
+    uploads: dict[str, CheckedUpload] = field(default_factory=dict)
+    source: str = "api"
+    priority: int = 0
+    idempotency_key: str | None = None
+
+
+def resolve_model(services: Services, task: str | None, model: str | None) -> ModelSpec:
+    """The catalog entry a request asks for, with a clear refusal when it does not fit."""
+    catalog = services.catalog
+    if task is not None and task not in {"audio2video", "text2video"}:
+        raise ApiError(422, "invalid_task", f"Unknown task '{task}'; use audio2video or text2video.")
+    if model:
+        spec = catalog.get(model)
+        if spec is None:
+            known = ", ".join(catalog.ids())
+            raise ApiError(404, "unknown_model", f"There is no model '{model}'. Known models: {known}.")
+        if task and spec.task != task:
+            raise ApiError(422, "model_task_mismatch", f"Model '{model}' performs {spec.task}, not {task}.")
+        return spec
+    if not task:
+        raise ApiError(
+            422, "missing_task", "Say which task to run: 'task' must be audio2video or text2video."
+        )
+    spec = catalog.default_for(task)
+    if spec is None:
+        raise ApiError(404, "unknown_model", f"No model is configured for {task}.")
+    return spec
+
+
+def validate_params(spec: ModelSpec, raw: dict[str, Any]) -> dict[str, Any]:
+    """Check parameters against the model's schema and fill in defaults (and a seed if absent)."""
+    cleaned = {k: v for k, v in raw.items() if k not in RESERVED_FIELDS and v is not None and v != ""}
+    try:
+        params = spec.params.model_validate(cleaned)
+    except ValidationError as exc:
+        details = [
+            {
+                "field": ".".join(str(p) for p in err["loc"]) or "(body)",
+                "message": err["msg"],
+                "type": err["type"],
+            }
+            for err in exc.errors(include_url=False, include_context=False)
+        ]
+        first = details[0]
+        message = f"Invalid parameter '{first['field']}': {first['message']}."
+        if len(details) > 1:
+            message += f" ({len(details) - 1} more problem(s) in details.)"
+        raise ApiError(422, "invalid_parameters", message, details) from None
+    resolved = params.model_dump(mode="json")
+    if "seed" in resolved and resolved["seed"] is None:
+        resolved["seed"] = secrets.randbelow(2**32)
+    return resolved
+
+
+def _fingerprint(spec: ModelSpec, raw: dict[str, Any], uploads: dict[str, CheckedUpload]) -> str:
+    body = {
+        "model": spec.id,
+        "params": {k: raw[k] for k in sorted(raw) if k not in RESERVED_FIELDS},
+        "inputs": {name: up.meta.get("sha256") for name, up in sorted(uploads.items())},
+    }
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _check_inputs(spec: ModelSpec, uploads: dict[str, CheckedUpload]) -> None:
+    missing = [name for name in spec.inputs if name not in uploads]
+    if missing:
+        names = " and ".join(f"'{m}'" for m in missing)
+        raise ApiError(
+            422, "missing_input", f"Model '{spec.id}' needs the file {names} (multipart/form-data)."
+        )
+    extra = [name for name in uploads if name not in spec.inputs]
+    if extra:
+        raise ApiError(422, "unexpected_input", f"Model '{spec.id}' takes no file '{extra[0]}'.")
+
+
+def _existing(services: Services, key: str, fingerprint: str) -> Job | None:
+    with services.db.session() as session:
+        job = session.scalar(select(Job).where(Job.idempotency_key == key))
+    if job is None:
+        return None
+    if job.request_fingerprint != fingerprint:
+        raise ApiError(
+            409, "idempotency_conflict", "This Idempotency-Key was already used for a different request."
+        )
+    return job
+
+
+def submit_job(services: Services, sub: Submission) -> tuple[Job, bool]:
+    """Accept ``sub`` and return (job, created); created is False for an idempotent replay."""
+    spec = resolve_model(services, sub.task, sub.model)
+    params = validate_params(spec, sub.params)
+    _check_inputs(spec, sub.uploads)
+    fingerprint = _fingerprint(spec, sub.params, sub.uploads)
+    if sub.idempotency_key:
+        existing = _existing(services, sub.idempotency_key, fingerprint)
+        if existing is not None:
+            return existing, False
+
+    job_id = uuid.uuid4()
+    prefix = f"jobs/{job_id}/"
+    input_keys: dict[str, str] = {}
+    try:
+        for name, upload in sub.uploads.items():
+            key = f"{prefix}inputs/{name}.{upload.extension}"
+            services.store.put_file(key, upload.path, content_type=upload.content_type)
+            input_keys[name] = key
+    except StoreUnavailable as exc:
+        services.store.delete_prefix(prefix)
+        raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
+
+    now = utcnow()
+    job = Job(
+        id=job_id,
+        task=spec.task,
+        model=spec.id,
+        params=params,
+        source=sub.source,
+        priority=sub.priority,
+        input_keys=input_keys,
+        input_meta={name: up.meta for name, up in sub.uploads.items()},
+        max_attempts=services.settings.max_attempts,
+        idempotency_key=sub.idempotency_key,
+        request_fingerprint=fingerprint,
+        created_at=now,
+        updated_at=now,
+        # Set before sending so the hot path needs no second write; cleared if the send fails.
+        enqueued_at=now,
+        attempts=0,
+        progress=0.0,
+        timings={},
+        validation_summary={},
+    )
+    try:
+        with services.db.session() as session:
+            record_created(session, job)
+    except IntegrityError:
+        _cleanup(services, prefix)
+        if sub.idempotency_key:
+            replay = _existing(services, sub.idempotency_key, fingerprint)
+            if replay is not None:
+                return replay, False
+        raise
+    except OperationalError as exc:
+        _cleanup(services, prefix)
+        raise ApiError(503, "database_unavailable", f"The jobs database is unavailable: {exc.orig}") from None
+
+    try:
+        send_job(services.celery, job_id=job_id, model=spec.id, priority=sub.priority)
+    except Exception as exc:  # noqa: BLE001 - any broker failure: the reaper re-sends from the table
+        log.warning("job %s: queue message not sent (%s); the reaper will re-send it", job_id, exc)
+        with services.db.session() as session:
+            session.execute(update(Job).where(Job.id == job_id).values(enqueued_at=None))
+        job.enqueued_at = None
+    return job, True
+
+
+def _cleanup(services: Services, prefix: str) -> None:
+    try:
+        services.store.delete_prefix(prefix)
+    except StoreUnavailable:
+        log.exception("could not delete %s after a refused submission", prefix)

@@ -1,0 +1,156 @@
+"""Shared fixtures: real services (Redis, PostgreSQL, moto's S3 server), settings, the app, media.
+
+A test that needs a service fails loudly when the service is missing; it never skips. Point the
+suite elsewhere with JOBSERVICE_TEST_REDIS_URL / JOBSERVICE_TEST_PG_URL.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import redis
+
+from jobservice.app import create_app
+from jobservice.migrate import upgrade
+from jobservice.services import Services, build_services
+from jobservice.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "samples"
+REDIS_URL = os.environ.get("JOBSERVICE_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+PG_URL = os.environ.get("JOBSERVICE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+
+
+# --- services -------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A real Redis on a spare database number (flushed by ``clean_redis``)."""
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"Redis is required at {REDIS_URL} ({exc}); start one (see .ci/run)")
+    return REDIS_URL
+
+
+@pytest.fixture
+def clean_redis(redis_url: str) -> Iterator[str]:
+    """The Redis URL, flushed before and after the test."""
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield redis_url
+    client.flushdb()
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> str:
+    """A reachable PostgreSQL server (admin URL)."""
+    dsn = PG_URL.replace("postgresql+psycopg://", "postgresql://")
+    try:
+        psycopg.connect(dsn, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        pytest.fail(f"PostgreSQL is required at {PG_URL} ({exc}); start one (see .ci/run)")
+    return PG_URL
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for one test, dropped afterwards."""
+    name = f"jobservice_test_{uuid.uuid4().hex[:10]}"
+    admin = pg_server_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = pg_server_url.rsplit("/", 1)[0] + f"/{name}"
+    upgrade(url)
+    yield url
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# --- settings and app --------------------------------------------------------------------------
+def make_settings(var_dir: Path, **overrides: object) -> Settings:
+    """Settings for a test: everything under ``var_dir``, quick leases and reaper."""
+    values: dict[str, object] = {
+        "var_dir": var_dir,
+        "broker_url": REDIS_URL,
+        "heartbeat_seconds": 0.5,
+        "lease_seconds": 3.0,
+        "reap_interval_seconds": 0.5,
+        "resend_after_seconds": 1.0,
+        "progress_min_interval_seconds": 0.1,
+        "publish_timeout_seconds": 1.0,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def settings(tmp_path: Path, clean_redis: str) -> Settings:
+    """Settings on SQLite + local store in tmp, and the test Redis."""
+    s = make_settings(tmp_path / "var", broker_url=clean_redis)
+    upgrade(s.resolved_database_url())
+    return s
+
+
+@pytest.fixture
+def services(settings: Settings) -> Iterator[Services]:
+    """Services built from ``settings``."""
+    svc = build_services(settings)
+    yield svc
+    svc.db.dispose()
+
+
+@pytest.fixture
+def app(services: Services):  # type: ignore[no-untyped-def]
+    """The Flask app."""
+    application = create_app(services=services)
+    application.config["TESTING"] = True
+    return application
+
+
+@pytest.fixture
+def client(app):  # type: ignore[no-untyped-def]
+    """A test client of the app."""
+    return app.test_client()
+
+
+# --- media ---------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def media_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of small generated media shared by the session."""
+    if shutil.which("ffmpeg") is None:
+        pytest.fail("ffmpeg is required (apt-get install -y ffmpeg)")
+    return tmp_path_factory.mktemp("media")
+
+
+def ffmpeg(*args: str) -> None:
+    """Run ffmpeg quietly, failing loudly."""
+    subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", *args], check=True)
+
+
+@pytest.fixture(scope="session")
+def portrait() -> Path:
+    """The shipped sample portrait (a drawn face the Haar detector finds)."""
+    return SAMPLES / "portrait.png"
+
+
+@pytest.fixture(scope="session")
+def speech() -> Path:
+    """The shipped sample speech."""
+    return SAMPLES / "speech.wav"
+
+
+@pytest.fixture(scope="session")
+def short_speech(media_dir: Path, speech: Path) -> Path:
+    """The first 2 seconds of the sample speech, as MP3 (fast jobs)."""
+    out = media_dir / "short.mp3"
+    if not out.exists():
+        ffmpeg("-i", str(speech), "-t", "2", "-c:a", "libmp3lame", "-b:a", "64k", str(out))
+    return out

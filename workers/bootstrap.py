@@ -1,0 +1,94 @@
+"""Worker bootstrap: the Celery app, its task, and the process lifecycle hooks.
+
+Nothing torch-, CUDA- or database-related happens in the Celery parent at import: models load
+in the child that runs them, the child builds its own database engine after fork, and the
+parent only runs the maintenance thread (presence + reaper). See reference/stack-probe.md 4-5.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from celery import Celery, signals
+
+from jobservice.placement import inventory
+from jobservice.services import Services, build_services
+from jobservice.settings import Settings
+from workers.maintenance import Maintenance
+from workers.runtime import WorkerRuntime, default_node, versions
+from workers.tasks import register_tasks
+
+log = logging.getLogger(__name__)
+
+
+class WorkerProcess:
+    """Holds the per-process runtime (children) and the maintenance loop (parent)."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self._runtime: WorkerRuntime | None = None
+        self._runtime_pid = -1
+        self.maintenance: Maintenance | None = None
+
+    def runtime(self) -> WorkerRuntime:
+        """This process's runtime, built on first use (after fork in a prefork child)."""
+        if self._runtime is None or self._runtime_pid != os.getpid():
+            self._runtime = WorkerRuntime.create(self.services, node=os.environ.get("JOBSERVICE_WORKER_NODE"))
+            self._runtime_pid = os.getpid()
+        return self._runtime
+
+    def on_child_start(self, **_: Any) -> None:
+        """Prefork child start: fresh runtime, thread budget, optional preload."""
+        runtime = self.runtime()
+        threads = self.services.settings.torch_threads
+        if threads or os.environ.get("JOBSERVICE_WORKER_PRELOAD") == "1":
+            import torch  # noqa: PLC0415 - only in the child, never in the parent
+
+            if threads:
+                torch.set_num_threads(threads)
+        if os.environ.get("JOBSERVICE_WORKER_PRELOAD") == "1":
+            for model_id in runtime.models:
+                spec = self.services.catalog.get(model_id)
+                if spec is not None:
+                    runtime.resident.get(spec)
+
+    def on_child_stop(self, **_: Any) -> None:
+        """Prefork child exit: release resident models."""
+        if self._runtime is not None and self._runtime_pid == os.getpid():
+            self._runtime.resident.unload_all()
+
+    def on_ready(self, **_: Any) -> None:
+        """Parent ready: announce the worker and start the maintenance loop."""
+        settings = self.services.settings
+        node = os.environ.get("JOBSERVICE_WORKER_NODE")
+        from jobservice.placement import parse_devices
+
+        device = parse_devices(settings.worker_devices)
+        self.maintenance = Maintenance(
+            self.services,
+            worker_id=node or default_node(device),
+            devices=device.label,
+            models=settings.worker_models or self.services.catalog.ids(),
+            info={"versions": versions(), "host": inventory(), "pid": os.getpid()},
+        )
+        self.maintenance.start()
+
+    def on_shutdown(self, **_: Any) -> None:
+        """Parent stopping: retire the presence row."""
+        if self.maintenance is not None:
+            self.maintenance.stop()
+
+
+def bootstrap(settings: Settings | None = None) -> Celery:
+    """Build the worker's Celery app from ``JOBSERVICE_*`` settings."""
+    services = build_services(settings or Settings())
+    app = services.celery
+    process = WorkerProcess(services)
+    register_tasks(app, process.runtime, hard_time_limit=services.settings.job_timeout_seconds + 120)
+    signals.worker_process_init.connect(process.on_child_start, weak=False)
+    signals.worker_process_shutdown.connect(process.on_child_stop, weak=False)
+    signals.worker_ready.connect(process.on_ready, weak=False)
+    signals.worker_shutdown.connect(process.on_shutdown, weak=False)
+    return app

@@ -1,0 +1,5 @@
+"""Entry point for ``celery -A workers.celery_worker worker`` (``jobservice worker`` runs it for you)."""
+
+from workers.bootstrap import bootstrap
+
+app = bootstrap()

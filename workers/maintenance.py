@@ -1,0 +1,91 @@
+"""A worker's background duties: keep its presence row fresh and run the reaper."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+
+from jobservice.queueing import BrokerInspector, send_job
+from jobservice.reaper import reap
+from jobservice.services import Services
+from jobservice.workers_registry import announce_worker, retire_worker, touch_worker
+
+log = logging.getLogger(__name__)
+
+
+class Maintenance:
+    """Runs every ``reap_interval_seconds`` on a daemon thread of the worker's main process."""
+
+    def __init__(
+        self, services: Services, *, worker_id: str, devices: str, models: list[str], info: dict[str, object]
+    ) -> None:
+        self.services = services
+        self.worker_id = worker_id
+        self.devices = devices
+        self.models = models
+        self.info = info
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="jobservice-maintenance", daemon=True)
+        self._inspector: BrokerInspector | None = None
+
+    def start(self) -> None:
+        """Announce the worker and start the loop."""
+        with self.services.db.session() as session:
+            announce_worker(
+                session,
+                worker_id=self.worker_id,
+                hostname=socket.gethostname(),
+                pid=os.getpid(),
+                devices=self.devices,
+                models=self.models,
+                info=self.info,
+            )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop and mark the worker stopped."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        try:
+            with self.services.db.session() as session:
+                retire_worker(session, self.worker_id)
+        except Exception:  # noqa: BLE001 - shutting down anyway
+            log.warning("could not mark worker %s stopped", self.worker_id, exc_info=True)
+
+    def _send(self, job_id: uuid.UUID, model: str, priority: int) -> None:
+        send_job(self.services.celery, job_id=job_id, model=model, priority=priority)
+
+    def _pending(self, queues: set[str]) -> set[str]:
+        if self._inspector is None:
+            self._inspector = BrokerInspector(self.services.settings.broker_url)
+        return self._inspector.pending_job_ids(queues)
+
+    def run_once(self) -> None:
+        """One round: presence, then a reaper pass."""
+        with self.services.db.session() as session:
+            touch_worker(session, self.worker_id)
+        result = reap(
+            self.services.db,
+            self._send,
+            self._pending,
+            resend_after_seconds=self.services.settings.resend_after_seconds,
+        )
+        if result.changed:
+            log.info(
+                "reaper: requeued %d, failed %d, canceled %d, re-sent %d",
+                len(result.requeued),
+                len(result.failed),
+                len(result.canceled),
+                len(result.resent),
+            )
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.services.settings.reap_interval_seconds):
+            try:
+                self.run_once()
+            except Exception:  # noqa: BLE001 - keep reaping through database or broker hiccups
+                log.warning("maintenance round failed; retrying", exc_info=True)
+                self._inspector = None

@@ -1,0 +1,317 @@
+"""The run pipeline: claim → fetch → load → generate (streamed encode + decode pass) → validate →
+upload → record. Every ending goes through one of three transitions, and a failed run still keeps
+its output and RunReport for inspection.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from jobservice.catalog import ModelSpec
+from jobservice.jobs import (
+    InvalidTransition,
+    LeaseLost,
+    Owner,
+    claim_job,
+    mark_canceled,
+    mark_failed,
+    mark_succeeded,
+)
+from jobservice.models import Job, Stage, utcnow
+from jobservice.report import RunReport, Validation
+from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutput
+from workers.heartbeat import Heartbeat
+from workers.reporting import build_report, failed_check_message, validation_summary
+from workers.run_context import LeaseLostError, PipelineContext
+from workers.runtime import WorkerRuntime
+from workers.validation import Expectation, validate_file, validate_streamed
+
+log = logging.getLogger(__name__)
+
+
+def run_job(runtime: WorkerRuntime, raw_job_id: str) -> str:
+    """Run the job named by a queue message; returns how it ended (for logs and tests)."""
+    try:
+        job_id = uuid.UUID(str(raw_job_id))
+    except ValueError:
+        log.error("dropping a message with a malformed job id %r", raw_job_id)
+        return "malformed"
+    settings = runtime.services.settings
+    with runtime.services.db.session() as session:
+        job = claim_job(session, job_id, worker_id=runtime.worker_id, lease_seconds=settings.lease_seconds)
+    if job is None:
+        log.info("job %s: not queued any more (taken, canceled or finished); message dropped", job_id)
+        return "dropped"
+    log.info("job %s: claimed by %s (attempt %d)", job_id, runtime.worker_id, job.attempts)
+    return JobRun(runtime, job).execute()
+
+
+@dataclass
+class JobRun:
+    """One attempt at one job, from claim to its final transition."""
+
+    runtime: WorkerRuntime
+    job: Job
+    timings: dict[str, float] = field(default_factory=dict)
+    cold: bool = False
+    output: RunOutput | None = None
+    validation: Validation | None = None
+    generate_started_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        self.owner = Owner(self.runtime.worker_id, self.job.attempts)
+        self.services = self.runtime.services
+        self.settings = self.services.settings
+        self.spec: ModelSpec | None = self.services.catalog.get(self.job.model)
+        self.clock0 = time.perf_counter()
+        self.scratch = self.settings.resolved_scratch_dir() / f"{self.job.id}-{self.job.attempts}"
+        timeout = (self.spec.timeout_seconds if self.spec else None) or self.settings.job_timeout_seconds
+        self.heartbeat = Heartbeat(
+            self.services.db,
+            self.job.id,
+            self.owner,
+            lease_seconds=self.settings.lease_seconds,
+            beat_seconds=self.settings.heartbeat_seconds,
+            progress_interval=self.settings.progress_min_interval_seconds,
+            deadline_seconds=timeout,
+        )
+        self.ctx: PipelineContext | None = None
+
+    # --- the run -------------------------------------------------------------------------
+    def execute(self) -> str:
+        """Run to the end and record the outcome; never raises for a job-level failure."""
+        self.heartbeat.start()
+        try:
+            return self._run()
+        except LeaseLostError:
+            return self._lease_lost()
+        except JobCanceled as exc:
+            return self._canceled(exc.reason)
+        except AdapterError as exc:
+            return self._failed(exc.code, exc.message)
+        except Exception as exc:  # noqa: BLE001 - a bug in a model or in us must still end the job
+            log.exception("job %s: run crashed", self.job.id)
+            return self._failed("internal_error", f"{type(exc).__name__}: {exc}")
+        finally:
+            self.heartbeat.stop()
+            if self.ctx is not None:
+                self.ctx.abort()
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _stage(self, stage: Stage, progress: float | None = None) -> None:
+        self.heartbeat.update(stage=stage.value, progress=progress)
+
+    def _lap(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self.timings[name] = round((now - since) * 1000, 3)
+        return now
+
+    def _run(self) -> str:
+        if self.spec is None:
+            raise AdapterError(
+                "model_unavailable", f"Model '{self.job.model}' is not in this worker's catalog."
+            )
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        t = time.perf_counter()
+        inputs = self._fetch_inputs()
+        t = self._lap("fetch_ms", t)
+
+        self._stage(Stage.LOADING, 0.02)
+        loaded, self.cold = self.runtime.resident.get(self.spec)
+        if self.cold:
+            self.timings["load_ms"] = round(loaded.load_ms, 3)
+        t = time.perf_counter()
+
+        self._stage(Stage.GENERATING, 0.05)
+        self.ctx = PipelineContext(
+            heartbeat=self.heartbeat, scratch=self.scratch, policy=self.spec.validation
+        )
+        self.generate_started_at = utcnow()
+        self.ctx.check_cancel()
+        self.output = loaded.adapter.run(loaded.handle, inputs, self.ctx)
+        loaded.runs += 1
+        self.ctx.check_cancel()
+        t = self._lap("generate_ms", t)
+
+        video_path = self._finish_video()
+        t = time.perf_counter()
+        self._stage(Stage.UPLOADING, 0.97)
+        output_key = f"jobs/{self.job.id}/output.mp4"
+        self.services.store.put_file(output_key, video_path, content_type="video/mp4")
+        self._lap("upload_ms", t)
+        return self._record_outcome(output_key, video_path)
+
+    def _fetch_inputs(self) -> JobInputs:
+        files: dict[str, Path] = {}
+        for name, key in (self.job.input_keys or {}).items():
+            dest = self.scratch / "inputs" / Path(key).name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            files[name] = self.services.store.get_file(key, dest)
+        return JobInputs(
+            job_id=str(self.job.id),
+            model=self.job.model,
+            params=dict(self.job.params),
+            files=files,
+            scratch=self.scratch,
+        )
+
+    def _expectation(self) -> Expectation:
+        assert self.output is not None and self.spec is not None
+        fmt = self.output.expected or (self.ctx.format if self.ctx else None)
+        audio_meta = (self.job.input_meta or {}).get("audio") or {}
+        needs_audio = self.spec.task == "audio2video"
+        return Expectation(
+            width=fmt.width if fmt else None,
+            height=fmt.height if fmt else None,
+            fps=fmt.fps if fmt else None,
+            num_frames=fmt.num_frames if fmt else None,
+            duration_s=audio_meta.get("duration_s")
+            if needs_audio
+            else (fmt.num_frames / fmt.fps if fmt else None),
+            require_audio=needs_audio,
+        )
+
+    def _finish_video(self) -> Path:
+        assert self.output is not None and self.ctx is not None and self.spec is not None
+        expect = self._expectation()
+        if self.output.video_path is None:
+            t = time.perf_counter()
+            encoded = self.ctx.finish_encoding()
+            t = self._lap("encode_ms", t)
+            self._stage(Stage.VALIDATING, 0.96)
+            self.validation = validate_streamed(
+                path=encoded.path, encode=encoded, expect=expect, policy=self.spec.validation
+            )
+            self._lap("validate_ms", t)
+            return encoded.path
+        t = time.perf_counter()
+        self._stage(Stage.VALIDATING, 0.96)
+        self.validation = validate_file(
+            path=self.output.video_path, expect=expect, policy=self.spec.validation
+        )
+        self._lap("validate_ms", t)
+        return self.output.video_path
+
+    # --- endings -------------------------------------------------------------------------
+    def _report(
+        self, status: str, *, error: tuple[str, str] | None = None, video: Path | None = None
+    ) -> RunReport:
+        self.timings["total_ms"] = round((time.perf_counter() - self.clock0) * 1000, 3)
+        return build_report(self, status=status, error=error, video_path=video)
+
+    def _store_report(self, report: RunReport) -> str | None:
+        key = f"jobs/{self.job.id}/report.json"
+        try:
+            self.services.store.put_bytes(
+                key, report.model_dump_json(indent=2).encode(), content_type="application/json"
+            )
+        except Exception:  # noqa: BLE001 - the job outcome matters more than its report
+            log.exception("job %s: could not store the report", self.job.id)
+            return None
+        return key
+
+    def _record_outcome(self, output_key: str, video_path: Path) -> str:
+        assert self.validation is not None
+        passed = self.validation.verdict == "passed"
+        error = None if passed else ("validation_failed", failed_check_message(self.validation))
+        report = self._report("succeeded" if passed else "failed", error=error, video=video_path)
+        report_key = self._store_report(report)
+        common: dict[str, Any] = {
+            "owner": self.owner,
+            "output_key": output_key,
+            "report_key": report_key or "",
+            "verdict": self.validation.verdict,
+            "timings": summary_timings(report),
+            "validation_summary": validation_summary(self.validation),
+            "cold_start": self.cold,
+        }
+        try:
+            with self.services.db.session() as session:
+                if passed:
+                    mark_succeeded(session, self.job.id, **common)
+                else:
+                    assert error is not None
+                    mark_failed(session, self.job.id, code=error[0], message=error[1], **common)
+        except LeaseLost:
+            return self._lease_lost()
+        log.info(
+            "job %s: %s in %.0f ms",
+            self.job.id,
+            "succeeded" if passed else "failed validation",
+            report.timings["total_ms"],
+        )
+        return "succeeded" if passed else "validation_failed"
+
+    def _failed(self, code: str, message: str) -> str:
+        if self.ctx is not None:
+            self.ctx.abort()
+        report = self._report("failed", error=(code, message))
+        report_key = self._store_report(report)
+        try:
+            with self.services.db.session() as session:
+                mark_failed(
+                    session,
+                    self.job.id,
+                    code=code,
+                    message=message,
+                    owner=self.owner,
+                    report_key=report_key,
+                    timings=summary_timings(report),
+                    cold_start=self.cold,
+                )
+        except InvalidTransition:
+            return self._lease_lost()
+        log.warning("job %s: failed (%s): %s", self.job.id, code, message)
+        return f"failed:{code}"
+
+    def _canceled(self, reason: str) -> str:
+        if reason == "timeout":
+            timeout = (
+                self.spec.timeout_seconds
+                if self.spec and self.spec.timeout_seconds
+                else self.settings.job_timeout_seconds
+            )
+            return self._failed(
+                "timeout", f"The job ran longer than its limit of {timeout:g} s and was stopped."
+            )
+        if self.ctx is not None:
+            self.ctx.abort()
+        report = self._report("canceled", error=("canceled", "Canceled at the user's request."))
+        report_key = self._store_report(report)
+        try:
+            with self.services.db.session() as session:
+                mark_canceled(
+                    session,
+                    self.job.id,
+                    owner=self.owner,
+                    detail="canceled while running",
+                    report_key=report_key,
+                )
+        except InvalidTransition:
+            return self._lease_lost()
+        log.info("job %s: canceled while running", self.job.id)
+        return "canceled"
+
+    def _lease_lost(self) -> str:
+        log.warning("job %s: this worker lost the job's lease; leaving it to its new owner", self.job.id)
+        return "lease_lost"
+
+
+def summary_timings(report: RunReport) -> dict[str, Any]:
+    """The figures kept in the jobs table (the full breakdown is in the report)."""
+    summary: dict[str, Any] = {k: v for k, v in report.timings.items() if k.endswith("_ms")}
+    summary["queue_wait_ms"] = report.queue_wait_ms
+    for name in ("render_fps", "rtf", "media_duration_s"):
+        value = getattr(report, name)
+        if value is not None:
+            summary[name] = value
+    if report.last_frame_at is not None:
+        summary["last_frame_at"] = report.last_frame_at.isoformat()
+    return summary

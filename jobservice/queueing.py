@@ -44,8 +44,8 @@ def make_celery(settings: Settings) -> Celery:
         broker_transport_options={
             # Longer than any job, or Redis re-delivers running jobs (the claim CAS still guards).
             "visibility_timeout": settings.visibility_timeout_seconds,
+            # Message priority (0 = first) within each model's queue; batches use a lower step.
             "priority_steps": PRIORITY_STEPS,
-            "queue_order_strategy": "priority",
             "socket_timeout": 5.0,
             "socket_connect_timeout": settings.publish_timeout_seconds,
         },

@@ -6,8 +6,10 @@ suite elsewhere with JOBSERVICE_TEST_REDIS_URL / JOBSERVICE_TEST_PG_URL.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis
+from moto.server import ThreadedMotoServer
 
 from jobservice.app import create_app
 from jobservice.migrate import upgrade
@@ -74,10 +77,35 @@ def pg_url(pg_server_url: str) -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+MOTO_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (bind to port 0 and let the OS choose)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """Start one in-process moto server for the session; yields its endpoint URL."""
+    # moto logs every request through werkzeug on stderr even with verbose=False.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
 # --- settings and app --------------------------------------------------------------------------
 def make_settings(var_dir: Path, **overrides: object) -> Settings:
     """Settings for a test: everything under ``var_dir``, quick leases and reaper."""
     values: dict[str, object] = {
+        "_env_file": None,
         "var_dir": var_dir,
         "broker_url": REDIS_URL,
         "heartbeat_seconds": 0.5,

@@ -23,15 +23,12 @@ import pytest
 import redis
 
 from jobservice.app import create_app
-from jobservice.cli.embedded import redis_binary
+from jobservice.cli.embedded import exported, redis_binary
 from jobservice.jobs import events_of, get_job
 from jobservice.migrate import upgrade
 from jobservice.models import Job, JobEvent
 from jobservice.services import Services, build_services
 from tests.conftest import ROOT, make_settings
-
-ZOO = '["tests.fakes.zoo:specs"]'
-
 
 class RedisServer:
     """A redis-server on a unix socket that a test may stop and restart (empty)."""
@@ -197,21 +194,9 @@ def build_stack(tmp: Path, **overrides: object) -> Stack:
     )
     upgrade(settings.resolved_database_url())
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSERVICE_")}
-    env.update(
-        {
-            "JOBSERVICE_VAR_DIR": str(settings.var_dir),
-            "JOBSERVICE_DATABASE_URL": settings.resolved_database_url(),
-            "JOBSERVICE_BROKER_URL": server.url,
-            "JOBSERVICE_CATALOG_EXTRA": ZOO,
-            "JOBSERVICE_HEARTBEAT_SECONDS": str(settings.heartbeat_seconds),
-            "JOBSERVICE_LEASE_SECONDS": str(settings.lease_seconds),
-            "JOBSERVICE_REAP_INTERVAL_SECONDS": str(settings.reap_interval_seconds),
-            "JOBSERVICE_RESEND_AFTER_SECONDS": str(settings.resend_after_seconds),
-            "JOBSERVICE_PROGRESS_MIN_INTERVAL_SECONDS": str(settings.progress_min_interval_seconds),
-            "JOBSERVICE_MAX_ATTEMPTS": str(settings.max_attempts),
-            "PYTHONPATH": str(ROOT),
-        }
-    )
+    env.update({f"JOBSERVICE_{k.upper()}": v for k, v in exported(settings).items()})
+    env["JOBSERVICE_DATABASE_URL"] = settings.resolved_database_url()
+    env["PYTHONPATH"] = str(ROOT)
     return Stack(tmp=tmp, redis=server, services=build_services(settings), env=env)
 
 

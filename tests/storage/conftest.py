@@ -6,42 +6,16 @@ fresh bucket on it), ``s3_store``, ``local_store``, and ``store`` (parametrized 
 
 from __future__ import annotations
 
-import logging
-import socket
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import pytest
 from botocore.config import Config
-from moto.server import ThreadedMotoServer
 
 from jobservice.settings import Settings
 from jobservice.storage import LocalStore, ObjectStore, S3Store, make_store
-
-MOTO_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago (bind to port 0 and let the OS choose)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def moto_server() -> Iterator[str]:
-    """Start one in-process moto server for the session; yields its endpoint URL."""
-    # moto logs every request through werkzeug on stderr even with verbose=False.
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+from tests.conftest import MOTO_CREDENTIALS
 
 
 @pytest.fixture

@@ -26,8 +26,7 @@ from jobservice.storage import (
 )
 from jobservice.storage import s3 as s3_module
 from jobservice.storage.local import CHUNK_SIZE
-
-from .conftest import free_port
+from tests.conftest import free_port
 
 BIG_SIZE = 12 * 1024 * 1024 + 123  # > 2 parts of 5 MiB, and not a multiple of the part size
 

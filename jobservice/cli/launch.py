@@ -1,0 +1,112 @@
+"""Launching the long-running processes: the API under gunicorn, a worker pinned to its cards."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from typing import Any
+
+from jobservice.catalog import queue_for
+from jobservice.placement import DeviceContext, parse_devices, pinning_env, servable_models
+from jobservice.services import build_services
+from jobservice.settings import Settings
+
+
+def serve_api(settings: Settings, *, host: str, port: int, workers: int, threads: int) -> None:
+    """Run the API under gunicorn's gthread worker (slow uploads don't time out a sync worker)."""
+    from gunicorn.app.base import BaseApplication
+
+    from jobservice.app import create_app
+
+    class _Gunicorn(BaseApplication):
+        def load_config(self) -> None:
+            options = {
+                "bind": f"{host}:{port}",
+                "workers": workers,
+                "worker_class": "gthread",
+                "threads": threads,
+                "timeout": 120,
+                "graceful_timeout": 20,
+                "keepalive": 5,
+                "accesslog": "-",
+                "errorlog": "-",
+                "loglevel": settings.log_level.lower(),
+                "proc_name": "jobservice-api",
+            }
+            for key, value in options.items():
+                self.cfg.set(key, value)
+
+        def load(self) -> Any:
+            return create_app(settings)
+
+    _Gunicorn().run()
+
+
+def worker_plan(
+    settings: Settings, device: DeviceContext, models: list[str] | None
+) -> tuple[list[str], dict[str, str]]:
+    """The models this worker will serve, and why the others are skipped."""
+    catalog = build_services(settings).catalog
+    if models:
+        unknown = [m for m in models if catalog.get(m) is None]
+        if unknown:
+            raise SystemExit(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(catalog.ids())}")
+    reasons = servable_models(catalog, device, models)
+    serve = [model for model, why in reasons.items() if why is None]
+    skipped = {model: why for model, why in reasons.items() if why is not None}
+    return serve, skipped
+
+
+def exec_worker(
+    settings: Settings,
+    *,
+    devices: str,
+    models: list[str] | None,
+    name: str | None,
+    preload: bool,
+    loglevel: str,
+    pool: str = "prefork",
+) -> None:
+    """Pin the environment to ``devices`` and replace this process with a Celery worker."""
+    device = parse_devices(devices)
+    serve, skipped = worker_plan(settings, device, models)
+    for model, why in skipped.items():
+        print(f"worker {device.label}: not serving {model}: {why}", file=sys.stderr)
+    if not serve:
+        raise SystemExit(f"worker {device.label}: no model can be served on these devices")
+    node = name or f"{device.label}@{socket.gethostname()}"
+    env = dict(os.environ)
+    env.update(pinning_env(device))  # before anything in the worker imports torch
+    env["JOBSERVICE_WORKER_DEVICES"] = devices
+    env["JOBSERVICE_WORKER_MODELS"] = json.dumps(serve)
+    env["JOBSERVICE_WORKER_NODE"] = node
+    env["JOBSERVICE_WORKER_PRELOAD"] = "1" if preload else "0"
+    # The child needs one OpenMP pool of its own; never inherit one from a parent that used torch.
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.celery_worker",
+        "worker",
+        "--pool",
+        pool,
+        "--concurrency",
+        "1",  # one job at a time per card group
+        "--queues",
+        ",".join(queue_for(m) for m in serve),
+        "--hostname",
+        node.replace("@", "-").replace(":", "_").replace(",", "_") + "@%h",
+        "--loglevel",
+        loglevel,
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "-O",
+        "fair",
+    ]
+    print(f"worker {device.label}: serving {', '.join(serve)}", file=sys.stderr, flush=True)
+    os.execvpe(argv[0], argv, env)  # noqa: S606 - argv is fully ours

@@ -1,0 +1,245 @@
+"""The ``jobservice`` command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from jobservice.settings import Settings
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def _settings(var_dir: str | None = None) -> Settings:
+    return Settings(var_dir=Path(var_dir)) if var_dir else Settings()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """jobservice: queue-backed audio2video and text2video jobs with validated outputs."""
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option(
+    "--devices", default="cpu", show_default=True, help="Cards of the one worker, e.g. cpu or cuda:0."
+)
+@click.option("--var-dir", default=None, help="Where SQLite, objects, Redis and logs live (default ./var).")
+@click.option("--broker-url", default=None, help="Use this Redis instead of starting one.")
+def up(host: str, port: int, devices: str, var_dir: str | None, broker_url: str | None) -> None:
+    """Run the whole service on this machine until Ctrl-C."""
+    from jobservice.cli.embedded import run_embedded
+
+    sys.exit(run_embedded(_settings(var_dir), host=host, port=port, devices=devices, use_broker=broker_url))
+
+
+@cli.command()
+@click.option("--host", default=None, help="Default: JOBSERVICE_API_HOST (127.0.0.1).")
+@click.option("--port", default=None, type=int, help="Default: JOBSERVICE_API_PORT (8000).")
+@click.option("--workers", default=None, type=int)
+@click.option("--threads", default=None, type=int)
+def api(host: str | None, port: int | None, workers: int | None, threads: int | None) -> None:
+    """Serve the HTTP API with gunicorn (gthread)."""
+    from jobservice.cli.launch import serve_api
+
+    settings = Settings()
+    serve_api(
+        settings,
+        host=host or settings.api_host,
+        port=port or settings.api_port,
+        workers=workers or settings.api_workers,
+        threads=threads or settings.api_threads,
+    )
+
+
+@cli.command()
+@click.option(
+    "--devices", default=None, help="cpu, cuda:0, cuda:0,1, npu:2,3 ... (default JOBSERVICE_WORKER_DEVICES)."
+)
+@click.option("--models", default=None, help="Comma-separated model ids to serve (default: all that fit).")
+@click.option("--name", default=None, help="Worker name (default <devices>@<host>).")
+@click.option("--preload/--no-preload", default=False, help="Load models when the worker starts.")
+@click.option("--loglevel", default="INFO", show_default=True)
+def worker(devices: str | None, models: str | None, name: str | None, preload: bool, loglevel: str) -> None:
+    """Run a Celery worker pinned to DEVICES, serving the models that fit on them."""
+    from jobservice.cli.launch import exec_worker
+    from jobservice.placement import DeviceSpecError
+
+    settings = Settings()
+    wanted = (
+        [m.strip() for m in models.split(",") if m.strip()] if models else (settings.worker_models or None)
+    )
+    try:
+        exec_worker(
+            settings,
+            devices=devices or settings.worker_devices,
+            models=wanted,
+            name=name,
+            preload=preload,
+            loglevel=loglevel,
+        )
+    except DeviceSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--devices") from None
+
+
+@cli.command()
+@click.option("--url", default=DEFAULT_URL, show_default=True, envvar="JOBSERVICE_URL")
+@click.option("--task", type=click.Choice(["audio2video", "text2video"]), default=None)
+@click.option("--model", default=None)
+@click.option("--image", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--audio", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--prompt", default=None)
+@click.option("-p", "--param", "params", multiple=True, help="Model parameter as key=value (repeatable).")
+@click.option("--wait/--no-wait", default=True, show_default=True)
+@click.option("--timeout", default=3600.0, show_default=True)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Save the video here.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the final job as JSON.")
+def submit(
+    url: str,
+    task: str | None,
+    model: str | None,
+    image: Path | None,
+    audio: Path | None,
+    prompt: str | None,
+    params: tuple[str, ...],
+    wait: bool,
+    timeout: float,
+    output: Path | None,
+    as_json: bool,
+) -> None:
+    """Submit a job (files in), wait with a progress bar, print the result."""
+    from jobservice.cli import client
+
+    values: dict[str, Any] = {}
+    for item in params:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"'{item}' is not key=value", param_hint="--param")
+        values[key.strip()] = _coerce(raw)
+    if prompt is not None:
+        values["prompt"] = prompt
+    if task is None:
+        task = "audio2video" if (image or audio) else ("text2video" if prompt else None)
+    job = client.submit(url, task=task, model=model, params=values, image=image, audio=audio)
+    click.echo(f"submitted job {job['id']} ({job['model']})", err=True)
+    if wait:
+        job = client.wait_for(url, job["id"], timeout=timeout)
+    if output is not None and job.get("links", {}).get("video"):
+        client.download(url, job, output)
+        click.echo(f"saved video to {output}", err=True)
+    click.echo(json.dumps(job, indent=2) if as_json else client.describe(job, url))
+    if wait and job["status"] != "succeeded":
+        sys.exit(1)
+
+
+def _coerce(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+@cli.command()
+@click.argument("job_id")
+@click.option("--url", default=DEFAULT_URL, show_default=True, envvar="JOBSERVICE_URL")
+@click.option("--json", "as_json", is_flag=True)
+def status(job_id: str, url: str, as_json: bool) -> None:
+    """Show one job."""
+    from jobservice.cli import client
+
+    job = client.get_job(url, job_id)
+    click.echo(json.dumps(job, indent=2) if as_json else client.describe(job, url))
+
+
+@cli.group()
+def db() -> None:
+    """Database administration."""
+
+
+@db.command("upgrade")
+@click.option("--revision", default="head", show_default=True)
+def db_upgrade(revision: str) -> None:
+    """Apply migrations to JOBSERVICE_DATABASE_URL (default SQLite under var/)."""
+    from jobservice.migrate import upgrade
+
+    url = Settings().resolved_database_url()
+    upgrade(url, revision)
+    click.echo(f"database at {url.split('@')[-1]} is at {revision}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+def devices(as_json: bool) -> None:
+    """The cards this host sees (with free memory) and the workers that own them."""
+    from jobservice.placement import inventory
+
+    found = inventory()
+    workers: list[dict[str, Any]] = []
+    try:
+        from jobservice.db import Database
+        from jobservice.workers_registry import online_workers, worker_view
+
+        settings = Settings()
+        with Database(settings.resolved_database_url()).session() as session:
+            workers = [worker_view(w) for w in online_workers(session, stale_after_seconds=60)]
+    except Exception as exc:  # noqa: BLE001 - the local view is still useful
+        found["workers_error"] = str(exc).splitlines()[0]
+    found["workers"] = workers
+    if as_json:
+        click.echo(json.dumps(found, indent=2, default=str))
+        return
+    click.echo(f"host {found['hostname']}: {found['cpu_count']} CPU cores")
+    if not found["cards"]:
+        click.echo("  no GPU or NPU cards found (nvidia-smi / npu-smi)")
+    for card in found["cards"]:
+        free = f", {card['free_mb']:.0f} of {card['total_mb']:.0f} MB free" if "free_mb" in card else ""
+        click.echo(f"  {card['kind']}:{card['index']} {card['name']}{free}")
+    for w in workers:
+        click.echo(f"  worker {w['id']} owns {w['devices']} serving {', '.join(w['models'])}")
+
+
+@cli.command()
+@click.option("--once", is_flag=True, help="One pass, then exit.")
+def reap(once: bool) -> None:
+    """Requeue jobs of dead workers and re-send lost queue messages."""
+    import time
+
+    from jobservice.queueing import BrokerInspector, send_job
+    from jobservice.reaper import reap as reap_pass
+    from jobservice.services import build_services
+
+    services = build_services(Settings())
+    inspector = BrokerInspector(services.settings.broker_url)
+    while True:
+        result = reap_pass(
+            services.db,
+            lambda job_id, model, priority: send_job(
+                services.celery, job_id=job_id, model=model, priority=priority
+            ),
+            inspector.pending_job_ids,
+            resend_after_seconds=services.settings.resend_after_seconds,
+        )
+        click.echo(json.dumps(result.__dict__))
+        if once:
+            return
+        time.sleep(services.settings.reap_interval_seconds)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Sets up and runs the whole suite: .venv with the project and its dev tools, ffmpeg and espeak-ng,
+# a Redis and a PostgreSQL to test against (the ones on 127.0.0.1 if they answer, else started
+# here), then lint, type checks and pytest. Extra arguments go to pytest.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/setup-env.sh"
+cd "$ROOT"
+
+ensure_ffmpeg
+command -v espeak-ng >/dev/null || apt_install espeak-ng || true
+ensure_venv "worker,dev"
+PYBIN="$VENV/bin/python"
+SERVICES="$ROOT/var/test-services"
+mkdir -p "$SERVICES"
+cleanup() { [ -n "${REDIS_PID:-}" ] && kill "$REDIS_PID" 2>/dev/null || true; }
+trap cleanup EXIT
+
+# --- Redis ---------------------------------------------------------------------------------------
+if [ -z "${JOBSERVICE_TEST_REDIS_URL:-}" ]; then
+  if "$PYBIN" -c "import redis; redis.Redis(host='127.0.0.1', port=6379, socket_connect_timeout=1).ping()" 2>/dev/null; then
+    export JOBSERVICE_TEST_REDIS_URL="redis://127.0.0.1:6379/13"
+  else
+    say "no Redis on 127.0.0.1:6379; starting a private one"
+    BIN="$("$PYBIN" -c "from jobservice.cli.embedded import redis_binary; print(redis_binary())")"
+    "$BIN" --port 0 --unixsocket "$SERVICES/redis.sock" --save "" --appendonly no --dir "$SERVICES" \
+      --logfile "$SERVICES/redis.log" & REDIS_PID=$!
+    for _ in $(seq 1 50); do [ -S "$SERVICES/redis.sock" ] && break; sleep 0.1; done
+    export JOBSERVICE_TEST_REDIS_URL="redis+socket://$SERVICES/redis.sock?virtual_host=13"
+  fi
+fi
+
+# --- PostgreSQL ----------------------------------------------------------------------------------
+pg_ok() { "$PYBIN" -c "import psycopg,sys; psycopg.connect(sys.argv[1], connect_timeout=2).close()" "$1" 2>/dev/null; }
+if [ -z "${JOBSERVICE_TEST_PG_URL:-}" ]; then
+  if pg_ok "postgresql://postgres@127.0.0.1:5432/postgres"; then
+    export JOBSERVICE_TEST_PG_URL="postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+  else
+    if ! command -v pg_ctlcluster >/dev/null; then apt_install postgresql; fi
+    if ! pg_ok "postgresql://jobservice_test:jobservice_test@127.0.0.1:5432/postgres"; then
+      say "starting PostgreSQL and creating the jobservice_test role"
+      pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -1)" main start 2>/dev/null || true
+      for _ in $(seq 1 50); do pg_isready -q -h 127.0.0.1 && break; sleep 0.2; done
+      su postgres -c "psql -q -c \"DO \\\$\\\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'jobservice_test') THEN CREATE ROLE jobservice_test LOGIN CREATEDB PASSWORD 'jobservice_test'; END IF; END \\\$\\\$;\""
+    fi
+    export JOBSERVICE_TEST_PG_URL="postgresql+psycopg://jobservice_test:jobservice_test@127.0.0.1:5432/postgres"
+  fi
+fi
+
+say "lint and types"
+"$VENV/bin/ruff" check jobservice workers tests scripts migrations
+"$VENV/bin/ruff" format --check jobservice workers tests scripts migrations
+"$VENV/bin/mypy"
+
+say "tests (Redis: $JOBSERVICE_TEST_REDIS_URL; PostgreSQL: ${JOBSERVICE_TEST_PG_URL%%@*}@...)"
+"$VENV/bin/pytest" "$@"

@@ -35,12 +35,16 @@ ensure_venv() {
   fi
   if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
     say "installing jobservice[$extras] into .venv (first time: a minute or two)"
-    "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+    local log="$ROOT/var/pip-install.log"
+    mkdir -p "$ROOT/var"
+    : >"$log"
     # torch first, pinned to the CPU wheel this machine carries, so no multi-GB CUDA build is pulled.
     if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
-      "$VENV/bin/python" -m pip install -q "torch==${JOBSERVICE_TORCH_VERSION:-2.13.0}" 2>&1 | grep -v "is ignored" || true
+      "$VENV/bin/python" -m pip install "torch==${JOBSERVICE_TORCH_VERSION:-2.13.0}" >>"$log" 2>&1 \
+        || { tail -20 "$log" >&2; echo "installing torch failed; full log: $log" >&2; return 1; }
     fi
-    "$VENV/bin/python" -m pip install -q -e "$ROOT[$extras]" 2>&1 | grep -v "is ignored" || true
+    "$VENV/bin/python" -m pip install -e "$ROOT[$extras]" >>"$log" 2>&1 \
+      || { tail -20 "$log" >&2; echo "installing jobservice failed; full log: $log" >&2; return 1; }
     "$VENV/bin/python" -c "import jobservice, torch, numpy, cv2" >/dev/null
     touch "$stamp"
   fi

@@ -12,6 +12,7 @@ import click
 import requests
 
 TERMINAL = {"succeeded", "failed", "canceled"}
+MAIN_STAGES = ("queue_wait", "fetch", "load", "generate", "encode", "validate", "upload", "total")
 
 
 class ClientError(click.ClickException):
@@ -68,29 +69,33 @@ def wait_for(base_url: str, job_id: str, *, timeout: float, show_progress: bool 
     """Poll until the job finishes, drawing a one-line progress bar on stderr."""
     deadline = time.monotonic() + timeout
     job = get_job(base_url, job_id)
+    shown = ""
     while job["status"] not in TERMINAL:
         if time.monotonic() > deadline:
             raise ClientError(f"job {job_id} still {job['status']} after {timeout:.0f} s")
         if show_progress:
-            _draw(job)
+            shown = _draw(job, shown)
         time.sleep(0.5)
         job = get_job(base_url, job_id)
     if show_progress:
-        _draw(job)
+        _draw(job, shown)
         sys.stderr.write("\n")
     return job
 
 
-def _draw(job: dict[str, Any]) -> None:
+def _draw(job: dict[str, Any], previous: str) -> str:
+    """Redraw the progress line when it changed: in place on a terminal, a new line otherwise."""
     width = 30
     done = int(width * float(job.get("progress") or 0))
     where = job["stage"]
     if job["status"] == "queued" and job.get("queue_position") is not None:
         where = f"queued, {job['queue_position']} ahead"
-    sys.stderr.write(
-        f"\r{job['id'][:8]} [{'#' * done}{'.' * (width - done)}] {job['progress'] * 100:5.1f}% {where:<24}"
-    )
-    sys.stderr.flush()
+    line = f"{job['id'][:8]} [{'#' * done}{'.' * (width - done)}] {job['progress'] * 100:5.1f}% {where:<24}"
+    if line != previous:
+        lead = "\r" if sys.stderr.isatty() else ("\n" if previous else "")
+        sys.stderr.write(lead + line)
+        sys.stderr.flush()
+    return line
 
 
 def describe(job: dict[str, Any], base_url: str) -> str:
@@ -104,12 +109,17 @@ def describe(job: dict[str, Any], base_url: str) -> str:
         lines.append(f"  validation: {v['verdict']}{failed}")
     timings = job.get("timings") or {}
     shown = [
-        f"{k.removesuffix('_ms')}={v:.0f}ms"
-        for k, v in timings.items()
-        if k.endswith("_ms") and isinstance(v, int | float)
+        f"{name}={timings[name + '_ms']:.0f}ms"
+        for name in MAIN_STAGES
+        if isinstance(timings.get(name + "_ms"), int | float)
     ]
     if shown:
         lines.append("  timings: " + " ".join(shown))
+    figures = [f"{k}={timings[k]}" for k in ("render_fps", "rtf") if timings.get(k) is not None]
+    if figures:
+        lines.append(
+            "  speed: " + " ".join(figures) + (" (cold start)" if job.get("cold_start") else " (warm)")
+        )
     links = job.get("links") or {}
     if "video" in links:
         lines.append(f"  video: {base_url.rstrip('/')}{links['video']}")

@@ -49,10 +49,9 @@ def test_up_runs_both_reference_models_and_stops_cleanly(tmp_path: Path, short_s
                 time.sleep(0.2)
         else:
             pytest.fail(f"jobservice up did not come up:\n{log.read_text()}")
-        descendants = psutil.Process(up.pid).children(recursive=True)
-        names = " ".join(" ".join(p.cmdline()) for p in descendants)
-        assert "redis-server" in names and "gunicorn" in names.lower() or "jobservice-api" in names
-        assert "celery" in names
+        names = " ".join(" ".join(p.cmdline()) for p in psutil.Process(up.pid).children(recursive=True))
+        assert "redis-server" in names and "jobservice.cli.main api" in names
+        assert "celery" in names or "jobservice.cli.main worker" in names
 
         a2v = tmp_path / "a2v.mp4"
         result = jobservice(
@@ -78,6 +77,7 @@ def test_up_runs_both_reference_models_and_stops_cleanly(tmp_path: Path, short_s
         assert devices.returncode == 0
         assert json.loads(devices.stdout)["workers"][0]["devices"] == "cpu"
     finally:
+        descendants = psutil.Process(up.pid).children(recursive=True)
         up.send_signal(signal.SIGINT)
         try:
             up.wait(timeout=40)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -99,6 +100,12 @@ class ModelSpec:
     execution_mode: str = "resident"
     validation: ValidationPolicy = field(default_factory=ValidationPolicy)
     timeout_seconds: float | None = None
+    # --- set by a deployment file (jobservice.deployment) for the real model families ---------
+    backend: str = "builtin"  # adapter family: builtin, flashhead, flashtalk, omnirt, vllm-omni, diffusers
+    config: dict[str, Any] = field(default_factory=dict)  # handed to Adapter.load as ``params``
+    min_memory_gb: float | None = None  # free device memory needed before loading
+    memory_scope: Literal["aggregate", "per_card"] = "aggregate"
+    required_paths: tuple[tuple[str, str], ...] = ()  # (name, path) that must exist on the worker host
 
     @property
     def queue(self) -> str:
@@ -117,6 +124,9 @@ class ModelSpec:
             "cards": self.cards,
             "devices": list(self.devices),
             "execution_mode": self.execution_mode,
+            "backend": self.backend,
+            "min_memory_gb": self.min_memory_gb,
+            "timeout_seconds": self.timeout_seconds,
             "parameters": self.params.model_json_schema(),
             "validation": self.validation.model_dump(),
         }
@@ -160,8 +170,16 @@ REFERENCE_TALKING_HEAD = ModelSpec(
 class Catalog:
     """The models a deployment offers, by id."""
 
-    def __init__(self, specs: list[ModelSpec]) -> None:
+    def __init__(
+        self,
+        specs: list[ModelSpec],
+        *,
+        defaults: dict[str, str] | None = None,
+        groups: list[WorkerGroup] | None = None,
+    ) -> None:
         self._specs = {spec.id: spec for spec in specs}
+        self._defaults = dict(defaults or {})  # task -> model id chosen when a request names none
+        self.groups = list(groups or [])  # card groups of a deployment file
 
     def get(self, model_id: str) -> ModelSpec | None:
         """The spec of ``model_id``, or None."""
@@ -176,7 +194,10 @@ class Catalog:
         return [s for s in self._specs.values() if s.task == task]
 
     def default_for(self, task: str) -> ModelSpec | None:
-        """The first model listed for ``task``."""
+        """The deployment's default for ``task``, else the first model listed for it."""
+        chosen = self._defaults.get(task)
+        if chosen and chosen in self._specs:
+            return self._specs[chosen]
         models = self.for_task(task)
         return models[0] if models else None
 
@@ -184,17 +205,52 @@ class Catalog:
         """Model ids in catalog order."""
         return list(self._specs)
 
+    def group_for(self, devices: str) -> WorkerGroup | None:
+        """The deployment's card group launched with exactly ``devices`` (e.g. ``npu:2,3``), if any."""
+        for group in self.groups:
+            if group.devices == devices:
+                return group
+        return None
+
+    def config_for(self, spec: ModelSpec, devices: str) -> dict[str, Any]:
+        """``spec.config`` with the overrides of the card group on ``devices`` applied."""
+        group = self.group_for(devices)
+        override = group.config.get(spec.id, {}) if group else {}
+        return {**spec.config, **override}
+
 
 def default_catalog() -> Catalog:
     """The built-in catalog: the two reference models."""
     return Catalog([REFERENCE_TALKING_HEAD, REFERENCE_T2V])
 
 
-def build_catalog(extra: list[str] | None = None) -> Catalog:
-    """The built-in models plus those returned by each ``module:function`` in ``extra``."""
+@dataclass(frozen=True)
+class WorkerGroup:
+    """A card group of a deployment file: one worker on ``devices`` serving ``models``."""
+
+    devices: str  # canonical label, e.g. "npu:2,3"
+    models: tuple[str, ...]
+    name: str | None = None
+    config: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-model config overrides
+
+
+def build_catalog(extra: list[str] | None = None, *, deployment_file: Path | None = None) -> Catalog:
+    """The built-in models, those of a deployment file, and those of each ``module:function`` in ``extra``."""
     specs = default_catalog().all()
+    defaults: dict[str, str] = {}
+    groups: list[WorkerGroup] = []
+    if deployment_file is not None:
+        # Imported here: the deployment module builds on this one.
+        from jobservice.deployment import load_deployment
+
+        deployment = load_deployment(deployment_file)
+        if not deployment.reference_models:
+            specs = []
+        specs.extend(deployment.specs())
+        defaults = deployment.default_models()
+        groups = deployment.worker_groups()
     for ref in extra or []:
         module_name, _, function = ref.partition(":")
         provider = getattr(importlib.import_module(module_name), function or "specs")
         specs.extend(provider())
-    return Catalog(specs)
+    return Catalog(specs, defaults=defaults, groups=groups)

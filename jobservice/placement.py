@@ -173,7 +173,17 @@ def unavailable_reason(spec: ModelSpec, device: DeviceContext) -> str | None:
     missing = [name for name in spec.requires if importlib.util.find_spec(name) is None]
     if missing:
         return f"missing Python packages: {', '.join(missing)}"
+    absent = [f"{name} {path}" for name, path in spec.required_paths if not _exists(path)]
+    if absent:
+        return f"not found on this host: {'; '.join(absent)} (check the deployment file)"
     return None
+
+
+def _exists(path: str) -> bool:
+    """A file or folder that exists, or a bare command name found on PATH."""
+    if "/" not in path:
+        return shutil.which(path) is not None
+    return os.path.exists(path)
 
 
 def servable_models(

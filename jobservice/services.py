@@ -51,6 +51,6 @@ def build_services(
         settings=settings,
         db=Database(settings.resolved_database_url()),
         store=store or make_store(settings),
-        catalog=catalog or build_catalog(settings.catalog_extra),
+        catalog=catalog or build_catalog(settings.catalog_extra, deployment_file=settings.deployment_file),
         _celery=celery,
     )

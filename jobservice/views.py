@@ -78,6 +78,7 @@ def job_view(job: Job, *, session: Session | None = None, position: int | None =
         links["video"] = f"/jobs/{job.id}/video"
     if job.report_key:
         links["report"] = f"/jobs/{job.id}/report"
+        links["log"] = f"/jobs/{job.id}/log"  # stored with the report by every run that got that far
     error = ErrorView(code=job.error_code, message=job.error_message or "") if job.error_code else None
     validation = None
     if job.verdict:

@@ -7,6 +7,7 @@ parent only runs the maintenance thread (presence + reaper). See reference/stack
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any
@@ -71,7 +72,13 @@ class WorkerProcess:
             worker_id=node or default_node(device),
             devices=device.label,
             models=settings.worker_models or self.services.catalog.ids(),
-            info={"versions": versions(), "host": inventory(), "pid": os.getpid()},
+            info={
+                "versions": versions(),
+                "host": inventory(),
+                "pid": os.getpid(),
+                # Models this worker was asked for but cannot serve, with why (set by the launcher).
+                "skipped": json.loads(os.environ.get("JOBSERVICE_WORKER_SKIPPED") or "{}"),
+            },
         )
         self.maintenance.start()
 
@@ -86,7 +93,10 @@ def bootstrap(settings: Settings | None = None) -> Celery:
     services = build_services(settings or Settings())
     app = services.celery
     process = WorkerProcess(services)
-    register_tasks(app, process.runtime, hard_time_limit=services.settings.job_timeout_seconds + 120)
+    # Celery's hard limit must not cut a model that a deployment file allows to run longer.
+    model_limits = [spec.timeout_seconds or 0.0 for spec in services.catalog.all()]
+    longest = max([services.settings.job_timeout_seconds, *model_limits])
+    register_tasks(app, process.runtime, hard_time_limit=longest + 120)
     signals.worker_process_init.connect(process.on_child_start, weak=False)
     signals.worker_process_shutdown.connect(process.on_child_stop, weak=False)
     signals.worker_ready.connect(process.on_ready, weak=False)

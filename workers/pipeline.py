@@ -119,6 +119,7 @@ class JobRun:
                 "model_unavailable", f"Model '{self.job.model}' is not in this worker's catalog."
             )
         self.scratch.mkdir(parents=True, exist_ok=True)
+        self._start_log()
         t = time.perf_counter()
         inputs = self._fetch_inputs()
         t = self._lap("fetch_ms", t)
@@ -131,7 +132,11 @@ class JobRun:
 
         self._stage(Stage.GENERATING, 0.05)
         self.ctx = PipelineContext(
-            heartbeat=self.heartbeat, scratch=self.scratch, policy=self.spec.validation
+            heartbeat=self.heartbeat,
+            scratch=self.scratch,
+            policy=self.spec.validation,
+            hash_frames=self.job.batch_id is not None,  # batches compare outputs frame by frame
+            slowdown=self.settings.test_slowdown,
         )
         self.generate_started_at = utcnow()
         self.ctx.check_cancel()
@@ -165,16 +170,21 @@ class JobRun:
     def _expectation(self) -> Expectation:
         assert self.output is not None and self.spec is not None
         fmt = self.output.expected or (self.ctx.format if self.ctx else None)
-        audio_meta = (self.job.input_meta or {}).get("audio") or {}
         needs_audio = self.spec.task == "audio2video"
+        # Duration to check: the adapter's own figure, else the input speech, else frames / fps.
+        duration: float | None = None
+        if fmt is not None and fmt.expected_duration_s is not None:
+            duration = fmt.expected_duration_s
+        elif needs_audio:
+            duration = ((self.job.input_meta or {}).get("audio") or {}).get("duration_s")
+        elif fmt is not None:
+            duration = fmt.num_frames / fmt.fps
         return Expectation(
             width=fmt.width if fmt else None,
             height=fmt.height if fmt else None,
             fps=fmt.fps if fmt else None,
             num_frames=fmt.num_frames if fmt else None,
-            duration_s=audio_meta.get("duration_s")
-            if needs_audio
-            else (fmt.num_frames / fmt.fps if fmt else None),
+            duration_s=duration,
             require_audio=needs_audio,
         )
 
@@ -204,9 +214,38 @@ class JobRun:
         self, status: str, *, error: tuple[str, str] | None = None, video: Path | None = None
     ) -> RunReport:
         self.timings["total_ms"] = round((time.perf_counter() - self.clock0) * 1000, 3)
+        if self.ctx is not None and self.ctx.cold_start is not None:
+            self.cold = self.ctx.cold_start  # the adapter knows (a per-job script, a new resident)
         return build_report(self, status=status, error=error, video_path=video)
 
+    # --- the run's log: jobs/<id>/log.txt, kept on success and failure --------------------
+    @property
+    def log_path(self) -> Path:
+        """Where this run's log is written (PipelineContext.job_log hands the same file to adapters)."""
+        return self.scratch / "job.log"
+
+    def _start_log(self) -> None:
+        with self.log_path.open("a", encoding="utf-8") as out:
+            out.write(
+                f"{utcnow().isoformat()} job {self.job.id} model {self.job.model} "
+                f"attempt {self.job.attempts} on {self.runtime.worker_id} ({self.runtime.device.label})\n"
+            )
+
+    def _store_log(self, report: RunReport) -> None:
+        if not self.log_path.exists():
+            return
+        outcome = report.status + (f" ({report.error.code}): {report.error.message}" if report.error else "")
+        try:
+            with self.log_path.open("a", encoding="utf-8") as out:
+                out.write(f"{utcnow().isoformat()} finished: {outcome}\n")
+            self.services.store.put_file(
+                f"jobs/{self.job.id}/log.txt", self.log_path, content_type="text/plain; charset=utf-8"
+            )
+        except Exception:  # noqa: BLE001 - the job outcome matters more than its log
+            log.exception("job %s: could not store the log", self.job.id)
+
     def _store_report(self, report: RunReport) -> str | None:
+        self._store_log(report)
         key = f"jobs/{self.job.id}/report.json"
         try:
             self.services.store.put_bytes(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +34,12 @@ class Loaded:
 class ResidentModels:
     """Loads each model once per worker process and keeps it."""
 
-    def __init__(self, device: DeviceContext) -> None:
+    def __init__(
+        self, device: DeviceContext, config_for: Callable[[ModelSpec], dict[str, Any]] | None = None
+    ) -> None:
         self.device = device
+        # What Adapter.load receives as ``params``: the deployment config of the model.
+        self._config_for = config_for or (lambda spec: dict(spec.config))
         self._loaded: dict[str, Loaded] = {}
         self._adapters: dict[str, Adapter] = {}
 
@@ -57,10 +62,11 @@ class ResidentModels:
         loaded = self._loaded.get(spec.id)
         if loaded is not None:
             return loaded, False
-        adapter = self.adapter_for(spec)
+        # A cold start includes importing the adapter (torch and friends load here, not at fork).
         started = time.perf_counter()
+        adapter = self.adapter_for(spec)
         try:
-            handle = adapter.load(self.device, None)
+            handle = adapter.load(self.device, self._config_for(spec))
         except AdapterError:
             raise
         except Exception as exc:  # noqa: BLE001 - any load failure is reported as such

@@ -109,8 +109,9 @@ def build_report(
         claimed_at=claimed,
         generate_started_at=run.generate_started_at,
         last_frame_at=ctx.last_frame_at if ctx else None,
+        first_frame_at=ctx.first_frame_at if ctx else None,
         finished_at=utcnow(),
-        memory=memory_report(device),
+        memory={**memory_report(device), **(ctx.memory if ctx else {})},
         config_resolved=dict(job.params or {}),
         device_placement={"device": device.label, "torch_device": device.torch_device},
         artifacts=artifacts,
@@ -119,8 +120,9 @@ def build_report(
             for name, meta in (job.input_meta or {}).items()
             if meta.get("sha256")
         },
+        frame_hashes=list(ctx.frame_hashes or []) if ctx else [],
         versions=versions(),
-        extra=dict(output.extra) if output else {},
+        extra={**(ctx.extra if ctx else {}), **(output.extra if output else {})},
         validation=run.validation,
         error=ReportError(code=error[0], message=error[1]) if error else None,
     )

@@ -7,6 +7,7 @@ next ``check_cancel``. Telemetry (steps, chunks, stage timings) is collected for
 
 from __future__ import annotations
 
+import hashlib
 import time
 from datetime import datetime
 from pathlib import Path
@@ -46,8 +47,20 @@ def to_uint8_frames(frames: Any) -> np.ndarray:
 class PipelineContext:
     """Implements the adapters' RunContext on top of the encoder and the heartbeat."""
 
-    def __init__(self, *, heartbeat: Heartbeat, scratch: Path, policy: ValidationPolicy) -> None:
+    def __init__(
+        self,
+        *,
+        heartbeat: Heartbeat,
+        scratch: Path,
+        policy: ValidationPolicy,
+        hash_frames: bool = False,
+        slowdown: float = 1.0,
+    ) -> None:
         self._heartbeat = heartbeat
+        # Per-frame digests of the raw frames (batch jobs): deterministic outputs compare exactly.
+        self.frame_hashes: list[str] | None = [] if hash_frames else None
+        self._slowdown = slowdown
+        self._throttled_at = time.perf_counter()
         self._scratch = scratch
         self._policy = policy
         self.encoder: StreamingEncoder | None = None
@@ -58,6 +71,11 @@ class PipelineContext:
         self.last_frame_clock: float | None = None
         self.step_ms: list[float] = []
         self.chunks: list[ChunkTelemetry] = []
+        # Reported by adapters of external systems (logs, server memory, facts, cold starts).
+        self.log_path = scratch / "job.log"
+        self.memory: dict[str, float] = {}
+        self.extra: dict[str, Any] = {}
+        self.cold_start: bool | None = None
         self.timings: dict[str, float] = {}
         self.write_ms = 0.0
 
@@ -94,6 +112,9 @@ class PipelineContext:
                 f"frames are {array.shape[2]}x{array.shape[1]}, "
                 f"the announced size is {self.format.width}x{self.format.height}",
             )
+        if self.frame_hashes is not None:
+            self.frame_hashes.extend(hashlib.sha256(memoryview(f)).hexdigest()[:16] for f in array)
+        self._throttle()
         started = time.perf_counter()
         self.encoder.write(array)
         self.write_ms += (time.perf_counter() - started) * 1000
@@ -106,8 +127,16 @@ class PipelineContext:
 
     def progress(self, fraction: float, stage: str | None = None) -> None:
         """Map the model's 0..1 onto the job's progress bar."""
+        self._throttle()
         fraction = min(1.0, max(0.0, float(fraction)))
         self._heartbeat.update(progress=GENERATE_FROM + (GENERATE_TO - GENERATE_FROM) * fraction)
+
+    def _throttle(self) -> None:
+        """TEST ONLY (``JOBSERVICE_TEST_SLOWDOWN``): stretch generation as a slower model would."""
+        if self._slowdown <= 1.0:
+            return
+        time.sleep((self._slowdown - 1.0) * (time.perf_counter() - self._throttled_at))
+        self._throttled_at = time.perf_counter()
 
     def check_cancel(self) -> None:
         """Raise at a boundary when the job was canceled, timed out, or given away."""
@@ -130,6 +159,22 @@ class PipelineContext:
         """An adapter-specific stage timing."""
         key = name if name.endswith("_ms") else f"{name}_ms"
         self.timings[key] = round(self.timings.get(key, 0.0) + float(ms), 3)
+
+    def job_log(self) -> Path:
+        """The run's log file (the pipeline stores it as jobs/<id>/log.txt)."""
+        return self.log_path
+
+    def add_memory(self, name: str, mb: float) -> None:
+        """A memory figure for the report's ``memory`` block."""
+        self.memory[name] = round(float(mb), 1)
+
+    def add_extra(self, key: str, value: Any) -> None:
+        """Adapter-specific facts for the report's ``extra``."""
+        self.extra[key] = value
+
+    def set_cold_start(self, cold: bool) -> None:
+        """Override the worker's own idea of a cold start for this run."""
+        self.cold_start = bool(cold)
 
     def finish_encoding(self) -> EncodeResult:
         """Flush the encoder and the decode pass after the last frame."""

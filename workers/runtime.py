@@ -9,8 +9,11 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 from jobservice import __version__
+from jobservice.buildinfo import commit, driver_versions
+from jobservice.catalog import ModelSpec
 from jobservice.placement import parse_devices
 from jobservice.services import Services
 from workers.adapters.base import DeviceContext
@@ -30,7 +33,20 @@ class WorkerRuntime:
     resident: ResidentModels = field(init=False)
 
     def __post_init__(self) -> None:
-        self.resident = ResidentModels(self.device)
+        self.resident = ResidentModels(self.device, config_for=self.model_config)
+
+    def model_config(self, spec: ModelSpec) -> dict[str, Any]:
+        """What ``Adapter.load`` gets: the model's deployment config with this card group's overrides,
+        plus ``_runtime`` facts of this worker (its Redis, used by adapters that coordinate across
+        workers such as the vLLM-Omni pool; its id; a folder for long-lived state)."""
+        config = self.services.catalog.config_for(spec, self.device.label)
+        settings = self.services.settings
+        config["_runtime"] = {
+            "broker_url": settings.broker_url,
+            "worker_id": self.worker_id,
+            "state_dir": str(settings.var_dir.resolve() / "workers"),
+        }
+        return config
 
     @property
     def worker_id(self) -> str:
@@ -67,4 +83,8 @@ def versions() -> dict[str, str]:
     torch = sys.modules.get("torch")
     if torch is not None:
         found["torch"] = str(torch.__version__)
+    # Where a regression came from: the service's commit and the accelerator driver.
+    if commit():
+        found["commit"] = str(commit())
+    found.update({f"driver_{vendor}": version for vendor, version in driver_versions().items()})
     return found

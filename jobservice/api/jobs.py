@@ -234,6 +234,21 @@ def job_video(job_id: str) -> Any:
     return redirect(url, code=302)
 
 
+@bp.get("/jobs/<job_id>/log")
+def job_log(job_id: str) -> Response:
+    """The log of the job's last run: the worker's notes and the model process's stdout/stderr."""
+    job = load_job(job_id)
+    if not job.report_key:
+        raise ApiError(404, "log_not_ready", f"Job {job.id} has no log yet (it is {job.status}).")
+    try:
+        data = services().store.get_bytes(f"jobs/{job.id}/log.txt")
+    except ObjectNotFound:
+        raise ApiError(404, "log_missing", "This run kept no log.") from None
+    except StoreUnavailable as exc:
+        raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
+    return Response(data, mimetype="text/plain")
+
+
 @bp.get("/jobs/<job_id>/report")
 def job_report(job_id: str) -> Response:
     """The RunReport JSON of the job's last run."""

@@ -38,6 +38,12 @@ def list_models() -> Response:
         entry = spec.describe()
         entry["online"] = bool(serving)
         entry["workers"] = [{"id": w["id"], "devices": w["devices"]} for w in serving]
+        # Workers that were asked to serve it but could not (missing checkout, too few cards...).
+        entry["unavailable"] = [
+            {"worker": w["id"], "devices": w["devices"], "reason": reason}
+            for w in workers
+            if (reason := ((w.get("info") or {}).get("skipped") or {}).get(spec.id))
+        ]
         models.append(entry)
     return jsonify({"object": "list", "models": models})
 

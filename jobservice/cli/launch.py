@@ -49,6 +49,9 @@ def worker_plan(
 ) -> tuple[list[str], dict[str, str]]:
     """The models this worker will serve, and why the others are skipped."""
     catalog = build_services(settings).catalog
+    group = catalog.group_for(device.label)
+    if not models and group is not None:
+        models = list(group.models)  # the deployment file's card group on exactly these devices
     if models:
         unknown = [m for m in models if catalog.get(m) is None]
         if unknown:
@@ -81,6 +84,7 @@ def exec_worker(
     env.update(pinning_env(device))  # before anything in the worker imports torch
     env["JOBSERVICE_WORKER_DEVICES"] = devices
     env["JOBSERVICE_WORKER_MODELS"] = json.dumps(serve)
+    env["JOBSERVICE_WORKER_SKIPPED"] = json.dumps(skipped)  # shown by /models and /readyz
     env["JOBSERVICE_WORKER_NODE"] = node
     env["JOBSERVICE_WORKER_PRELOAD"] = "1" if preload else "0"
     # The child needs one OpenMP pool of its own; never inherit one from a parent that used torch.

@@ -30,6 +30,7 @@ from jobservice.models import Job, JobEvent
 from jobservice.services import Services, build_services
 from tests.conftest import ROOT, make_settings
 
+
 class RedisServer:
     """A redis-server on a unix socket that a test may stop and restart (empty)."""
 

@@ -39,18 +39,28 @@ def test_job_on_postgres_and_s3(prod_stack: Stack) -> None:
     assert job.status == "succeeded", (job.error_code, job.error_message)
     assert prod_stack.services.store.backend == "s3"
     keys = sorted(o.key for o in prod_stack.services.store.list(f"jobs/{job_id}/"))
-    assert keys == [f"jobs/{job_id}/output.mp4", f"jobs/{job_id}/report.json"]
+    assert keys == [f"jobs/{job_id}/log.txt", f"jobs/{job_id}/output.mp4", f"jobs/{job_id}/report.json"]
+    log = prod_stack.client.get(f"/jobs/{job_id}/log").get_data(as_text=True)
+    assert f"job {job_id} model fake-good" in log and "finished: succeeded" in log
 
     redirect = prod_stack.client.get(f"/jobs/{job_id}/video")
     assert redirect.status_code == 302
     url = redirect.headers["Location"]
     assert "X-Amz-Signature" in url, "a SigV4 presigned URL"
     body = requests.get(url, timeout=10).content
-    assert body[4:8] == b"ftyp" and len(body) == prod_stack.services.store.head(f"jobs/{job_id}/output.mp4").size
+    assert (
+        body[4:8] == b"ftyp" and len(body) == prod_stack.services.store.head(f"jobs/{job_id}/output.mp4").size
+    )
     report = json.loads(prod_stack.client.get(f"/jobs/{job_id}/report").get_data())
-    assert report["validation"]["verdict"] == "passed" and report["artifacts"][0]["key"] == f"jobs/{job_id}/output.mp4"
+    assert (
+        report["validation"]["verdict"] == "passed"
+        and report["artifacts"][0]["key"] == f"jobs/{job_id}/output.mp4"
+    )
     ready = prod_stack.client.get("/readyz").get_json()
-    assert ready["checks"]["database"]["dialect"] == "postgresql" and ready["checks"]["object_store"]["backend"] == "s3"
+    assert (
+        ready["checks"]["database"]["dialect"] == "postgresql"
+        and ready["checks"]["object_store"]["backend"] == "s3"
+    )
 
 
 def test_recovery_on_postgres(prod_stack: Stack) -> None:

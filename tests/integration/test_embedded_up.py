@@ -23,19 +23,39 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def jobservice(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "jobservice.cli.main", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "jobservice.cli.main", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
-def test_up_runs_both_reference_models_and_stops_cleanly(tmp_path: Path, short_speech: Path, portrait: Path) -> None:
+def test_up_runs_both_reference_models_and_stops_cleanly(
+    tmp_path: Path, short_speech: Path, portrait: Path
+) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSERVICE_")}
     env["PYTHONUNBUFFERED"] = "1"
     log = tmp_path / "up.log"
     with log.open("wb") as out:
         up = subprocess.Popen(
-            [sys.executable, "-m", "jobservice.cli.main", "up", "--port", str(port), "--var-dir", str(tmp_path / "var")],
-            env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "jobservice.cli.main",
+                "up",
+                "--port",
+                str(port),
+                "--var-dir",
+                str(tmp_path / "var"),
+            ],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     base = f"http://127.0.0.1:{port}"
     descendants: list[psutil.Process] = []
@@ -55,19 +75,46 @@ def test_up_runs_both_reference_models_and_stops_cleanly(tmp_path: Path, short_s
 
         a2v = tmp_path / "a2v.mp4"
         result = jobservice(
-            "submit", "--url", base, "--image", str(portrait), "--audio", str(short_speech), "-p", "max_size=256",
-            "--output", str(a2v), "--json", env=env,
+            "submit",
+            "--url",
+            base,
+            "--image",
+            str(portrait),
+            "--audio",
+            str(short_speech),
+            "-p",
+            "max_size=256",
+            "--output",
+            str(a2v),
+            "--json",
+            env=env,
         )
         assert result.returncode == 0, result.stderr + result.stdout
         job = json.loads(result.stdout)
         assert job["status"] == "succeeded" and job["validation"]["verdict"] == "passed"
         facts = probe_media(a2v)
         assert facts.audio is not None and facts.video is not None
-        assert max(facts.video.width or 0, facts.video.height or 0) <= 256 and (facts.video.width or 1) % 16 == 0
+        assert (
+            max(facts.video.width or 0, facts.video.height or 0) <= 256 and (facts.video.width or 1) % 16 == 0
+        )
         assert abs((facts.duration_s or 0) - job["inputs"]["audio"]["duration_s"]) < 0.1
 
-        result = jobservice("submit", "--url", base, "--prompt", "green hills", "-p", "width=128", "-p", "height=96",
-                            "-p", "num_frames=17", "-p", "num_inference_steps=4", env=env)
+        result = jobservice(
+            "submit",
+            "--url",
+            base,
+            "--prompt",
+            "green hills",
+            "-p",
+            "width=128",
+            "-p",
+            "height=96",
+            "-p",
+            "num_frames=17",
+            "-p",
+            "num_inference_steps=4",
+            env=env,
+        )
         assert result.returncode == 0, result.stderr + result.stdout
         assert "succeeded" in result.stdout and "validation: passed" in result.stdout
 

@@ -66,6 +66,9 @@ class VideoFormat:
     fps: float
     num_frames: int
     audio_path: Path | None = None  # muxed as AAC when given (audio2video)
+    # What the gate compares the duration with when the video deliberately covers less than the
+    # whole input audio (e.g. a benchmark capped at max_chunks); None: the input audio's duration.
+    expected_duration_s: float | None = None
 
 
 @dataclass
@@ -102,6 +105,20 @@ class RunContext(Protocol):
 
     def add_timing(self, name: str, ms: float) -> None:
         """Record an adapter-specific stage timing (``<name>`` should end in ``_ms``)."""
+
+    def job_log(self) -> Path:
+        """This run's log file: append a child's stdout/stderr here. Stored as ``jobs/<id>/log.txt``
+        whether the run succeeds or fails."""
+
+    def add_memory(self, name: str, mb: float) -> None:
+        """Record a memory figure for the report, e.g. an external server's ``peak_mb``."""
+
+    def add_extra(self, key: str, value: Any) -> None:
+        """Record adapter-specific facts in the report's ``extra`` (kept when the run fails too)."""
+
+    def set_cold_start(self, cold: bool) -> None:
+        """Say whether this run paid the model's load, when the adapter knows better than the worker
+        (a script that loads the model per job; a resident pipeline started for this job)."""
 
 
 class Adapter(abc.ABC):

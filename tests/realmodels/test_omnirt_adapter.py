@@ -1,0 +1,126 @@
+"""The OmniRT adapter against the stand-in ``python -m omnirt`` and a stand-in ``omnirt serve``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobservice.placement import parse_devices
+from tests.realmodels.conftest import RecordingContext, deployed_spec
+from tests.standins.common import read_records
+from tests.standins.deploy import ROOT, STANDINS
+from tests.standins.servers import FakeOmniRTServer
+from workers.adapters.base import AdapterError
+from workers.adapters.omnirt import OmniRTAdapter
+
+
+def params(**overrides: Any) -> dict[str, Any]:
+    from jobservice.model_params import OmniRTAudioParams
+
+    return OmniRTAudioParams.model_validate({"omnirt_model": "wav2lip", **overrides}).model_dump(mode="json")
+
+
+@pytest.fixture
+def cli(tmp_path: Path):  # type: ignore[no-untyped-def]
+    record, mode = tmp_path / "omnirt.jsonl", tmp_path / "mode.txt"
+    env = {
+        "STANDIN_RECORD": str(record),
+        "STANDIN_MODE_FILE": str(mode),
+        "PYTHONPATH": f"{STANDINS / 'omnirt_pkg'}:{ROOT}",
+    }
+    entry = {
+        "python": sys.executable,
+        "models": ["wav2lip", "quicktalk"],
+        "fps": {"wav2lip": 30},
+        "env": env,
+        "config": {"resolution": 256},
+    }
+    spec = deployed_spec(tmp_path, "omnirt", entry)
+    adapter = OmniRTAdapter()
+    return adapter, adapter.load(parse_devices("cuda:0"), spec.config), record, mode
+
+
+def test_cli_result_becomes_an_expected_file_and_folds_the_report(
+    cli, ctx: RecordingContext, job_inputs
+) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle, record, _ = cli
+    out = adapter.run(handle, job_inputs("omnirt", params(seed=3)), ctx)
+    assert out.video_path is not None and out.video_path.exists()
+    assert out.expected is not None and (out.expected.width, out.expected.fps, out.expected.num_frames) == (
+        256,
+        30.0,
+        60,
+    )
+    assert out.expected.audio_path is not None
+    (received,) = read_records(record)
+    argv = received["argv"]
+    assert argv[1:4] == ["generate", "--task", "audio2video"] and "--json" in argv
+    assert argv[argv.index("--model") + 1] == "wav2lip" and argv[argv.index("--seed") + 1] == "3"
+    assert received["config"] == {"resolution": 256}
+    assert ctx.timings["omnirt_denoise_loop_ms"] == 840.0 and ctx.memory["omnirt_peak_mb"] == 3890.0
+    assert ctx.extra["omnirt_report"]["model"] == "wav2lip" and ctx.cold_start is True
+
+
+@pytest.mark.parametrize(
+    ("mode", "code"),
+    [
+        ("request_error", "request_rejected"),
+        ("budget", "insufficient_device_memory"),
+        ("crash", "model_crashed"),
+        ("oom", "out_of_memory"),
+        ("lying", "output_missing"),
+    ],
+)
+def test_cli_failures(cli, ctx, job_inputs, mode: str, code: str) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle, _, mode_file = cli
+    mode_file.write_text(mode)
+    with pytest.raises(AdapterError) as failure:
+        adapter.run(handle, job_inputs("omnirt", params()), ctx)
+    assert failure.value.code == code, failure.value.message
+
+
+def test_cli_inline_artifact_is_decoded(cli, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle, _, mode_file = cli
+    mode_file.write_text("inline")
+    out = adapter.run(handle, job_inputs("omnirt", params()), ctx)
+    assert (
+        out.video_path is not None
+        and out.video_path.name == "inline-output.mp4"
+        and out.video_path.stat().st_size > 0
+    )
+
+
+@pytest.fixture
+def server(tmp_path: Path):  # type: ignore[no-untyped-def]
+    fake = FakeOmniRTServer(tmp_path / "server").start()
+    yield fake
+    fake.stop()
+
+
+def test_server_async_job_with_a_shared_folder(tmp_path, server, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+    shared = tmp_path / "shared"
+    entry = {"mode": "server", "endpoint": server.url, "scratch_dir": str(shared), "api_key": "k"}
+    spec = deployed_spec(tmp_path, "omnirt", entry)
+    adapter = OmniRTAdapter()
+    handle = adapter.load(parse_devices("cpu"), spec.config)
+    out = adapter.run(handle, job_inputs("omnirt", params(omnirt_model="quicktalk", fps=25)), ctx)
+    (body,) = server.requests
+    assert body["model"] == "quicktalk" and body["async_run"] is True and body["task"] == "audio2video"
+    assert body["inputs"]["audio"].startswith(str(shared)) and body["config"]["fps"] == 25
+    assert out.video_path is not None and out.video_path.exists() and ctx.scratch in out.video_path.parents
+    assert not (shared / "job-1").exists(), "the shared folder is cleaned after the job"
+    assert ctx.timings["omnirt_denoise_loop_ms"] == 512.0 and ctx.cold_start is False
+
+
+@pytest.mark.parametrize(("mode", "code"), [("reject", "request_rejected"), ("oom", "out_of_memory")])
+def test_server_failures(tmp_path, server, ctx, job_inputs, mode: str, code: str) -> None:  # type: ignore[no-untyped-def]
+    server.mode = mode
+    spec = deployed_spec(tmp_path, "omnirt", {"mode": "server", "endpoint": server.url})
+    adapter = OmniRTAdapter()
+    handle = adapter.load(parse_devices("cpu"), spec.config)
+    with pytest.raises(AdapterError) as failure:
+        adapter.run(handle, job_inputs("omnirt", params()), ctx)
+    assert failure.value.code == code

@@ -1,0 +1,1 @@
+"""Stand-in for the ``omnirt`` package: only ``python -m omnirt generate ... --json``."""

@@ -1,0 +1,187 @@
+"""Child processes of external model systems (generate_video.py, omnirt, a resident worker).
+
+A child is untrusted (reference/seed-systems.md 6.2): it runs in its own session, so it and
+everything it starts (torchrun's ranks, ffmpeg) form one process group that we can stop as a
+whole; its stdout and stderr go straight to a log file (never a pipe we might fail to drain);
+while it runs we poll the job's cancel/timeout flag; on cancel, timeout or any error we send
+SIGTERM to the group, wait a grace period, then SIGKILL it, and reap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+T = TypeVar("T")
+ENV_SCRIPT_FAILED = 97  # our exit status when sourcing the environment script fails
+
+
+def with_env_script(argv: Sequence[str], env_script: Path | None) -> list[str]:
+    """``argv`` run after ``source <env_script>`` in bash (Ascend's set_env.sh), or as is.
+
+    ``set +u`` because the CANN scripts read unset variables; ``exec`` so the model process
+    replaces bash (signals reach it directly, and the exit status is the model's own).
+    """
+    if env_script is None:
+        return list(argv)
+    script = f'set +u; source "$0" || exit {ENV_SCRIPT_FAILED}; exec "$@"'
+    return ["bash", "-c", script, str(env_script), *argv]
+
+
+class ChildProcess:
+    """One external child in its own process group, logging to ``log_path``."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        log_path: Path,
+        env: dict[str, str],
+        cwd: Path | None = None,
+        name: str = "child",
+        stdin: int | IO[Any] | None = subprocess.DEVNULL,
+        stdout_path: Path | None = None,
+    ) -> None:
+        """Start it; stdout goes to ``stdout_path`` when given (a machine-read answer), else to the log."""
+        self.argv = list(argv)
+        self.name = name
+        self.log_path = log_path
+        self.started = time.perf_counter()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as out, (stdout_path or log_path).open("ab") as answer:
+            out.write(f"$ {' '.join(self.argv)}\n".encode())
+            out.flush()
+            try:
+                self.process = subprocess.Popen(
+                    self.argv,
+                    cwd=cwd,
+                    env=env,
+                    stdin=stdin,
+                    stdout=answer if stdout_path is not None else out,
+                    stderr=out if stdout_path is not None else subprocess.STDOUT,
+                    start_new_session=True,  # its own group: we stop torchrun's ranks with it
+                )
+            except OSError as exc:
+                raise ChildStartError(f"cannot start {name}: {exc}") from exc
+
+    @property
+    def pid(self) -> int:
+        """The child's pid (also its process group id)."""
+        return self.process.pid
+
+    def poll(self) -> int | None:
+        """The exit status, or None while it runs."""
+        return self.process.poll()
+
+    def elapsed_ms(self) -> float:
+        """Milliseconds since the child started."""
+        return (time.perf_counter() - self.started) * 1000
+
+    def wait(
+        self,
+        *,
+        check_cancel: Callable[[], None],
+        poll_seconds: float = 0.2,
+        on_poll: Callable[[], None] | None = None,
+    ) -> int:
+        """Wait for the child to exit, calling ``check_cancel`` (and ``on_poll``) between polls.
+
+        Whatever ``check_cancel`` raises (cancel, timeout, lost lease) stops the group first.
+        """
+        try:
+            while True:
+                code = self.process.poll()
+                if code is not None:
+                    return code
+                check_cancel()
+                if on_poll is not None:
+                    on_poll()
+                time.sleep(poll_seconds)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM the whole group, then SIGKILL it after ``grace`` seconds; reap the child."""
+        if self.process.poll() is None:
+            _signal_group(self.pid, signal.SIGTERM)
+            try:
+                self.process.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        # Ranks or grandchildren may outlive the leader: the group goes in any case.
+        _signal_group(self.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(5.0)
+
+    def log_tail(self, max_bytes: int = 6000) -> str:
+        """The end of the child's log (for error messages)."""
+        return tail_text(self.log_path, max_bytes)
+
+
+class ChildStartError(RuntimeError):
+    """The child could not be started at all (missing executable, bad cwd)."""
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def tail_text(path: Path, max_bytes: int = 6000) -> str:
+    """The last ``max_bytes`` of a text file, decoded leniently ("" when it does not exist)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def last_lines(text: str, count: int = 12) -> str:
+    """The last ``count`` non-empty lines of ``text``, joined by " | " for one-line messages."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(lines[-count:])
+
+
+def run_abandonable(
+    fn: Callable[[], T],
+    *,
+    check_cancel: Callable[[], None],
+    poll_seconds: float = 0.2,
+    on_abandon: Callable[[threading.Thread], None] | None = None,
+) -> T:
+    """Run a blocking call (an HTTP request that cannot be interrupted) on a thread and wait for it,
+    polling ``check_cancel``. If that raises, the call is abandoned (it finishes on its own) and
+    ``on_abandon`` gets the thread, e.g. to keep an instance lease until the call really ends."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="abandonable-call", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        try:
+            check_cancel()
+        except BaseException:
+            if on_abandon is not None:
+                on_abandon(thread)
+            raise
+        thread.join(poll_seconds)
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value

@@ -1,0 +1,351 @@
+"""SoulX-FlashTalk-14B: a resident worker per card group keeps the model loaded between jobs.
+
+The resident (workers/adapters/flashtalk_resident.py in production; tests use a stand-in that
+speaks the same protocol) is started with ``python`` or ``torchrun --nproc-per-node N`` over the
+worker's cards, with the FLASHTALK_* variables of the OmniRT NPU patch (reference/seed-systems.md
+2.2) fixed for its lifetime. Those settings (size, frames per chunk, motion frames, steps,
+colour correction) force a reload when they change, so residents are kept in an LRU of
+``pipeline_cache_size`` keyed by them; the oldest is shut down BEFORE a new one starts (two 14B
+models rarely fit on one group). Each job is fed chunk by chunk: cancel and timeout act at chunk
+boundaries, frames stream into the pipeline's encoder and gate, and each chunk's telemetry
+becomes the seed benchmark's figures (``steady`` excludes chunk 0).
+
+The resident pads the last audio slice with silence and this adapter keeps exactly the audio's
+duration of frames, so the output matches the speech (upstream's script truncates instead).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jobservice.deployment import parse_entry
+from jobservice.deployment_schema import FlashTalkEntry
+from jobservice.model_params import FLASHTALK_RELOAD_KEYS
+from jobservice.report import ChunkTelemetry
+from workers.adapters.base import (
+    Adapter,
+    AdapterError,
+    DeviceContext,
+    JobInputs,
+    RunContext,
+    RunOutput,
+    VideoFormat,
+)
+from workers.adapters.child import ChildStartError, with_env_script
+from workers.adapters.memory import MemoryReader, check_budget, read_free_memory
+from workers.adapters.resident_client import ResidentGone, ResidentWorker
+from workers.adapters.soulx_common import audio_duration, child_env, resolve_launch
+
+log = logging.getLogger(__name__)
+DEFAULT_RESIDENT = Path(__file__).with_name("flashtalk_resident.py")
+FPS = 25.0
+
+
+@dataclass
+class FlashTalkHandle:
+    """The deployment entry, the card group and the resident pipelines (LRU, newest last)."""
+
+    entry: FlashTalkEntry
+    device: DeviceContext
+    state_dir: Path
+    residents: OrderedDict[tuple[Any, ...], ResidentWorker] = field(default_factory=OrderedDict)
+
+
+def resident_env(params: dict[str, Any], launch_nproc: int) -> dict[str, str]:
+    """The FLASHTALK_* variables (OmniRT's NPU patch) that fix a resident's settings."""
+    return {
+        "FLASHTALK_HEIGHT": str(params["height"]),
+        "FLASHTALK_WIDTH": str(params["width"]),
+        "FLASHTALK_FRAME_NUM": str(params["frame_num"]),
+        "FLASHTALK_MOTION_FRAMES_NUM": str(params["motion_frames_num"]),
+        "FLASHTALK_SAMPLE_STEPS": str(params["sample_steps"]),
+        "FLASHTALK_COLOR_CORRECTION_STRENGTH": str(params["color_correction_strength"]),
+        "FLASHTALK_TGT_FPS": str(int(FPS)),
+        "GPU_NUM": str(launch_nproc),
+    }
+
+
+class FlashTalkAdapter(Adapter):
+    """Drives resident FlashTalk pipelines chunk by chunk."""
+
+    model_ids = ("soulx-flashtalk-14b",)
+    execution_mode = "persistent_worker"
+
+    def __init__(self, *, memory_reader: MemoryReader | None = None) -> None:
+        self._memory_reader = memory_reader or (lambda device: read_free_memory(device, in_process=False))
+
+    def load(self, device: DeviceContext, params: dict[str, Any] | None = None) -> FlashTalkHandle:
+        """Read the deployment entry; residents start on the first job that needs their settings."""
+        config = dict(params or {})
+        runtime = config.pop("_runtime", {}) or {}
+        entry = parse_entry("soulx-flashtalk-14b", config)
+        if not isinstance(entry, FlashTalkEntry):
+            raise AdapterError("model_load_failed", f"expected a flashtalk entry, got {entry.backend}")
+        state_dir = Path(runtime.get("state_dir") or "var/workers") / "flashtalk"
+        state_dir.mkdir(parents=True, exist_ok=True)
+        return FlashTalkHandle(entry=entry, device=device, state_dir=state_dir)
+
+    def unload(self, handle: Any) -> None:
+        """Shut every resident down."""
+        ft: FlashTalkHandle = handle
+        while ft.residents:
+            _, resident = ft.residents.popitem(last=False)
+            resident.shutdown()
+
+    # --- residents -------------------------------------------------------------------------
+    def _resident(
+        self, ft: FlashTalkHandle, key: tuple[Any, ...], inputs: JobInputs, ctx: RunContext
+    ) -> tuple[ResidentWorker, bool]:
+        resident = ft.residents.get(key)
+        if resident is not None and resident.alive():
+            ft.residents.move_to_end(key)
+            return resident, True
+        if resident is not None:  # died between jobs
+            ft.residents.pop(key).shutdown()
+        while len(ft.residents) >= ft.entry.pipeline_cache_size:
+            old_key, old = ft.residents.popitem(last=False)
+            _log_line(
+                ctx, f"resident: evicting pipeline {dict(zip(FLASHTALK_RELOAD_KEYS, old_key, strict=True))}"
+            )
+            old.shutdown()
+        budget = check_budget(
+            model_id=inputs.model,
+            need_gb=ft.entry.min_memory_gb,
+            scope=ft.entry.memory_scope,
+            device=ft.device,
+            reader=self._memory_reader,
+        )
+        ctx.add_extra("memory_budget", budget)
+        resident = self._start(ft, key, inputs.params, ctx)
+        ft.residents[key] = resident
+        return resident, False
+
+    def _start(
+        self, ft: FlashTalkHandle, key: tuple[Any, ...], params: dict[str, Any], ctx: RunContext
+    ) -> ResidentWorker:
+        entry, device = ft.entry, ft.device
+        launch = resolve_launch(entry, device)
+        script = str(entry.resident_script or DEFAULT_RESIDENT)
+        model_env = resident_env(params, launch.nproc)
+
+        def argv_for(socket_path: str) -> list[str]:
+            args = [script, "--connect", socket_path, "--repo", str(entry.repo)]
+            args += ["--ckpt_dir", str(entry.ckpt_dir), "--wav2vec_dir", str(entry.wav2vec_dir)]
+            if entry.cpu_offload:
+                args.append("--cpu_offload")
+            return with_env_script([*launch.prefix, *args], entry.ascend_env_script)
+
+        log_path = ft.state_dir / f"resident-{int(time.time() * 1000)}.log"
+        _log_line(
+            ctx, f"resident: starting ({launch.launcher} x{launch.nproc}) with {model_env}; log {log_path}"
+        )
+        started = time.perf_counter()
+        try:
+            resident = ResidentWorker(
+                argv_for,
+                env=child_env(device, model_env, entry.env),
+                cwd=entry.repo,
+                log_path=log_path,
+                name="FlashTalk resident worker",
+            )
+        except ChildStartError as exc:
+            raise AdapterError(
+                "model_load_failed", f"The FlashTalk resident worker could not be started: {exc}"
+            ) from exc
+        try:
+            ready = resident.wait_ready(timeout=entry.startup_timeout, check_cancel=ctx.check_cancel)
+        except BaseException:
+            _copy_log(ctx, log_path, 0)
+            resident.shutdown(grace=0)
+            raise
+        load_ms = (time.perf_counter() - started) * 1000
+        ctx.add_timing("resident_start_ms", load_ms)
+        ctx.add_extra(
+            "resident_started",
+            {
+                "launcher": launch.launcher,
+                "nproc_per_node": launch.nproc,
+                "argv": resident.child.argv,
+                "env": model_env,
+                "ready": ready,
+            },
+        )
+        return resident
+
+    # --- a job -------------------------------------------------------------------------------
+    def run(self, handle: Any, inputs: JobInputs, ctx: RunContext) -> RunOutput:
+        """Start or reuse a resident, feed it the job chunk by chunk, stream its frames."""
+        ft: FlashTalkHandle = handle
+        params = inputs.params
+        key = tuple(params[k] for k in FLASHTALK_RELOAD_KEYS)
+        duration = audio_duration(inputs.files["audio"])
+        resident, reused = self._resident(ft, key, inputs, ctx)
+        ctx.set_cold_start(not reused)
+        ctx.add_extra("pipeline_reused", reused)
+        ctx.add_extra("pipeline_key", dict(zip(FLASHTALK_RELOAD_KEYS, key, strict=True)))
+        ctx.add_extra("resident", {"pid": resident.child.pid, "jobs_served_before": resident.jobs_served})
+        log_offset = _size(resident.log_path)
+        try:
+            output = self._generate(ft, resident, inputs, ctx, duration)
+            resident.jobs_served += 1
+            return output
+        except ResidentGone:
+            ft.residents.pop(key, None)
+            resident.shutdown(grace=2)
+            raise
+        finally:
+            _copy_log(ctx, resident.log_path, log_offset)
+
+    def _generate(
+        self,
+        ft: FlashTalkHandle,
+        resident: ResidentWorker,
+        inputs: JobInputs,
+        ctx: RunContext,
+        duration: float,
+    ) -> RunOutput:
+        entry, params = ft.entry, inputs.params
+        out_dir = inputs.scratch / "flashtalk"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        started = resident.request(
+            {
+                "op": "start",
+                "job_id": inputs.job_id,
+                "image": str(inputs.files["image"].resolve()),
+                "audio": str(inputs.files["audio"].resolve()),
+                "prompt": params["prompt"],
+                "seed": int(params["seed"]),
+                "out_dir": str(out_dir.resolve()),
+            },
+            timeout=entry.chunk_timeout,
+            check_cancel=ctx.check_cancel,
+        )
+        width, height, per_chunk = (
+            int(started["width"]),
+            int(started["height"]),
+            int(started["frames_per_chunk"]),
+        )
+        chunks = int(started["chunks"])
+        keep = round(duration * FPS)  # frames covering exactly the audio
+        capped = params.get("max_chunks") is not None and params["max_chunks"] < chunks
+        if capped:
+            chunks = int(params["max_chunks"])
+            keep = min(keep, chunks * per_chunk)
+        ctx.start_video(
+            VideoFormat(
+                width=width,
+                height=height,
+                fps=FPS,
+                num_frames=keep,
+                audio_path=inputs.files["audio"],
+                expected_duration_s=keep / FPS if capped else None,
+            )
+        )
+        emitted = 0
+        for index in range(chunks):
+            self._check_cancel(resident, ctx, entry)
+            answer = self._chunk(resident, index, ctx, entry)
+            frames = _read_frames(Path(answer["path"]), int(answer["frames"]), height, width)
+            frames = frames[: keep - emitted]
+            ctx.emit_frames(frames)
+            emitted += len(frames)
+            ctx.record_chunk(
+                ChunkTelemetry(
+                    index=index,
+                    frames=int(answer["frames"]),
+                    audio_embedding_ms=float(answer.get("audio_embedding_ms", 0.0)),
+                    core_ms=float(answer.get("core_ms", 0.0)),
+                    copy_ms=float(answer.get("copy_ms", 0.0)),
+                    total_ms=float(answer.get("total_ms", 0.0)),
+                )
+            )
+            ctx.progress((index + 1) / chunks)
+        resident.request({"op": "end"}, timeout=60.0, check_cancel=lambda: None)
+        return RunOutput(frames_generated=emitted, media_duration_s=emitted / FPS)
+
+    def _check_cancel(self, resident: ResidentWorker, ctx: RunContext, entry: FlashTalkEntry) -> None:
+        try:
+            ctx.check_cancel()
+        except BaseException:
+            # Between chunks: tell the resident to drop the job; it stays loaded for the next one.
+            with contextlib.suppress(AdapterError):
+                resident.request({"op": "end"}, timeout=entry.cancel_grace or 1.0, check_cancel=lambda: None)
+            raise
+
+    def _chunk(
+        self, resident: ResidentWorker, index: int, ctx: RunContext, entry: FlashTalkEntry
+    ) -> dict[str, Any]:
+        resident.send({"op": "chunk", "index": index})
+        try:
+            answer = resident.read(
+                timeout=entry.chunk_timeout, check_cancel=ctx.check_cancel, during=f"chunk {index}"
+            )
+        except AdapterError:
+            raise
+        except Exception:
+            # Canceled, timed out or lease lost with a chunk in flight, which cannot be interrupted:
+            # collect its answer (up to cancel_grace) so the resident is clean for the next job.
+            try:
+                resident.read(
+                    timeout=entry.cancel_grace, check_cancel=lambda: None, during="a canceled chunk"
+                )
+                resident.request({"op": "end"}, timeout=entry.cancel_grace or 1.0, check_cancel=lambda: None)
+            except AdapterError as exc:
+                raise ResidentGone("model_hung", f"after a cancel: {exc.message}") from None
+            raise
+        if answer.get("event") == "error":
+            raise resident.error_of(answer, default_code="model_error")
+        if answer.get("event") != "chunk" or int(answer.get("index", -1)) != index:
+            raise ResidentGone("model_crashed", f"the resident answered {answer!r} to chunk {index}")
+        return answer
+
+
+def _read_frames(path: Path, count: int, height: int, width: int) -> np.ndarray:
+    """A chunk's raw RGB frames [N, H, W, 3] written by the resident (and deleted once read)."""
+    try:
+        data = np.fromfile(path, dtype=np.uint8)
+    except OSError as exc:
+        raise AdapterError("model_error", f"the chunk file {path} cannot be read: {exc}") from exc
+    finally:
+        path.unlink(missing_ok=True)
+    if data.size != count * height * width * 3:
+        raise AdapterError(
+            "model_error", f"chunk {path.name} holds {data.size} bytes, not {count}x{height}x{width}x3"
+        )
+    return data.reshape(count, height, width, 3)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _copy_log(ctx: RunContext, resident_log: Path, offset: int) -> None:
+    """Append what the resident logged during this job to the job's log."""
+    try:
+        with resident_log.open("rb") as source:
+            source.seek(offset)
+            data = source.read()
+        with ctx.job_log().open("ab") as out:
+            out.write(b"--- resident worker log ---\n" + data)
+    except OSError:
+        log.warning("could not copy the resident log %s", resident_log, exc_info=True)
+
+
+def _log_line(ctx: RunContext, text: str) -> None:
+    with ctx.job_log().open("a", encoding="utf-8") as out:
+        out.write(text + "\n")
+    log.info(text)
+
+
+__all__ = ["FlashTalkAdapter", "resident_env"]

@@ -1,0 +1,309 @@
+"""Wan2.1 text2video on vLLM-Omni: an HTTP client of a pool of ``vllm-omni serve`` instances.
+
+The server's contract (reference/seed-systems.md 4): multipart form fields on ``POST /v1/videos``
+(async: a VideoResponse, then ``GET /v1/videos/{id}`` until ``completed`` and ``GET
+/v1/videos/{id}/content``; ``DELETE`` cancels) or ``POST /v1/videos/sync`` (the MP4 itself, with
+``X-Inference-Time-S``, ``X-Stage-Durations`` and ``X-Peak-Memory-MB``; 504 after 600 s). Each
+instance runs one request at a time, so a job first takes an idle instance from the pool
+(workers/adapters/instance_pool.py). The client keeps its own deadline (the job's timeout): a
+server that swallows an out-of-memory error and stays ``in_progress`` forever (vllm-omni #2327)
+cannot hold a worker. A two-card CFG-parallel instance is one card group: its worker is
+launched on those cards and its entry (or its group's override) names that instance.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from jobservice.deployment import parse_entry
+from jobservice.deployment_schema import VllmOmniEntry
+from workers.adapters.base import (
+    Adapter,
+    AdapterError,
+    DeviceContext,
+    JobInputs,
+    RunContext,
+    RunOutput,
+    VideoFormat,
+)
+from workers.adapters.child import run_abandonable
+from workers.adapters.http_client import call, download, error_for, make_session
+from workers.adapters.instance_pool import InstancePool, Lease
+from workers.adapters.memory import is_out_of_memory
+
+SYNC_TIMEOUT = 660.0  # the server's own limit is 600 s (then 504); a little more for the transfer
+FORM_FIELDS = (
+    "prompt",
+    "negative_prompt",
+    "width",
+    "height",
+    "num_frames",
+    "fps",
+    "num_inference_steps",
+    "guidance_scale",
+    "flow_shift",
+    "seed",
+)
+
+
+class _NotAccepted(AdapterError):
+    """The instance could not be reached before it accepted the job: another one may be tried."""
+
+
+@dataclass
+class VllmHandle:
+    """The entry, the pool and an HTTP session."""
+
+    entry: VllmOmniEntry
+    pool: InstancePool
+    session: requests.Session
+    owner: str
+
+
+def form_fields(params: dict[str, Any], entry: VllmOmniEntry) -> dict[str, str]:
+    """The multipart form of a request (every value a string, as curl -F sends it)."""
+    fields = {k: str(params[k]) for k in FORM_FIELDS if params.get(k) not in (None, "")}
+    if entry.served_model:
+        fields["model"] = entry.served_model
+    return fields
+
+
+class VllmOmniAdapter(Adapter):
+    """Sends each job to an idle vLLM-Omni instance and validates the MP4 it returns."""
+
+    model_ids = ("wan2.1-t2v-1.3b",)
+    execution_mode = "http"
+
+    def __init__(self, *, redis: Any | None = None) -> None:
+        # Collaborator: tests may hand in a client; by default the worker's broker is used.
+        self._redis = redis
+
+    def load(self, device: DeviceContext, params: dict[str, Any] | None = None) -> VllmHandle:
+        """Read the entry and connect to the lease store (nothing is loaded here)."""
+        config = dict(params or {})
+        runtime = config.pop("_runtime", {}) or {}
+        entry = parse_entry("wan2.1-t2v-1.3b", config)
+        if not isinstance(entry, VllmOmniEntry):
+            raise AdapterError("model_load_failed", f"expected a vllm-omni entry, got {entry.backend}")
+        redis = self._redis
+        if redis is None and runtime.get("broker_url"):
+            from jobservice.queueing import redis_client
+
+            redis = redis_client(runtime["broker_url"])
+        return VllmHandle(
+            entry=entry,
+            pool=InstancePool(entry.endpoints, redis=redis),
+            session=make_session(entry.api_key),
+            owner=str(runtime.get("worker_id") or "worker"),
+        )
+
+    def run(self, handle: Any, inputs: JobInputs, ctx: RunContext) -> RunOutput:
+        """Take an idle instance, generate there, release it; unreachable instances are skipped."""
+        vh: VllmHandle = handle
+        entry, params = vh.entry, inputs.params
+        dest = inputs.scratch / "vllm-output.mp4"
+        fields = form_fields(params, entry)
+        ctx.add_extra("vllm_request", {"mode": entry.mode, "form": fields})
+        ctx.set_cold_start(False)  # the server keeps the model loaded; its own start is not ours
+        tried: set[str] = set()
+        while True:
+            waited = time.perf_counter()
+            lease = vh.pool.acquire(
+                owner=vh.owner, check_cancel=ctx.check_cancel, timeout=entry.acquire_timeout
+            )
+            ctx.add_timing("instance_wait_ms", (time.perf_counter() - waited) * 1000)
+            _log(ctx, f"vllm-omni: using instance {lease.endpoint}")
+            try:
+                if entry.mode == "sync":
+                    self._sync(vh, lease, fields, dest, ctx)
+                else:
+                    self._async(vh, lease, fields, dest, ctx)
+                lease.release()
+                break
+            except _NotAccepted as exc:
+                lease.release()
+                vh.pool.mark_down(lease.endpoint)
+                tried.add(lease.endpoint)
+                _log(ctx, f"vllm-omni: {exc.message}")
+                if tried >= set(entry.endpoints):
+                    raise AdapterError("instance_unreachable", exc.message) from None
+            except BaseException:
+                lease.release()
+                raise
+        ctx.add_extra("instance", lease.endpoint)
+        if not dest.exists() or dest.stat().st_size == 0:
+            raise AdapterError("output_empty", f"vLLM-Omni at {lease.endpoint} returned no video bytes.")
+        frames, fps = int(params["num_frames"]), float(params["fps"])
+        return RunOutput(
+            frames_generated=frames,
+            media_duration_s=frames / fps,
+            video_path=dest,
+            expected=VideoFormat(
+                width=int(params["width"]), height=int(params["height"]), fps=fps, num_frames=frames
+            ),
+        )
+
+    # --- POST /v1/videos/sync ---------------------------------------------------------------
+    def _sync(
+        self, vh: VllmHandle, lease: Lease, fields: dict[str, str], dest: Path, ctx: RunContext
+    ) -> None:
+        url, what = f"{lease.endpoint}/v1/videos/sync", f"vLLM-Omni at {lease.endpoint}"
+
+        def post() -> requests.Response:
+            response = call(
+                vh.session,
+                "POST",
+                url,
+                files=_multipart(fields),
+                timeout=SYNC_TIMEOUT,
+                what=what,
+                stream=True,
+            )
+            with response:
+                if response.status_code == 200:
+                    with dest.open("wb") as out:
+                        for block in response.iter_content(1 << 20):
+                            out.write(block)
+                else:
+                    _ = response.content  # read the error body before the connection closes
+            return response
+
+        try:
+            response = run_abandonable(
+                post, check_cancel=ctx.check_cancel, on_abandon=lease.release_when_done
+            )
+        except AdapterError as exc:
+            if exc.code == "instance_unreachable":
+                raise _NotAccepted(exc.code, exc.message) from None
+            raise
+        if response.status_code != 200:
+            raise error_for(response, what=what)
+        headers = response.headers
+        _telemetry(
+            ctx,
+            inference_s=headers.get("X-Inference-Time-S"),
+            stages=_json_or_none(headers.get("X-Stage-Durations")),
+            peak_mb=headers.get("X-Peak-Memory-MB"),
+        )
+        ctx.add_extra("request_id", headers.get("X-Request-Id"))
+
+    # --- POST /v1/videos + polling ---------------------------------------------------------------
+    def _async(
+        self, vh: VllmHandle, lease: Lease, fields: dict[str, str], dest: Path, ctx: RunContext
+    ) -> None:
+        base, what = f"{lease.endpoint}/v1/videos", f"vLLM-Omni at {lease.endpoint}"
+        try:
+            response = call(vh.session, "POST", base, files=_multipart(fields), timeout=60.0, what=what)
+        except AdapterError as exc:
+            if exc.code == "instance_unreachable":
+                raise _NotAccepted(exc.code, exc.message) from None
+            raise
+        if response.status_code not in (200, 201, 202):
+            raise error_for(response, what=what)
+        video = response.json()
+        video_id = str(video["id"])
+        ctx.add_extra("request_id", video_id)
+        _log(ctx, f"vllm-omni: accepted as {video_id} ({video.get('status')})")
+        try:
+            video = self._poll(vh, f"{base}/{video_id}", video, ctx, entry=vh.entry, what=what)
+            download(vh.session, f"{base}/{video_id}/content", dest, timeout=300.0, what=what)
+        except BaseException:
+            # Canceled, timed out or failed: stop the server's work and free its storage.
+            try:
+                call(vh.session, "DELETE", f"{base}/{video_id}", timeout=10.0, what=what)
+                _log(ctx, f"vllm-omni: deleted {video_id}")
+            except AdapterError as exc:
+                _log(ctx, f"vllm-omni: could not delete {video_id}: {exc.message}")
+            raise
+        _telemetry(
+            ctx,
+            inference_s=video.get("inference_time_s"),
+            stages=video.get("stage_durations"),
+            peak_mb=video.get("peak_memory_mb"),
+        )
+
+    def _poll(
+        self,
+        vh: VllmHandle,
+        url: str,
+        video: dict[str, Any],
+        ctx: RunContext,
+        *,
+        entry: VllmOmniEntry,
+        what: str,
+    ) -> dict[str, Any]:
+        while True:
+            status = video.get("status")
+            if status == "completed":
+                return video
+            if status == "failed":
+                error = video.get("error") or {}
+                message = str(error.get("message") or error or "no reason given")
+                code = "out_of_memory" if is_out_of_memory(message) else "model_error"
+                raise AdapterError(code, f"{what}: generation failed: {message}")
+            if video.get("progress") is not None:
+                ctx.progress(min(0.99, float(video["progress"]) / 100.0))
+            _sleep(entry.poll_interval, ctx)
+            response = call(vh.session, "GET", url, timeout=30.0, what=what)
+            try:
+                video = response.json()
+            except ValueError:
+                raise error_for(response, what=what) from None
+            if response.status_code != 200 and video.get("status") != "failed":
+                raise error_for(response, what=what)
+
+
+def _multipart(fields: dict[str, str]) -> dict[str, tuple[None, str]]:
+    # (None, value) makes requests send a plain form field in multipart/form-data, as curl -F does.
+    return {name: (None, value) for name, value in fields.items()}
+
+
+def _sleep(seconds: float, ctx: RunContext) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        ctx.check_cancel()
+        time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+
+
+def _json_or_none(text: str | None) -> Any:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def _telemetry(ctx: RunContext, *, inference_s: Any, stages: Any, peak_mb: Any) -> None:
+    """The server's figures, in our units: timings in ms (stage keys ending _ms are ms already)."""
+    if _number(inference_s) is not None:
+        ctx.add_timing("server_inference_ms", float(inference_s) * 1000)
+    if isinstance(stages, dict):
+        for name, value in stages.items():
+            if _number(value) is None:
+                continue
+            key = re.sub(r"[^0-9a-zA-Z]+", "_", str(name)).strip("_").lower()
+            ms = float(value) if key.endswith("_ms") else float(value) * 1000
+            ctx.add_timing(f"server_{key.removesuffix('_ms')}_ms", ms)
+    if _number(peak_mb) is not None:
+        ctx.add_memory("server_peak_mb", float(peak_mb))
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _log(ctx: RunContext, text: str) -> None:
+    with ctx.job_log().open("a", encoding="utf-8") as out:
+        out.write(text + "\n")
+
+
+__all__ = ["VllmOmniAdapter", "form_fields"]

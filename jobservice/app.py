@@ -6,7 +6,10 @@ import logging
 
 from flask import Flask
 
+from jobservice import web
 from jobservice.api import errors, jobs, system
+from jobservice.batches import api as batches_api
+from jobservice.batches import web as batches_web
 from jobservice.catalog import Catalog
 from jobservice.services import Services, build_services
 from jobservice.settings import Settings
@@ -38,6 +41,9 @@ def create_app(
     errors.init_app(app)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(system.bp)
+    app.register_blueprint(batches_api.bp)
+    app.register_blueprint(batches_web.bp)
+    web.init_app(app)
     return app
 
 

@@ -1,0 +1,296 @@
+// jobservice web UI: progressive enhancement only. Every page works without this file.
+//  - new-job form: file previews, type/size/duration checks before upload, model switching,
+//    upload progress (XMLHttpRequest upload events), field errors from the server;
+//  - job page: live status from the JSON API (GET /jobs/<id>), seeking from the validation timeline;
+//  - jobs list: refreshes its rows while a job is unfinished.
+(function () {
+  "use strict";
+
+  const STAGES = {
+    queued: "Waiting in the queue",
+    fetching: "Fetching the inputs",
+    loading: "Loading the model",
+    generating: "Generating frames",
+    encoding: "Encoding the video",
+    validating: "Checking the video",
+    uploading: "Storing the result",
+    done: "Done",
+  };
+  const TERMINAL = ["succeeded", "failed", "canceled"];
+  const IMAGE_TYPES = ["image/png", "image/jpeg", "image/webp"];
+  const IMAGE_EXT = ["png", "jpg", "jpeg", "webp"];
+  const AUDIO_EXT = ["wav", "mp3", "flac", "ogg", "oga", "m4a"];
+
+  function $(sel, root) { return (root || document).querySelector(sel); }
+  function $all(sel, root) { return Array.from((root || document).querySelectorAll(sel)); }
+  function ext(name) { const i = name.lastIndexOf("."); return i < 0 ? "" : name.slice(i + 1).toLowerCase(); }
+  function mb(bytes) { return bytes < 1048576 ? Math.ceil(bytes / 1024) + " kB" : (bytes / 1048576).toFixed(1) + " MB"; }
+
+  // --- new-job form -------------------------------------------------------------------------
+  function setError(form, name, message) {
+    const slot = $('[data-error-for="' + name + '"]', form);
+    if (slot) {
+      slot.textContent = message || "";
+      slot.classList.toggle("hidden", name === "__all__" && !message);
+    }
+    const field = $('[data-field="' + name + '"]', form) || (slot && slot.closest(".field"));
+    if (field) field.classList.toggle("invalid", Boolean(message));
+    const input = form.elements[name];
+    if (input && input.setAttribute) {
+      if (message) input.setAttribute("aria-invalid", "true"); else input.removeAttribute("aria-invalid");
+    }
+  }
+
+  function clearErrors(form) {
+    $all("[data-error-for]", form).forEach(function (slot) { setError(form, slot.dataset.errorFor, ""); });
+  }
+
+  function checkFile(form, input) {
+    // Type and size now; image dimensions and audio duration once the preview has loaded.
+    const name = input.name;
+    const preview = document.getElementById(name + "-preview");
+    if (preview) preview.textContent = "";
+    input.setCustomValidity("");
+    setError(form, name, "");
+    const file = input.files && input.files[0];
+    if (!file) return;
+    const kind = input.dataset.kind;
+    const okType = kind === "image"
+      ? IMAGE_TYPES.includes(file.type) || IMAGE_EXT.includes(ext(file.name))
+      : file.type.startsWith("audio/") || AUDIO_EXT.includes(ext(file.name));
+    let problem = "";
+    if (!okType) {
+      problem = kind === "image" ? "This is not a PNG, JPEG or WebP image." : "This is not a WAV, MP3, FLAC, OGG or M4A file.";
+    } else if (file.size > Number(input.dataset.maxBytes)) {
+      problem = "The file is " + mb(file.size) + "; at most " + mb(Number(input.dataset.maxBytes)) + " is accepted.";
+    } else if (file.size === 0) {
+      problem = "The file is empty.";
+    }
+    if (problem) { fail(form, input, problem); return; }
+    const url = URL.createObjectURL(file);
+    if (kind === "image") {
+      const img = new Image();
+      img.alt = "Preview of " + file.name;
+      img.onload = function () {
+        const side = Number(form.dataset.minImageSide || 0);
+        if (Math.min(img.naturalWidth, img.naturalHeight) < side) {
+          fail(form, input, "The image is " + img.naturalWidth + "×" + img.naturalHeight + "; each side must be at least " + side + " px.");
+        }
+      };
+      img.onerror = function () { fail(form, input, "The browser cannot read this image."); };
+      img.src = url;
+      preview.appendChild(img);
+    } else {
+      const audio = document.createElement("audio");
+      audio.controls = true;
+      audio.preload = "metadata";
+      audio.setAttribute("aria-label", "Preview of " + file.name);
+      const note = document.createElement("span");
+      note.className = "hint";
+      audio.addEventListener("loadedmetadata", function () {
+        const d = audio.duration;
+        const lo = Number(form.dataset.minAudioSeconds), hi = Number(form.dataset.maxAudioSeconds);
+        if (isFinite(d)) {
+          note.textContent = file.name + " · " + d.toFixed(2) + " s · " + mb(file.size);
+          if (d < lo) fail(form, input, "The audio lasts " + d.toFixed(2) + " s; at least " + lo + " s is needed.");
+          else if (d > hi) fail(form, input, "The audio lasts " + d.toFixed(1) + " s; at most " + hi + " s is accepted.");
+        }
+      });
+      // Some containers the server accepts may not play here; the server's check decides then.
+      audio.src = url;
+      preview.appendChild(audio);
+      preview.appendChild(note);
+    }
+  }
+
+  function fail(form, input, message) {
+    input.setCustomValidity(message);
+    setError(form, input.name, message);
+  }
+
+  function wireDrop(form, zone) {
+    const input = $("input[type=file]", zone);
+    ["dragenter", "dragover"].forEach(function (ev) {
+      zone.addEventListener(ev, function (e) { e.preventDefault(); zone.classList.add("dragover"); });
+    });
+    ["dragleave", "drop"].forEach(function (ev) {
+      zone.addEventListener(ev, function () { zone.classList.remove("dragover"); });
+    });
+    zone.addEventListener("drop", function (e) {
+      e.preventDefault();
+      if (e.dataTransfer && e.dataTransfer.files.length) {
+        input.files = e.dataTransfer.files;
+        checkFile(form, input);
+      }
+    });
+    input.addEventListener("change", function () { checkFile(form, input); });
+  }
+
+  function wireModelSwitch(form) {
+    const select = form.elements.model;
+    const box = $("#model-params", form);
+    if (!select || !box) return;
+    select.addEventListener("change", function () {
+      const old = {};
+      $all("input, textarea, select", box).forEach(function (el) { if (el.name && el.value) old[el.name] = el.value; });
+      const url = form.dataset.paramsUrl + "?task=" + encodeURIComponent(form.elements.task.value) +
+        "&model=" + encodeURIComponent(select.value);
+      fetch(url, { headers: { Accept: "text/html" } }).then(function (r) {
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.text();
+      }).then(function (html) {
+        box.innerHTML = html;  // server-rendered and escaped
+        $all("input, textarea, select", box).forEach(function (el) {
+          if (el.name && old[el.name] !== undefined && el.type !== "checkbox") el.value = old[el.name];
+        });
+        const action = new URL(form.action, location.href);
+        action.searchParams.set("model", select.value);
+        form.action = action.pathname + action.search;
+      }).catch(function () { setError(form, "__all__", "Could not load this model's parameters; reload the page."); });
+    });
+  }
+
+  function wireSubmit(form) {
+    const box = $("#upload-progress-box");
+    const bar = $("#upload-progress");
+    const status = $("#upload-status");
+    const button = $("#submit-job");
+    form.addEventListener("submit", function (e) {
+      if (e.submitter && e.submitter.name === "change_model") return;
+      e.preventDefault();
+      const invalid = $all("input, textarea, select", form).find(function (el) { return !el.checkValidity(); });
+      if (invalid) { invalid.reportValidity(); invalid.focus(); return; }
+      clearErrors(form);
+      const xhr = new XMLHttpRequest();
+      xhr.open("POST", form.action);
+      xhr.setRequestHeader("Accept", "application/json");
+      xhr.upload.addEventListener("progress", function (ev) {
+        if (!ev.lengthComputable) return;
+        bar.value = Math.round((ev.loaded / ev.total) * 100);
+        status.textContent = bar.value + "% of " + mb(ev.total);
+      });
+      xhr.upload.addEventListener("load", function () {
+        bar.value = 100;
+        status.textContent = "Uploaded; the server is checking the files…";
+      });
+      xhr.addEventListener("load", function () {
+        let body = null;
+        try { body = JSON.parse(xhr.responseText); } catch (err) { body = null; }
+        if (xhr.status === 202 && body && body.url) {
+          status.textContent = "Accepted; opening the job…";
+          location.assign(body.url);
+          return;
+        }
+        done();
+        const fields = (body && body.fields) || {};
+        Object.keys(fields).forEach(function (name) {
+          const slot = $('[data-error-for="' + name + '"]', form);
+          setError(form, slot ? name : "__all__", fields[name]);
+        });
+        if (!Object.keys(fields).length) {
+          setError(form, "__all__", (body && body.error && body.error.message) || ("The server answered " + xhr.status + "."));
+        }
+        const first = $(".invalid input, .invalid textarea, .invalid select", form) || $("#form-error");
+        if (first) first.focus && first.focus();
+      });
+      xhr.addEventListener("error", function () { done(); setError(form, "__all__", "The upload failed: the server could not be reached."); });
+      xhr.addEventListener("abort", function () { done(); status.textContent = "Upload canceled."; });
+      function done() { button.disabled = false; }
+      button.disabled = true;
+      box.classList.remove("hidden");
+      bar.value = 0;
+      status.textContent = "Starting the upload…";
+      xhr.send(new FormData(form));
+    });
+  }
+
+  function initForm() {
+    const form = $("#job-form");
+    if (!form) return;
+    $all(".drop", form).forEach(function (zone) { wireDrop(form, zone); });
+    wireModelSwitch(form);
+    wireSubmit(form);
+  }
+
+  // --- job page ------------------------------------------------------------------------------
+  function poller(fn, firstDelay) {
+    let timer = null;
+    function schedule(ms) { timer = setTimeout(tick, ms); }
+    function tick() {
+      if (document.hidden) { schedule(1000); return; }
+      fn().then(function (next) { if (next) schedule(next); }).catch(function () { schedule(5000); });
+    }
+    schedule(firstDelay);
+    return function () { clearTimeout(timer); };
+  }
+
+  function initJob() {
+    const live = $("#live");
+    if (!live || live.dataset.terminal === "1") { initTimeline(); return; }
+    poller(function () {
+      return fetch(live.dataset.pollUrl, { headers: { Accept: "application/json" } }).then(function (r) {
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        const after = Number(r.headers.get("X-Poll-After-Ms")) || 1000;
+        return r.json().then(function (job) {
+          const pct = Math.round(job.progress * 100);
+          $all('[data-role="progress"]').forEach(function (p) { p.value = job.progress; p.textContent = pct + "%"; });
+          $('[data-role="percent"]', live).textContent = pct + "%";
+          const badge = $('[data-role="status"]');
+          badge.textContent = job.status;
+          badge.className = "badge badge-" + job.status;
+          $('[data-role="stage"]', live).textContent = job.cancel_requested
+            ? "Stopping (cancel requested)" : (STAGES[job.stage] || job.stage);
+          const q = job.queue_position;
+          $('[data-role="queue"]', live).textContent = q === null || q === undefined ? "" : (q === 0 ? " · next in line" : " · " + q + " ahead");
+          const cancel = $("#cancel-job");
+          if (cancel && job.cancel_requested) cancel.disabled = true;
+          if (TERMINAL.includes(job.status)) { location.reload(); return 0; }
+          return after;
+        });
+      });
+    }, 500);
+  }
+
+  function initTimeline() {
+    const video = $("#result-video");
+    const chart = $("#timeline");
+    if (!video || !chart) return;
+    const duration = Number(chart.dataset.duration);
+    $all(".tl-track", chart).forEach(function (svg) {
+      svg.addEventListener("click", function (e) {
+        const box = svg.getBoundingClientRect();
+        const frac = Math.min(1, Math.max(0, (e.clientX - box.left) / box.width));
+        video.currentTime = frac * (isFinite(video.duration) ? video.duration : duration);
+      });
+    });
+    video.addEventListener("timeupdate", function () {
+      const pct = Math.min(100, (video.currentTime / duration) * 100) + "%";
+      $all(".playhead", chart).forEach(function (line) { line.setAttribute("x1", pct); line.setAttribute("x2", pct); });
+    });
+  }
+
+  // --- jobs list -----------------------------------------------------------------------------
+  function initList() {
+    if (!$("#job-rows")) return;
+    poller(function () {
+      const rows = $("#job-rows");
+      if (rows.dataset.live !== "1") return Promise.resolve(5000);
+      return fetch(rows.dataset.rowsUrl, { headers: { Accept: "text/html" } }).then(function (r) {
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.text();
+      }).then(function (html) {
+        const holder = document.createElement("table");
+        holder.innerHTML = html;  // server-rendered and escaped
+        const fresh = $("tbody", holder);
+        if (fresh) rows.replaceWith(fresh);
+        return 2000;
+      });
+    }, 2000);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    initForm();
+    initJob();
+    initList();
+  });
+})();

@@ -151,12 +151,17 @@ class Job(Base):
     verdict: Mapped[str | None] = mapped_column(String(16))
     validation_summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     cold_start: Mapped[bool | None] = mapped_column(Boolean)
+    # A job run for a nightly batch (jobservice.batches): which batch, case and repeat it is.
+    batch_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, ForeignKey("batches.id", ondelete="SET NULL"))
+    batch_case: Mapped[str | None] = mapped_column(String(128))
+    batch_repeat: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         Index("ix_jobs_created_at_id", "created_at", "id"),
         Index("ix_jobs_status_created_at", "status", "created_at"),
         Index("ix_jobs_model_status_priority_created_at", "model", "status", "priority", "created_at"),
         Index("ix_jobs_status_lease_expires_at", "status", "lease_expires_at"),
+        Index("ix_jobs_batch_id_batch_case_batch_repeat", "batch_id", "batch_case", "batch_repeat"),
     )
 
     def __repr__(self) -> str:
@@ -194,3 +199,42 @@ class WorkerRecord(Base):
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Batch(Base):
+    """A nightly regression batch: one run of a spec's cases, compared with a baseline.
+
+    Its jobs carry ``batch_id``; ``results`` holds every case's samples and the comparison,
+    computed once when the last job finished (``jobservice.batches.finalize``).
+    """
+
+    __tablename__ = "batches"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(128))
+    spec_digest: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    spec_text: Mapped[str] = mapped_column(Text, default="")
+    origin: Mapped[str] = mapped_column(String(512), default="")
+    source: Mapped[str] = mapped_column(String(16), default="cli")
+    status: Mapped[str] = mapped_column(String(16), default="creating")
+    verdict: Mapped[str | None] = mapped_column(String(16))
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False)
+    baseline_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    total_jobs: Mapped[int] = mapped_column(Integer, default=0)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
+    environment: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    results: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    __table_args__ = (
+        Index("ix_batches_name_created_at", "name", "created_at"),
+        Index("ix_batches_status_updated_at", "status", "updated_at"),
+    )
+
+    def __repr__(self) -> str:
+        return f"<Batch {self.id} {self.name} {self.status}>"

@@ -159,12 +159,18 @@ class RunReport(_Base):
     claimed_at: datetime | None = None
     generate_started_at: datetime | None = None
     last_frame_at: datetime | None = None
+    first_frame_at: datetime | None = Field(default=None, description="When the model emitted a first frame.")
     finished_at: datetime | None = None
     memory: dict[str, float] = Field(default_factory=dict, description="peak_mb and friends.")
     config_resolved: dict[str, Any] = Field(default_factory=dict)
     device_placement: dict[str, str] = Field(default_factory=dict)
     artifacts: list[Artifact] = Field(default_factory=list)
     input_digests: dict[str, str] = Field(default_factory=dict, description="sha256 of each input.")
+    frame_hashes: list[str] = Field(
+        default_factory=list,
+        description="Batch jobs: sha256 (16 hex digits) of each generated frame's raw RGB bytes, taken "
+        "before encoding, so outputs of deterministic models can be compared frame by frame.",
+    )
     versions: dict[str, str] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict, description="Adapter-specific telemetry.")
     validation: Validation | None = None

@@ -8,9 +8,9 @@ Tests build ``Settings(...)`` directly instead of editing the environment.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -72,6 +72,11 @@ class Settings(BaseSettings):
         default_factory=list,
         description="``module:function`` providers of extra ModelSpecs (tests, plugins).",
     )
+    deployment_file: Path | None = Field(
+        default=None,
+        description="YAML or TOML naming the enabled real models, their paths and endpoints, and the "
+        "card groups of the workers (README: Real models and deployment files).",
+    )
 
     # --- workers -------------------------------------------------------------------------
     worker_devices: str = "cpu"
@@ -87,7 +92,51 @@ class Settings(BaseSettings):
     api_workers: int = Field(default=2, ge=1)
     api_threads: int = Field(default=8, ge=1)
     public_base_url: str | None = None
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="Signs web-session cookies (CSRF); unset: generated once into var_dir/secret_key.",
+    )
     log_level: str = "INFO"
+
+    # --- nightly batches (jobservice.batches) ----------------------------------------------
+    batch_priority: int = Field(
+        default=6, ge=1, le=9, description="Queue priority of batch jobs; 0 (interactive) is served first."
+    )
+    batch_root: Path = Field(
+        default=Path("."),
+        description="Spec and input paths given to the API or the beat resolve under this folder.",
+    )
+    batch_schedules: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description='Runs of `jobservice beat`: [{"spec": "batches/nightly.yaml", "cron": "0 2 * * *"}].',
+    )
+    batch_timezone: str = Field(default="UTC", description="Time zone of the schedules' cron expressions.")
+    batch_tick_seconds: float = Field(
+        default=30.0, gt=0, description="How often the beat finishes batches and resumes interrupted ones."
+    )
+    batch_history: int = Field(default=14, ge=2, le=365, description="Runs in a batch report's trend charts.")
+    test_slowdown: float = Field(
+        default=1.0,
+        ge=1.0,
+        le=10.0,
+        description="TEST ONLY: workers stretch generation by this factor (regression-detection tests).",
+    )
+
+    @model_validator(mode="after")
+    def _redelivery_after_timeout(self) -> Settings:
+        # Redis re-delivers an unacknowledged message after visibility_timeout: if a job may run
+        # longer, a second worker would start it while the first still runs (stack-probe section 2).
+        if self.visibility_timeout_seconds <= self.job_timeout_seconds:
+            raise ValueError(
+                f"visibility_timeout_seconds ({self.visibility_timeout_seconds}) must exceed "
+                f"job_timeout_seconds ({self.job_timeout_seconds:g}); "
+                "raise JOBSERVICE_VISIBILITY_TIMEOUT_SECONDS"
+            )
+        if self.lease_seconds <= self.heartbeat_seconds:
+            raise ValueError(
+                "lease_seconds must be longer than heartbeat_seconds, or live jobs would be reaped"
+            )
+        return self
 
     @field_validator("database_url")
     @classmethod

@@ -12,8 +12,10 @@ import hashlib
 import json
 import logging
 import secrets
+import tempfile
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,8 +28,8 @@ from jobservice.jobs import record_created
 from jobservice.models import Job, utcnow
 from jobservice.queueing import send_job
 from jobservice.services import Services
-from jobservice.storage import StoreUnavailable
-from jobservice.uploads import CheckedUpload
+from jobservice.storage import ObjectNotFound, StoreUnavailable
+from jobservice.uploads import AUDIO_FORMATS, IMAGE_FORMATS, CheckedUpload
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,10 @@ class Submission:
     source: str = "api"
     priority: int = 0
     idempotency_key: str | None = None
+    # Set for the jobs of a nightly batch (jobservice.batches).
+    batch_id: uuid.UUID | None = None
+    batch_case: str | None = None
+    batch_repeat: int | None = None
 
 
 def resolve_model(services: Services, task: str | None, model: str | None) -> ModelSpec:
@@ -172,6 +178,9 @@ def submit_job(services: Services, sub: Submission) -> tuple[Job, bool]:
         progress=0.0,
         timings={},
         validation_summary={},
+        batch_id=sub.batch_id,
+        batch_case=sub.batch_case,
+        batch_repeat=sub.batch_repeat,
     )
     try:
         with services.db.session() as session:
@@ -202,3 +211,45 @@ def _cleanup(services: Services, prefix: str) -> None:
         services.store.delete_prefix(prefix)
     except StoreUnavailable:
         log.exception("could not delete %s after a refused submission", prefix)
+
+
+def resubmit_job(services: Services, job: Job, *, source: str = "web") -> Job:
+    """Submit ``job`` again as a new job: same model, parameters (seed included) and inputs.
+
+    The stored inputs are copied to the new job's prefix through a temporary folder, so this works
+    on any object store and the new job goes through ``submit_job`` like any other.
+    """
+    mimes = dict(IMAGE_FORMATS.values()) | dict(AUDIO_FORMATS.values())
+    spool = services.settings.resolved_spool_dir()
+    spool.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=spool, prefix="resubmit-") as tmp:
+        uploads: dict[str, CheckedUpload] = {}
+        for name, key in (job.input_keys or {}).items():
+            try:
+                path = services.store.get_file(key, Path(tmp) / Path(key).name)
+            except ObjectNotFound:
+                raise ApiError(
+                    409, "inputs_missing", f"Job {job.id}'s input '{name}' is no longer in the object store."
+                ) from None
+            except StoreUnavailable as exc:
+                raise ApiError(
+                    503, "storage_unavailable", f"The object store is unavailable: {exc}"
+                ) from None
+            extension = path.suffix.lstrip(".")
+            uploads[name] = CheckedUpload(
+                name=name,
+                path=path,
+                extension=extension,
+                content_type=mimes.get(extension, "application/octet-stream"),
+                meta=dict((job.input_meta or {}).get(name) or {}),
+            )
+        sub = Submission(
+            task=job.task,
+            model=job.model,
+            params=dict(job.params or {}),
+            uploads=uploads,
+            source=source,
+            priority=job.priority,
+        )
+        new_job, _ = submit_job(services, sub)
+    return new_job

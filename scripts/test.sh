@@ -8,7 +8,10 @@ cd "$ROOT"
 
 ensure_ffmpeg
 command -v espeak-ng >/dev/null || apt_install espeak-ng || true
-ensure_venv "worker,dev"
+# The browser tests drive Debian's chromium (never a downloaded browser); without it they fail.
+[ -x /usr/bin/chromium ] || apt_install chromium || true
+# diffusers: the Wan2.1 diffusers back end is tested for real (a tiny random pipeline on the CPU).
+ensure_venv "worker,dev,diffusers"
 PYBIN="$VENV/bin/python"
 SERVICES="$ROOT/var/test-services"
 mkdir -p "$SERVICES"

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from jobservice import __version__
+from jobservice.batches.openapi import batch_paths
 from jobservice.catalog import Catalog
 from jobservice.report import RunReport
 from jobservice.views import JobView
@@ -218,6 +219,19 @@ def build_openapi(catalog: Catalog) -> dict[str, Any]:
                 },
             }
         },
+        "/jobs/{job_id}/log": {
+            "get": {
+                "summary": "The run's log: the worker's notes and the model process's stdout/stderr",
+                "parameters": [id_param],
+                "responses": {
+                    "200": {
+                        "description": "Plain text.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    "404": _error_response("No log yet, or the run kept none."),
+                },
+            }
+        },
         "/models": {
             "get": {
                 "summary": "The model catalog with parameter schemas and worker presence",
@@ -235,6 +249,7 @@ def build_openapi(catalog: Catalog) -> dict[str, Any]:
             "get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}
         },
     }
+    paths.update(batch_paths(components))
     return {
         "openapi": "3.1.0",
         "info": {

@@ -181,13 +181,19 @@ def run_embedded(settings: Settings, *, host: str, port: int, devices: str, use_
         children.append(worker)
         api.start()
         children.append(api)
+        supervised = [worker, api]
+        if settings.batch_schedules:  # nightly batches: Celery beat and its control consumer
+            beat = Child("beat", [*me, "beat"], env, var_dir / "logs" / "beat.log")
+            beat.start()
+            children.append(beat)
+            supervised.append(beat)
         base = f"http://{host}:{port}"
         wait_http(f"{base}/healthz", api)
         print(
             f"jobservice is up: API {base}  (logs in {var_dir / 'logs'}; Ctrl-C stops everything)", flush=True
         )
         while not stopping:
-            for child in (worker, api):
+            for child in supervised:
                 if not child.alive() and not stopping:
                     _restart(child)
             time.sleep(0.5)

@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from jobservice.batches.cli import batch_group, beat_command
+from jobservice.cli.workers_cmd import workers_command
 from jobservice.settings import Settings
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -234,6 +236,11 @@ def reap(once: bool) -> None:
         if once:
             return
         time.sleep(services.settings.reap_interval_seconds)
+
+
+cli.add_command(batch_group)
+cli.add_command(beat_command)
+cli.add_command(workers_command)
 
 
 def main() -> None:

@@ -1,0 +1,13 @@
+"""Nightly regression batches: a spec's cases run as jobs, compared with a baseline, reported.
+
+spec.py      the YAML batch spec (parsing and checking; no service access)
+metrics.py   which figures of a RunReport are tracked, and how they are read
+stats.py     noise-aware comparison of repeated samples (medians, robust spread)
+plan.py      a spec checked against the catalog, with its inputs content-checked
+service.py   creating, resuming, canceling and pinning batches
+finalize.py  when every job ended: results, baseline, comparison, environment
+compare.py   the per-case verdicts of a candidate batch against a baseline
+views.py     the JSON views of a batch (API, CLI)
+render.py    the report as JSON, CSV and Markdown; charts.py its SVG trend charts
+api.py, web.py, cli.py, control.py   HTTP, web pages, command line, Celery beat
+"""

@@ -1,0 +1,213 @@
+"""``/batches``: create a nightly batch from a spec, follow it, read its report, compare two.
+
+Every view is parse -> service -> serialize; a malformed spec is a 422 ``invalid_spec`` with
+per-field details, an unknown batch a 404, an action that does not fit its state a 409.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from jobservice.api.jobs import services
+from jobservice.batches.compare import compare_results
+from jobservice.batches.finalize import refresh_batch
+from jobservice.batches.plan import plan_batch
+from jobservice.batches.render import render_csv, render_json, render_markdown
+from jobservice.batches.service import (
+    FINISHED,
+    cancel_batch,
+    create_batch,
+    parse_batch_id,
+    pin_batch,
+    resume_batch,
+)
+from jobservice.batches.spec import (
+    LoadedSpec,
+    SpecError,
+    load_spec_file,
+    parse_spec,
+    parse_spec_text,
+    resolve_under,
+)
+from jobservice.batches.views import batch_jobs, batch_view, list_batches
+from jobservice.errors import ApiError
+from jobservice.models import Batch
+from jobservice.views import job_view
+
+bp = Blueprint("batches", __name__)
+
+YAML_TYPES = {"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain"}
+REPORT_TYPES = {"json": "application/json", "csv": "text/csv", "md": "text/markdown"}
+
+
+def _spec_error(exc: SpecError) -> ApiError:
+    return ApiError(422, "invalid_spec", exc.message, exc.details)
+
+
+def _loaded_spec() -> LoadedSpec:
+    """The spec of a POST /batches: YAML text, or JSON with one of spec / spec_yaml / spec_path."""
+    root = services().settings.batch_root.resolve()
+    if request.mimetype in YAML_TYPES:
+        return parse_spec_text(request.get_data(as_text=True), origin="api")
+    if request.mimetype != "application/json":
+        raise ApiError(
+            415, "unsupported_media_type", "Send the spec as application/yaml, or JSON with 'spec'."
+        )
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_json", "The request body must be a JSON object.")
+    given = [k for k in ("spec", "spec_yaml", "spec_path") if body.get(k) is not None]
+    if len(given) != 1:
+        raise ApiError(422, "invalid_spec", "Give exactly one of 'spec', 'spec_yaml' or 'spec_path'.")
+    if "spec" in given:
+        return parse_spec(body["spec"], origin="api")
+    if "spec_yaml" in given:
+        if not isinstance(body["spec_yaml"], str):
+            raise ApiError(422, "invalid_spec", "'spec_yaml' must be a string of YAML.")
+        return parse_spec_text(body["spec_yaml"], origin="api")
+    if not isinstance(body["spec_path"], str):
+        raise ApiError(422, "invalid_spec", "'spec_path' must be a path under the batch root.")
+    path = resolve_under(root, body["spec_path"], what="spec path")
+    loaded = load_spec_file(path)
+    return LoadedSpec(loaded.spec, loaded.text, loaded.digest, body["spec_path"], loaded.base_dir)
+
+
+def _idempotency_key() -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    key = key.strip()
+    if not key or len(key) > 200 or not key.isascii():
+        raise ApiError(400, "invalid_idempotency_key", "Idempotency-Key must be 1-200 ASCII characters.")
+    return f"api:{key}"
+
+
+def _render(batch: Batch, status: int = 200) -> Response:
+    with services().db.session() as session:
+        view = batch_view(session, batch)
+    response = jsonify(view.model_dump(mode="json"))
+    response.status_code = status
+    if batch.status not in (FINISHED, "canceled"):
+        response.headers["X-Poll-After-Ms"] = "2000"
+    return response
+
+
+def _load(raw_id: str) -> Batch:
+    svc = services()
+    return refresh_batch(svc, parse_batch_id(raw_id))
+
+
+@bp.post("/batches")
+def create() -> Response:
+    """Create a batch from a spec: 202 with its summary, or 200 for an idempotent replay."""
+    svc = services()
+    root = svc.settings.batch_root.resolve()
+    try:
+        loaded = _loaded_spec()
+        with plan_batch(svc, loaded, confine_to=root) as plan:
+            batch, created = create_batch(svc, plan, source="api", idempotency_key=_idempotency_key())
+    except SpecError as exc:
+        raise _spec_error(exc) from None
+    response = _render(batch, 202 if created else 200)
+    response.headers["Location"] = f"/batches/{batch.id}"
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
+@bp.get("/batches")
+def index() -> Response:
+    """Batches newest first, by spec name and status."""
+    raw_limit = request.args.get("limit", "20")
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 100:
+        raise ApiError(422, "invalid_limit", "limit must be a whole number from 1 to 100.")
+    with services().db.session() as session:
+        rows = list_batches(
+            session,
+            name=request.args.get("name") or None,
+            status=request.args.get("status") or None,
+            limit=int(raw_limit),
+        )
+        views = [batch_view(session, b, with_cases=False).model_dump(mode="json") for b in rows]
+    return jsonify({"object": "list", "batches": views})
+
+
+@bp.get("/batches/compare")
+def compare() -> Response:
+    """``?baseline=A&candidate=B``: B's cases against A's, worst first."""
+    ids = {k: request.args.get(k) for k in ("baseline", "candidate")}
+    missing = [k for k, v in ids.items() if not v]
+    if missing:
+        raise ApiError(422, "missing_parameter", f"Give '{missing[0]}' (a batch id).")
+    baseline, candidate = (_finished(str(ids[k])) for k in ("baseline", "candidate"))
+    result = compare_results(baseline.results, candidate.results, spec=candidate.spec)
+    result.update(baseline_id=str(baseline.id), candidate_id=str(candidate.id))
+    return jsonify(result)
+
+
+def _finished(raw_id: str) -> Batch:
+    batch = _load(raw_id)
+    if batch.status != FINISHED:
+        message = f"Batch {batch.id} is {batch.status}; it has no report yet."
+        raise ApiError(409, "batch_not_finished", message)
+    return batch
+
+
+@bp.get("/batches/<batch_id>")
+def show(batch_id: str) -> Response:
+    """The batch's progress, and once finished its verdict and each case's."""
+    return _render(_load(batch_id))
+
+
+@bp.get("/batches/<batch_id>/jobs")
+def jobs(batch_id: str) -> Response:
+    """Every job of the batch (retries included), oldest first."""
+    batch = _load(batch_id)
+    with services().db.session() as session:
+        rows = batch_jobs(session, batch.id)
+        views: list[dict[str, Any]] = []
+        for job in rows:
+            view = job_view(job, session=session).model_dump(mode="json")
+            view["batch"] = {"case": job.batch_case, "repeat": job.batch_repeat}
+            views.append(view)
+    return jsonify({"object": "list", "jobs": views})
+
+
+@bp.get("/batches/<batch_id>/report")
+def report(batch_id: str) -> Response:
+    """The report: ``?format=json`` (default), ``csv`` or ``md``."""
+    fmt = request.args.get("format", "json")
+    if fmt not in REPORT_TYPES:
+        raise ApiError(422, "invalid_format", "format must be json, csv or md.")
+    batch = _finished(batch_id)
+    body = {"json": render_json, "csv": render_csv, "md": render_markdown}[fmt](batch)
+    response = Response(body, mimetype=REPORT_TYPES[fmt])
+    if fmt != "json":
+        response.headers["Content-Disposition"] = f'inline; filename="batch-{batch.name}-{batch.id}.{fmt}"'
+    return response
+
+
+@bp.post("/batches/<batch_id>/cancel")
+def cancel(batch_id: str) -> Response:
+    """Cancel the batch's unfinished jobs."""
+    return _render(cancel_batch(services(), parse_batch_id(batch_id)), 202)
+
+
+@bp.post("/batches/<batch_id>/resume")
+def resume(batch_id: str) -> Response:
+    """Queue the slots with no job yet (or a canceled one); finished cases are not run again."""
+    return _render(resume_batch(services(), parse_batch_id(batch_id)), 202)
+
+
+@bp.post("/batches/<batch_id>/pin")
+def pin(batch_id: str) -> Response:
+    """Make this finished batch the baseline of its spec."""
+    return _render(pin_batch(services(), parse_batch_id(batch_id), pinned=True))
+
+
+@bp.post("/batches/<batch_id>/unpin")
+def unpin(batch_id: str) -> Response:
+    """Stop using this batch as the pinned baseline."""
+    return _render(pin_batch(services(), parse_batch_id(batch_id), pinned=False))

@@ -1,0 +1,151 @@
+"""A candidate batch's cases against a baseline's: per metric, the validation verdict and the frames.
+
+Pure functions over the ``results`` both batches stored when they finished, so any two finished
+batches can be compared at any time (``jobservice batch compare A B``). A case is compared only
+when its digest (model, resolved parameters, input contents) is the same on both sides; otherwise
+it is reported as ``changed`` rather than judged on numbers that measure different work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobservice.batches.metrics import METRICS
+from jobservice.batches.stats import compare_samples
+
+# Worst first: the order cases are listed in every report.
+CASE_ORDER = ("regressed", "failed", "changed", "missing", "new", "improved", "ok")
+
+
+def thresholds_for(spec: dict[str, Any], metric: str) -> dict[str, float]:
+    """The relative floor, k and few-samples floor that apply to ``metric`` under ``spec``."""
+    base = dict(spec.get("thresholds") or {})
+    relative = float(base.get("relative", 0.03))
+    own = METRICS[metric].floor
+    if own is not None:
+        relative = max(relative, own)
+    choice: dict[str, Any] = next((m for m in spec.get("metrics") or [] if m.get("name") == metric), {})
+    if choice.get("relative") is not None:
+        relative = float(choice["relative"])
+    return {
+        "relative": relative,
+        "k": float(choice.get("k") or base.get("k", 3.0)),
+        "few_samples_relative": float(base.get("few_samples_relative", 0.10)),
+    }
+
+
+def tracked_metrics(spec: dict[str, Any]) -> list[str]:
+    """The metric names a spec tracks, in its order."""
+    return [m["name"] for m in spec.get("metrics") or [] if m.get("name") in METRICS]
+
+
+def _pass_rate(case: dict[str, Any]) -> float | None:
+    runs = case.get("runs") or []
+    return sum(1 for r in runs if r.get("status") == "succeeded") / len(runs) if runs else None
+
+
+def _frames(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
+    old, new = baseline.get("frames") or {}, candidate.get("frames") or {}
+    if not candidate.get("deterministic"):
+        return {"verdict": "n/a", "note": "not a deterministic case"}
+    if not old.get("digest") or not new.get("digest"):
+        if old.get("file_digest") and new.get("file_digest"):  # no per-frame hashes: the MP4 files
+            same = old["file_digest"] == new["file_digest"]
+            return {
+                "verdict": "unchanged" if same else "changed",
+                "changed_frames": "?",
+                "frames": "?",
+                "note": "compared the output files (the model wrote its own video)",
+            }
+        return {"verdict": "n/a", "note": "no frame digest on one side"}
+    if old["digest"] == new["digest"]:
+        return {"verdict": "unchanged", "frames": len(new.get("hashes") or [])}
+    a, b = old.get("hashes") or [], new.get("hashes") or []
+    changed = sum(1 for x, y in zip(a, b, strict=False) if x != y) + abs(len(a) - len(b))
+    return {"verdict": "changed", "changed_frames": changed, "frames": max(len(a), len(b))}
+
+
+def compare_case(
+    baseline: dict[str, Any] | None, candidate: dict[str, Any], *, spec: dict[str, Any]
+) -> dict[str, Any]:
+    """The verdict on one case, with the reasons and every metric's comparison."""
+    out: dict[str, Any] = {"case": candidate["name"], "model": candidate.get("model"), "reasons": []}
+    if baseline is None:
+        return {**out, "verdict": "new", "reasons": ["not in the baseline"], "metrics": []}
+    if baseline.get("digest") != candidate.get("digest"):
+        reason = "its model, parameters or inputs differ from the baseline's; not compared"
+        return {**out, "verdict": "changed", "reasons": [reason], "metrics": []}
+    reasons: list[str] = []
+    regressed = improved = False
+    metrics = []
+    for name in tracked_metrics(spec):
+        metric = METRICS[name]
+        result = compare_samples(
+            (baseline.get("samples") or {}).get(name) or [],
+            (candidate.get("samples") or {}).get(name) or [],
+            better=metric.better,
+            **thresholds_for(spec, name),
+        )
+        entry = {"metric": name, "label": metric.label, "unit": metric.unit, "better": metric.better}
+        metrics.append({**entry, **result.as_dict()})
+        if result.verdict == "regression":
+            regressed = True
+            reasons.append(f"{metric.label} {result.change:+.1%} (threshold {result.threshold:.1%})")
+        elif result.verdict == "improvement":
+            improved = True
+    old_rate, new_rate = _pass_rate(baseline), _pass_rate(candidate)
+    validation = {"baseline_pass_rate": old_rate, "candidate_pass_rate": new_rate, "verdict": "ok"}
+    if old_rate is not None and new_rate is not None and new_rate < old_rate:
+        validation["verdict"] = "regression"
+        regressed = True
+        reasons.append(f"runs passing the gate fell from {old_rate:.0%} to {new_rate:.0%}")
+    frames = _frames(baseline, candidate)
+    if frames["verdict"] == "changed":
+        regressed = True
+        if "note" in frames:
+            reasons.append("the output video changed (its file differs)")
+        else:
+            reasons.append(f"output frames changed ({frames['changed_frames']} of {frames['frames']})")
+    if candidate.get("status") == "failed":
+        verdict = "failed"
+        reasons = [e["message"] for e in candidate.get("expectations") or [] if not e["passed"]] + reasons
+    else:
+        verdict = "regressed" if regressed else ("improved" if improved else "ok")
+    return {
+        **out,
+        "verdict": verdict,
+        "reasons": reasons,
+        "metrics": metrics,
+        "validation": validation,
+        "frames": frames,
+    }
+
+
+def compare_results(
+    baseline: dict[str, Any], candidate: dict[str, Any], *, spec: dict[str, Any]
+) -> dict[str, Any]:
+    """Every case of ``candidate`` against ``baseline`` (both batches' ``results``), worst first."""
+    old = {c["name"]: c for c in baseline.get("cases") or []}
+    cases = [compare_case(old.get(c["name"]), c, spec=spec) for c in candidate.get("cases") or []]
+    seen = {c["name"] for c in candidate.get("cases") or []}
+    for name, case in old.items():
+        if name not in seen:
+            cases.append(
+                {
+                    "case": name,
+                    "model": case.get("model"),
+                    "verdict": "missing",
+                    "metrics": [],
+                    "reasons": ["in the baseline, not in this run"],
+                }
+            )
+    cases.sort(key=lambda c: CASE_ORDER.index(c["verdict"]))
+    counts = {v: sum(1 for c in cases if c["verdict"] == v) for v in CASE_ORDER}
+    worst = "regressed" if counts["regressed"] else ("failed" if counts["failed"] else "passed")
+    return {"verdict": worst, "counts": counts, "cases": cases}
+
+
+def has_regression(comparison: dict[str, Any]) -> bool:
+    """Whether a gate should fail: a case regressed or failed its expectations."""
+    counts = comparison.get("counts") or {}
+    return bool(counts.get("regressed") or counts.get("failed"))

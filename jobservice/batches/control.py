@@ -1,0 +1,189 @@
+"""The control process (``jobservice beat``): Celery beat plus a light consumer of one queue.
+
+Workers only consume ``model.<id>`` queues and run one job at a time, so the nightly schedule has
+its own small process: Celery beat publishes, at each cron time of ``JOBSERVICE_BATCH_SCHEDULES``,
+a task on the ``jobservice.control`` queue, and the same process (a solo-pool Celery worker with an
+embedded beat) consumes it: it loads the spec from the batch root, plans and creates the batch.
+Every ``JOBSERVICE_BATCH_TICK_SECONDS`` a tick finishes batches whose jobs all ended (so reports
+exist without anyone asking) and resumes batches whose creation was interrupted.
+
+A batch created by a schedule has the idempotency key ``beat:<schedule>:<minute>``: a redelivered
+message, or a second beat process, never creates the same night's batch twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+from typing import Any
+
+from celery import Celery
+from celery.schedules import crontab, schedule
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from sqlalchemy import select
+
+from jobservice.models import Batch, utcnow
+from jobservice.queueing import make_celery
+from jobservice.services import Services, build_services
+from jobservice.settings import Settings
+
+log = logging.getLogger(__name__)
+
+CONTROL_QUEUE = "jobservice.control"
+RUN_SCHEDULED_TASK = "jobservice.batch.run_scheduled"
+TICK_TASK = "jobservice.batch.tick"
+STALE_CREATING_SECONDS = 60.0
+
+
+class ScheduleEntry(BaseModel):
+    """One configured nightly run: a spec (under the batch root) and when to run it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: str = Field(min_length=1)
+    cron: str | None = Field(default=None, description="Five fields: minute hour day month weekday.")
+    every_seconds: float | None = Field(default=None, ge=1, description="For tests and demos.")
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _when(self) -> ScheduleEntry:
+        if (self.cron is None) == (self.every_seconds is None):
+            raise ValueError("give exactly one of 'cron' or 'every_seconds'")
+        if self.cron is not None:
+            cron_schedule(self.cron)
+        return self
+
+    @property
+    def key(self) -> str:
+        """The schedule's name in beat and in batch idempotency keys."""
+        return self.name or self.spec
+
+
+def cron_schedule(expression: str) -> crontab:
+    """A Celery crontab from a five-field cron expression; ValueError if it is not one."""
+    fields = expression.split()
+    if len(fields) != 5:
+        raise ValueError(
+            f"cron '{expression}' must have 5 fields: minute hour day-of-month month day-of-week"
+        )
+    minute, hour, day, month, weekday = fields
+    return crontab(minute=minute, hour=hour, day_of_month=day, month_of_year=month, day_of_week=weekday)
+
+
+def parse_schedules(raw: list[dict[str, Any]]) -> list[ScheduleEntry]:
+    """Check ``JOBSERVICE_BATCH_SCHEDULES``; a ValueError names the bad entry."""
+    entries = []
+    for index, item in enumerate(raw):
+        try:
+            entries.append(ScheduleEntry.model_validate(item))
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            field = ".".join(str(p) for p in first["loc"])
+            where = f"JOBSERVICE_BATCH_SCHEDULES[{index}]" + (f".{field}" if field else "")
+            raise ValueError(f"{where}: {first['msg']}") from None
+    keys = [e.key for e in entries]
+    if len(set(keys)) != len(keys):
+        raise ValueError("JOBSERVICE_BATCH_SCHEDULES: two entries share a spec; give them distinct 'name's")
+    return entries
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Celery's ``beat_schedule``: each configured spec, plus the periodic tick."""
+    plan: dict[str, dict[str, Any]] = {
+        "batch-tick": {
+            "task": TICK_TASK,
+            "schedule": schedule(timedelta(seconds=settings.batch_tick_seconds)),
+            "options": {"queue": CONTROL_QUEUE, "expires": settings.batch_tick_seconds},
+        }
+    }
+    for entry in parse_schedules(settings.batch_schedules):
+        every = (
+            cron_schedule(entry.cron) if entry.cron else schedule(timedelta(seconds=entry.every_seconds or 0))
+        )
+        plan[f"batch:{entry.key}"] = {
+            "task": RUN_SCHEDULED_TASK,
+            "schedule": every,
+            "args": [entry.key, entry.spec, entry.every_seconds or 60.0],
+            "options": {"queue": CONTROL_QUEUE},
+        }
+    return plan
+
+
+def run_scheduled(services: Services, *, name: str, spec: str, period_seconds: float) -> str | None:
+    """Create the batch of schedule ``name``; returns its id (None when the spec is unusable)."""
+    from jobservice.batches.plan import plan_batch
+    from jobservice.batches.service import create_batch
+    from jobservice.batches.spec import SpecError, load_spec_file, resolve_under
+
+    root = services.settings.batch_root.resolve()
+    slot = int(time.time() // period_seconds)  # one batch per schedule and period, however delivered
+    try:
+        loaded = load_spec_file(resolve_under(root, spec, what="scheduled spec"))
+        with plan_batch(services, loaded, confine_to=root) as plan:
+            batch, created = create_batch(
+                services, plan, source="beat", idempotency_key=f"beat:{name}:{slot}"[:255]
+            )
+    except SpecError as exc:
+        log.error("schedule %s: the spec %s cannot be run: %s", name, spec, exc.message)
+        return None
+    log.info("schedule %s: batch %s %s", name, batch.id, "created" if created else "already existed")
+    return str(batch.id)
+
+
+def tick(services: Services, *, stale_after_seconds: float | None = None) -> dict[str, int]:
+    """Finish batches whose jobs all ended; resume batches whose creation stopped part-way.
+
+    A batch counts as interrupted when it has been ``creating`` without progress for
+    ``stale_after_seconds`` (default: a minute, or three ticks if that is longer).
+    """
+    from jobservice.batches.finalize import refresh_batch
+    from jobservice.batches.service import CREATING, RUNNING, resume_batch
+
+    if stale_after_seconds is None:
+        stale_after_seconds = max(STALE_CREATING_SECONDS, 3 * services.settings.batch_tick_seconds)
+    stale_before = utcnow() - timedelta(seconds=stale_after_seconds)
+    with services.db.session() as session:
+        running = list(session.scalars(select(Batch.id).where(Batch.status == RUNNING)))
+        stalled = list(
+            session.scalars(select(Batch.id).where(Batch.status == CREATING, Batch.updated_at < stale_before))
+        )
+    finished = resumed = 0
+    for batch_id in running:
+        try:
+            finished += refresh_batch(services, batch_id).status == "finished"
+        except Exception:  # noqa: BLE001 - one broken batch must not stop the others
+            log.exception("batch %s: finishing failed", batch_id)
+    for batch_id in stalled:
+        try:
+            log.info("batch %s: creation was interrupted; resuming", batch_id)
+            resume_batch(services, batch_id)
+            resumed += 1
+        except Exception:  # noqa: BLE001
+            log.exception("batch %s: resuming failed", batch_id)
+    return {"finished": finished, "resumed": resumed}
+
+
+def make_control_app(settings: Settings | None = None) -> Celery:
+    """The Celery app of ``jobservice beat``: the schedule and the two control tasks."""
+    settings = settings or Settings()
+    services = build_services(settings)
+    app = make_celery(settings)
+    app.conf.update(
+        beat_schedule=beat_schedule(settings),
+        timezone=settings.batch_timezone,
+        task_default_queue=CONTROL_QUEUE,
+        beat_max_loop_interval=min(60.0, settings.batch_tick_seconds),
+    )
+
+    @app.task(name=RUN_SCHEDULED_TASK, ignore_result=True, acks_late=True)
+    def run_scheduled_task(name: str, spec: str, period_seconds: float = 60.0) -> str | None:
+        """Beat fired schedule ``name``: create its batch."""
+        return run_scheduled(services, name=name, spec=spec, period_seconds=period_seconds)
+
+    @app.task(name=TICK_TASK, ignore_result=True)
+    def tick_task() -> dict[str, int]:
+        """Finish ended batches, resume interrupted ones."""
+        return tick(services)
+
+    return app

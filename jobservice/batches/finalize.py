@@ -1,0 +1,250 @@
+"""Finishing a batch: once every job ended, read the reports, check expectations, compare, record.
+
+``refresh_batch`` is cheap while jobs still run (one query) and does the work exactly once: the
+final write is a compare-and-swap from ``running`` to ``finished``, so the beat's periodic tick,
+an API request and a waiting CLI may all call it. The report files are also written to the object
+store (``batches/<id>/report.{json,csv,md}``) for people who read the store rather than the API.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import uuid
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from jobservice.batches.compare import compare_results
+from jobservice.batches.environment import environment_changes, runs_environment
+from jobservice.batches.metrics import METRICS, RunFacts, run_facts, samples_of
+from jobservice.batches.render import render_csv, render_json, render_markdown
+from jobservice.batches.service import FINISHED, RUNNING, get_batch, latest_jobs, slots
+from jobservice.batches.stats import summarize
+from jobservice.models import TERMINAL_STATUSES, Batch, Job, utcnow
+from jobservice.services import Services
+from jobservice.storage import ObjectNotFound, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+GOOD_VERDICTS = ("passed", "no_baseline")
+
+
+def refresh_batch(services: Services, batch_id: uuid.UUID) -> Batch:
+    """The batch, finished first if its last job has ended."""
+    with services.db.session() as session:
+        batch = get_batch(session, batch_id)
+        if batch.status != RUNNING:
+            return batch
+        jobs = latest_jobs(session, batch_id)
+        expected = {(case["name"], repeat) for case, repeat in slots(batch.spec)}
+        if not expected <= set(jobs) or any(j.status not in TERMINAL_STATUSES for j in jobs.values()):
+            return batch
+    return finalize_batch(services, batch, jobs)
+
+
+def finalize_batch(services: Services, batch: Batch, jobs: dict[tuple[str, int], Job]) -> Batch:
+    """Compute results, baseline, comparison, environment and verdict; record them once."""
+    _settle_earlier(services, batch)  # an earlier run that ended unseen may be this one's baseline
+    runs_by_case: dict[str, list[RunFacts]] = {}
+    for (case, repeat), job in sorted(jobs.items()):
+        runs_by_case.setdefault(case, []).append(_facts(services, job, repeat))
+    cases = [case_results(c, runs_by_case.get(c["name"], [])) for c in batch.spec.get("cases") or []]
+    results: dict[str, Any] = {"cases": cases, "comparison": None}
+    failed = any(c["status"] == "failed" for c in cases)
+    with services.db.session() as session:
+        runs_env = runs_environment(session, [r for runs in runs_by_case.values() for r in runs])
+        environment = {**(batch.environment or {}), "runs": runs_env}
+        baseline = choose_baseline(session, batch)
+        if baseline is not None:
+            results["comparison"] = compare_results(baseline.results, results, spec=batch.spec)
+            results["comparison"]["baseline_id"] = str(baseline.id)
+            environment["changes"] = environment_changes(baseline.environment or {}, environment)
+        if failed:
+            verdict = "failed"
+        elif baseline is None:
+            verdict = "no_baseline"
+        else:
+            verdict = "regressed" if results["comparison"]["verdict"] == "regressed" else "passed"
+        done = session.execute(
+            update(Batch)
+            .where(Batch.id == batch.id, Batch.status == RUNNING)
+            .values(
+                status=FINISHED,
+                verdict=verdict,
+                results=results,
+                environment=environment,
+                baseline_id=baseline.id if baseline else None,
+                finished_at=utcnow(),
+                updated_at=utcnow(),
+            )
+        )
+    with services.db.session() as session:
+        batch = get_batch(session, batch.id)
+    if done.rowcount == 1:  # type: ignore[attr-defined]
+        log.info("batch %s (%s) finished: %s", batch.id, batch.name, verdict)
+        _store_reports(services, batch)
+    return batch
+
+
+def _settle_earlier(services: Services, batch: Batch) -> None:
+    with services.db.session() as session:
+        earlier = list(
+            session.scalars(
+                select(Batch.id)
+                .where(Batch.name == batch.name, Batch.status == RUNNING, Batch.created_at < batch.created_at)
+                .order_by(Batch.created_at)
+            )
+        )
+    for batch_id in earlier:
+        refresh_batch(services, batch_id)
+
+
+def _facts(services: Services, job: Job, repeat: int) -> RunFacts:
+    report = None
+    if job.report_key:
+        try:
+            report = json.loads(services.store.get_bytes(job.report_key))
+        except (ObjectNotFound, StoreUnavailable, ValueError) as exc:
+            log.warning("batch job %s: report unreadable (%s)", job.id, exc)
+    return run_facts(
+        report,
+        job_id=str(job.id),
+        repeat=repeat,
+        status=str(job.status),
+        error_code=job.error_code,
+        verdict=job.verdict,
+        cold=job.cold_start,
+    )
+
+
+def case_results(case: dict[str, Any], runs: list[RunFacts]) -> dict[str, Any]:
+    """One case's runs, samples per metric, frame fingerprints and expectation checks."""
+    samples = {name: samples_of(runs, metric) for name, metric in METRICS.items()}
+    samples = {name: values for name, values in samples.items() if values}
+    good = [r for r in runs if r.status == "succeeded"]
+    digests = {r.frames_digest for r in good if r.frames_digest}
+    files = {r.output_sha256 for r in good if r.output_sha256}
+    first = next((r for r in good if r.frame_hashes), None)
+    expectations = check_expectations(case, runs, samples)
+    sample_run = good[0] if good else (runs[0] if runs else None)
+    return {
+        "name": case["name"],
+        "model": case["model"],
+        "task": case.get("task"),
+        "digest": case.get("digest"),
+        "deterministic": bool(case.get("deterministic")),
+        "params": case.get("params") or {},
+        "repeat": case.get("repeat"),
+        "runs": [r.as_dict() for r in runs],
+        "samples": samples,
+        "summary": {name: summarize(values).as_dict() for name, values in samples.items()},
+        "frames": {
+            "digest": next(iter(digests)) if len(digests) == 1 else None,
+            "consistent": len(digests) <= 1,
+            "hashes": first.frame_hashes if first else [],
+            # Adapters that write their own MP4 emit no frames: their files are compared instead.
+            "file_digest": next(iter(files)) if len(files) == 1 else None,
+        },
+        "expectations": expectations,
+        "status": "passed" if all(e["passed"] for e in expectations) else "failed",
+        "info": dict(sample_run.info) if sample_run else {},
+    }
+
+
+def check_expectations(
+    case: dict[str, Any], runs: list[RunFacts], samples: dict[str, list[float]]
+) -> list[dict[str, Any]]:
+    """The case's absolute expectations (gate, duration, metric bounds), each with what was found."""
+    expect = case.get("expect") or {}
+    checks: list[dict[str, Any]] = []
+
+    def check(name: str, passed: bool, expected: Any, actual: Any, message: str) -> None:
+        checks.append(
+            {"name": name, "passed": passed, "expected": expected, "actual": actual, "message": message}
+        )
+
+    gate_failures = [r for r in runs if r.error_code == "validation_failed"]
+    other = [
+        f"{r.error_code or r.status} (repeat {r.repeat})"
+        for r in runs
+        if r.status != "succeeded" and r.error_code != "validation_failed"
+    ]
+    if expect.get("validation", "passed") == "passed":
+        check(
+            "validation",
+            not gate_failures,
+            "every run passes the gate",
+            f"{len(runs) - len(gate_failures)} of {len(runs)} passed",
+            f"{len(gate_failures)} run(s) failed the output gate",
+        )
+    check(
+        "jobs",
+        not other,
+        "every run finishes",
+        ", ".join(other) or "all finished",
+        f"runs failed: {', '.join(other)}",
+    )
+    if expect.get("duration_s") is not None:
+        durations = [r.media_duration_s for r in runs if r.status == "succeeded" and r.media_duration_s]
+        actual = round(statistics.median(durations), 3) if durations else None
+        tolerance = float(expect.get("duration_tolerance_s", 0.15))
+        ok = actual is not None and abs(actual - float(expect["duration_s"])) <= tolerance
+        check(
+            "duration_s",
+            ok,
+            f"{expect['duration_s']} ± {tolerance} s",
+            actual,
+            f"media duration {actual} s, expected {expect['duration_s']} ± {tolerance} s",
+        )
+    for name, bound in (expect.get("metrics") or {}).items():
+        values = samples.get(name) or []
+        median = round(statistics.median(values), 3) if values else None
+        low, high = bound.get("min"), bound.get("max")
+        ok = median is not None and (low is None or median >= low) and (high is None or median <= high)
+        wanted = " and ".join(
+            part
+            for part in (f">= {low}" if low is not None else "", f"<= {high}" if high is not None else "")
+            if part
+        )
+        check(
+            f"metric:{name}", ok, wanted, median, f"{METRICS[name].label} median {median}, expected {wanted}"
+        )
+    return checks
+
+
+def choose_baseline(session: Session, batch: Batch) -> Batch | None:
+    """The batch to compare with: a named id, the pinned run, or the last good run of the same spec."""
+    mode = str((batch.spec or {}).get("baseline") or "auto")
+    same = select(Batch).where(Batch.name == batch.name, Batch.id != batch.id, Batch.status == FINISHED)
+    if mode not in ("auto", "pinned", "last_good"):
+        try:
+            wanted = uuid.UUID(mode)
+        except ValueError:
+            return None
+        found = session.get(Batch, wanted)
+        return found if found is not None and found.status == FINISHED else None
+    if mode in ("auto", "pinned"):
+        pinned = session.scalar(same.where(Batch.pinned.is_(True)).order_by(Batch.created_at.desc()).limit(1))
+        if pinned is not None or mode == "pinned":
+            return pinned
+    return session.scalar(
+        same.where(Batch.verdict.in_(GOOD_VERDICTS), Batch.created_at < batch.created_at)
+        .order_by(Batch.created_at.desc())
+        .limit(1)
+    )
+
+
+def _store_reports(services: Services, batch: Batch) -> None:
+    outputs = {
+        "report.json": (render_json(batch).encode(), "application/json"),
+        "report.csv": (render_csv(batch).encode(), "text/csv"),
+        "report.md": (render_markdown(batch).encode(), "text/markdown"),
+    }
+    for name, (data, mime) in outputs.items():
+        try:
+            services.store.put_bytes(f"batches/{batch.id}/{name}", data, content_type=mime)
+        except StoreUnavailable as exc:  # the row has everything; the files are a convenience
+            log.warning("batch %s: could not store %s (%s)", batch.id, name, exc)

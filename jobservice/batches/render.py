@@ -1,0 +1,265 @@
+"""A finished batch's report as JSON, CSV (one row per case, like the seed benchmark tables) and
+Markdown. Regressions and failures come first everywhere: they are what a reader looks for.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from jobservice.batches.compare import CASE_ORDER, tracked_metrics
+from jobservice.batches.metrics import METRICS
+from jobservice.models import Batch
+
+# The seed tables' columns, in their order; a spec's other tracked metrics follow.
+TABLE_METRICS = (
+    "cold_start_ms",
+    "ttff_ms",
+    "generate_ms",
+    "steady_chunk_core_ms",
+    "render_fps",
+    "rtf",
+    "peak_mb",
+)
+
+
+def hardware(case: dict[str, Any], environment: dict[str, Any]) -> str:
+    """Where a case ran: the worker's cards if it has any, else its device (e.g. ``cpu``)."""
+    info = case.get("info") or {}
+    node = str(info.get("worker_id") or "").split("#", 1)[0]
+    worker = ((environment.get("runs") or {}).get("workers") or {}).get(node) or {}
+    cards = worker.get("cards") or []
+    device = info.get("device") or info.get("backend") or "?"
+    return f"{device} ({', '.join(cards)})" if cards and device != "cpu" else str(device)
+
+
+def report_data(batch: Batch) -> dict[str, Any]:
+    """Everything a report shows, as one JSON-ready dict, cases worst first."""
+    results = batch.results or {}
+    comparison = results.get("comparison") or {}
+    compared = {c["case"]: c for c in comparison.get("cases") or []}
+    tracked = tracked_metrics(batch.spec or {})
+    cases = []
+    for case in results.get("cases") or []:
+        verdict_of = compared.get(case["name"]) or {}
+        runs = case.get("runs") or []
+        info = case.get("info") or {}
+        metrics = {}
+        for name in dict.fromkeys([*tracked, *TABLE_METRICS]):
+            summary = (case.get("summary") or {}).get(name) or {}
+            versus: dict[str, Any] = next(
+                (m for m in verdict_of.get("metrics") or [] if m["metric"] == name), {}
+            )
+            metrics[name] = {
+                "median": summary.get("median"),
+                "sigma": summary.get("sigma"),
+                "n": summary.get("n", 0),
+                "baseline": versus.get("baseline"),
+                "change": versus.get("change"),
+                "threshold": versus.get("threshold"),
+                "verdict": versus.get("verdict", "n/a"),
+            }
+        if verdict_of:
+            verdict = verdict_of["verdict"]
+        else:
+            verdict = "failed" if case.get("status") == "failed" else "no_baseline"
+        failed_checks = [e["message"] for e in case.get("expectations") or [] if not e["passed"]]
+        cases.append(
+            {
+                "case": case["name"],
+                "model": case.get("model"),
+                "verdict": verdict,
+                "reasons": verdict_of.get("reasons") or failed_checks,
+                "hardware": hardware(case, batch.environment or {}),
+                "resolution": f"{info.get('width')}x{info.get('height')}" if info.get("width") else None,
+                "fps": info.get("fps"),
+                "frames": info.get("frames"),
+                "repeats": len(runs),
+                "passed": sum(1 for r in runs if r.get("status") == "succeeded"),
+                "metrics": metrics,
+                "frames_check": verdict_of.get("frames") or {"verdict": "n/a"},
+                "frames_digest": (case.get("frames") or {}).get("digest"),
+                "expectations": case.get("expectations") or [],
+                "jobs": [r["job_id"] for r in runs],
+            }
+        )
+    order = [*CASE_ORDER, "no_baseline"]
+    cases.sort(key=lambda c: order.index(c["verdict"]) if c["verdict"] in order else len(order))
+    return {
+        "object": "batch_report",
+        "batch": {
+            "id": str(batch.id),
+            "name": batch.name,
+            "status": batch.status,
+            "verdict": batch.verdict,
+            "source": batch.source,
+            "origin": batch.origin,
+            "spec_digest": batch.spec_digest,
+            "pinned": batch.pinned,
+            "baseline_id": str(batch.baseline_id) if batch.baseline_id else None,
+            "created_at": batch.created_at.isoformat() if batch.created_at else None,
+            "finished_at": batch.finished_at.isoformat() if batch.finished_at else None,
+        },
+        "tracked_metrics": tracked,
+        "counts": comparison.get("counts") or {},
+        "cases": cases,
+        "environment": batch.environment or {},
+    }
+
+
+def render_json(batch: Batch) -> str:
+    """The report as indented JSON."""
+    return json.dumps(report_data(batch), indent=2, default=str)
+
+
+def fmt(value: Any, unit: str = "") -> str:
+    """A number for people: thousands separators for ms and MB, 3 significant places otherwise."""
+    if value is None:
+        return "-"
+    if not isinstance(value, int | float):
+        return str(value)
+    if abs(value) >= 100:
+        text = f"{value:,.0f}"
+    elif abs(value) >= 10:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.3g}"
+    return f"{text} {unit}" if unit else text
+
+
+def fmt_change(change: float | None) -> str:
+    """A relative change as a signed percentage."""
+    return "" if change is None else f"{change:+.1%}"
+
+
+def metric_heading(name: str) -> str:
+    """A metric's column heading: its label, with the unit unless the label already says it."""
+    metric = METRICS[name]
+    return (
+        metric.label if not metric.unit or metric.unit in metric.label else f"{metric.label} ({metric.unit})"
+    )
+
+
+def shown_metrics(data: dict[str, Any]) -> list[str]:
+    """The seed tables' metrics and the tracked ones, leaving out those no case has a value for."""
+    names = list(dict.fromkeys([*TABLE_METRICS, *data["tracked_metrics"]]))
+    return [
+        n for n in names if any((c["metrics"].get(n) or {}).get("median") is not None for c in data["cases"])
+    ]
+
+
+def render_csv(batch: Batch) -> str:
+    """One row per case: the seed tables' columns, then each tracked metric and its change."""
+    data = report_data(batch)
+    names = list(dict.fromkeys([*TABLE_METRICS, *data["tracked_metrics"]]))
+    header = ["case", "model", "verdict", "hardware", "resolution", "fps", "frames", "repeats", "passed"]
+    header += [f"{n}{suffix}" for n in names for suffix in ("", "_baseline", "_change")]
+    header += ["frames_check", "reasons"]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    for case in data["cases"]:
+        row = [case[k] for k in ("case", "model", "verdict", "hardware", "resolution", "fps", "frames")]
+        row += [case["repeats"], case["passed"]]
+        for name in names:
+            m = case["metrics"].get(name) or {}
+            row += [m.get("median"), m.get("baseline"), m.get("change")]
+        row += [case["frames_check"].get("verdict"), "; ".join(case["reasons"])]
+        writer.writerow(["" if v is None else v for v in row])
+    return out.getvalue()
+
+
+def _md_cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(batch: Batch) -> str:
+    """A page people read at a glance: verdict, what regressed and why, the table, the environment."""
+    data = report_data(batch)
+    info = data["batch"]
+    verdict = (info["verdict"] or info["status"]).upper()
+    lines = [f"# Batch {info['name']}: {verdict}", ""]
+    lines.append(f"- batch `{info['id']}` ({info['source']})")
+    lines.append(f"- created {info['created_at']}, finished {info['finished_at']}")
+    baseline = f"`{info['baseline_id']}`" if info["baseline_id"] else "none (nothing to compare with yet)"
+    lines.append(f"- baseline: {baseline}{' · this run is pinned as the baseline' if info['pinned'] else ''}")
+    lines.append(f"- spec: {info['origin'] or '-'} (digest `{info['spec_digest'][:12]}`)")
+    lines.append("")
+    flagged = [c for c in data["cases"] if c["verdict"] in ("regressed", "failed", "changed", "missing")]
+    if flagged:
+        lines += ["## Needs attention", ""]
+        for case in flagged:
+            lines.append(
+                f"- **{case['case']}** ({case['model']}): {case['verdict']}: {'; '.join(case['reasons'])}"
+            )
+        lines.append("")
+    names = shown_metrics(data)
+    lines += ["## Results (medians of warm runs; change vs baseline)", ""]
+    head = ["case", "verdict", "model", "hardware", "resolution", "fps", "runs ok"]
+    head += [metric_heading(n) for n in names]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for case in data["cases"]:
+        cells = [case["case"], case["verdict"], case["model"], case["hardware"], case["resolution"] or "-"]
+        cells += [fmt(case["fps"]), f"{case['passed']}/{case['repeats']}"]
+        for name in names:
+            m = case["metrics"].get(name) or {}
+            text = fmt(m.get("median"))
+            if m.get("change") is not None:
+                mark = " ⚠" if m.get("verdict") == "regression" else ""
+                text += f" ({fmt_change(m['change'])}{mark})"
+            cells.append(text)
+        lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    lines.append("")
+    lines += _environment_lines(data["environment"])
+    return "\n".join(lines) + "\n"
+
+
+def _environment_lines(env: dict[str, Any]) -> list[str]:
+    lines = ["## Environment", ""]
+    created = env.get("created_by") or {}
+    if created:
+        lines.append(
+            f"- created on {created.get('host')} by {created.get('user') or '?'}: jobservice "
+            f"{created.get('jobservice')}, commit {created.get('commit') or 'unknown'}"
+        )
+    runs = env.get("runs") or {}
+    for node, worker in (runs.get("workers") or {}).items():
+        cards = ", ".join(worker.get("cards") or []) or "no cards"
+        where = f"{worker.get('device')} on {worker.get('hostname') or '?'} ({cards})"
+        lines.append(f"- worker {node}: {where}, {worker.get('runs')} runs")
+    versions = runs.get("versions") or {}
+    if versions:
+        lines.append("- versions: " + ", ".join(f"{k} {'/'.join(v)}" for k, v in versions.items()))
+    for change in env.get("changes") or []:
+        lines.append(f"- changed since the baseline: {change}")
+    return [*lines, ""]
+
+
+def render_comparison_text(comparison: dict[str, Any], *, verbose: bool = False) -> str:
+    """A terminal table of case verdicts, worst first; ``verbose`` adds every metric's figures."""
+    cases = comparison.get("cases") or []
+    width = max([len(c["case"]) for c in cases] + [4])
+    lines = [f"{'VERDICT':<10} {'CASE':<{width}}  WHY"]
+    for case in cases:
+        why = "; ".join(case.get("reasons") or []) or "-"
+        lines.append(f"{case['verdict'].upper():<10} {case['case']:<{width}}  {why}")
+        if not verbose:
+            continue
+        for m in case.get("metrics") or []:
+            figures = f"{fmt(m['baseline'], m['unit'])} -> {fmt(m['candidate'], m['unit'])}"
+            limit = f"threshold {m['threshold']:.1%}" if m.get("threshold") is not None else m.get("note", "")
+            change = fmt_change(m.get("change")) or "n/a"
+            pad = " " * (width + 15)
+            lines.append(f"{pad}{m['label']:<22} {figures:<28} {change:>7}  {limit}  {m['verdict']}")
+        frames = case.get("frames") or {}
+        if frames.get("verdict") not in (None, "n/a"):
+            lines.append(f"{' ' * (width + 15)}{'frames':<22} {frames['verdict']}")
+    counts = {k: v for k, v in (comparison.get("counts") or {}).items() if v}
+    lines.append("")
+    lines.append(
+        f"verdict: {comparison.get('verdict', '?')}  ({', '.join(f'{v} {k}' for k, v in counts.items())})"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,308 @@
+"""Creating, resuming, canceling and pinning batches.
+
+A batch is created in two steps that can each be interrupted: the row and a snapshot of its inputs
+(``batches/<id>/inputs/<case>/<name>``) first, then one job per case and repeat through
+``submit_job`` with the idempotency key ``batch:<id>:<case>:<repeat>``. Resuming therefore only
+submits the slots that have no job yet (a replayed key returns the existing job): a finished case
+never runs again. Repeats are interleaved (every case's first run, then every case's second...)
+so that slow drift of the machine spreads over all cases instead of biasing one.
+
+    creating ──all slots submitted──> running ──last job ended (finalize)──> finished
+        └──────────────┴──cancel──> canceled ──resume──> creating
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from jobservice.batches.environment import creator_environment
+from jobservice.batches.plan import Plan
+from jobservice.errors import ApiError
+from jobservice.jobs import InvalidTransition, request_cancel
+from jobservice.models import TERMINAL_STATUSES, Batch, Job, JobStatus, utcnow
+from jobservice.services import Services
+from jobservice.storage import ObjectNotFound, StoreUnavailable
+from jobservice.submit import Submission, submit_job
+from jobservice.uploads import AUDIO_FORMATS, IMAGE_FORMATS, CheckedUpload
+
+log = logging.getLogger(__name__)
+
+CREATING, RUNNING, FINISHED, CANCELED = "creating", "running", "finished", "canceled"
+BATCH_STATUSES = (CREATING, RUNNING, FINISHED, CANCELED)
+JOB_SOURCE = "batch"
+
+Uploads = Callable[[dict[str, Any]], dict[str, CheckedUpload]]
+
+
+def parse_batch_id(raw: str) -> uuid.UUID:
+    """A batch id from a URL or the command line; anything else names no batch."""
+    try:
+        return uuid.UUID(str(raw))
+    except ValueError:
+        raise ApiError(404, "batch_not_found", f"There is no batch '{raw}'.") from None
+
+
+def get_batch(session: Session, raw_id: str | uuid.UUID) -> Batch:
+    """The batch, freshly read, or a 404."""
+    batch_id = raw_id if isinstance(raw_id, uuid.UUID) else parse_batch_id(raw_id)
+    batch = session.get(Batch, batch_id, populate_existing=True)
+    if batch is None:
+        raise ApiError(404, "batch_not_found", f"There is no batch '{raw_id}'.")
+    return batch
+
+
+def latest_jobs(session: Session, batch_id: uuid.UUID) -> dict[tuple[str, int], Job]:
+    """The newest job of each (case, repeat) slot of a batch."""
+    rows = session.scalars(select(Job).where(Job.batch_id == batch_id).order_by(Job.created_at, Job.id))
+    return {(str(job.batch_case), int(job.batch_repeat or 0)): job for job in rows}
+
+
+def slots(spec: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
+    """Every (case, repeat) of a resolved spec, repeats interleaved across cases."""
+    cases = spec.get("cases") or []
+    rounds = max((int(c["repeat"]) for c in cases), default=0)
+    return [(case, r) for r in range(rounds) for case in cases if r < int(case["repeat"])]
+
+
+def create_batch(
+    services: Services,
+    plan: Plan,
+    *,
+    source: str,
+    idempotency_key: str | None = None,
+    on_recorded: Callable[[Batch], None] | None = None,
+) -> tuple[Batch, bool]:
+    """Record a checked plan as a batch and queue its jobs; (batch, created). Replays return the old one.
+
+    ``on_recorded`` is called once the batch and its inputs are stored, before any job is queued
+    (the CLI prints the id there, so an interrupted run can be resumed).
+    """
+    loaded = plan.loaded
+    if idempotency_key:
+        existing = _by_key(services, idempotency_key)
+        if existing is not None:
+            return _replay(existing, loaded.digest), False
+    batch = Batch(
+        id=uuid.uuid4(),
+        name=loaded.spec.name,
+        spec_digest=loaded.digest,
+        spec={},
+        spec_text=loaded.text,
+        origin=loaded.origin[:512],
+        source=source,
+        status=CREATING,
+        pinned=False,
+        total_jobs=sum(c.repeat for c in plan.cases),
+        idempotency_key=idempotency_key,
+        environment={"created_by": creator_environment()},
+        results={},
+    )
+    try:
+        with services.db.session() as session:
+            session.add(batch)
+    except IntegrityError:
+        replay = _by_key(services, idempotency_key) if idempotency_key else None
+        if replay is None:
+            raise
+        return _replay(replay, loaded.digest), False
+    try:
+        cases = [case.describe(_store_inputs(services, batch.id, case)) for case in plan.cases]
+    except StoreUnavailable as exc:
+        _discard(services, batch.id)
+        raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
+    resolved = {
+        "name": loaded.spec.name,
+        "description": loaded.spec.description,
+        "baseline": loaded.spec.baseline,
+        "thresholds": loaded.spec.thresholds.model_dump(mode="json"),
+        "metrics": [m.model_dump(mode="json") for m in loaded.spec.metrics],
+        "cases": cases,
+    }
+    with services.db.session() as session:
+        session.execute(update(Batch).where(Batch.id == batch.id).values(spec=resolved, updated_at=utcnow()))
+    batch.spec = resolved
+    by_name = {case.name: case.inputs for case in plan.cases}
+    if on_recorded is not None:
+        on_recorded(batch)
+    log.info("batch %s (%s): %d jobs to queue", batch.id, batch.name, batch.total_jobs)
+    return submit_slots(services, batch.id, lambda case: by_name[case["name"]]), True
+
+
+def resume_batch(services: Services, batch_id: uuid.UUID) -> Batch:
+    """Queue the slots that have no job yet, or whose job was canceled; finished work is kept."""
+    with services.db.session() as session:
+        batch = get_batch(session, batch_id)
+    if batch.status == FINISHED:
+        raise ApiError(409, "batch_finished", f"Batch {batch.id} is finished; there is nothing to resume.")
+    folder = services.settings.resolved_spool_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix="batch-resume-") as tmp:
+        cache: dict[str, dict[str, CheckedUpload]] = {}
+
+        def uploads(case: dict[str, Any]) -> dict[str, CheckedUpload]:
+            if case["name"] not in cache:
+                cache[case["name"]] = _fetch_inputs(services, case, Path(tmp))
+            return cache[case["name"]]
+
+        with services.db.session() as session:
+            session.execute(
+                update(Batch)
+                .where(Batch.id == batch.id, Batch.status.in_([CANCELED, RUNNING]))
+                .values(status=CREATING, finished_at=None, updated_at=utcnow())
+            )
+        return submit_slots(services, batch.id, uploads)
+
+
+def submit_slots(services: Services, batch_id: uuid.UUID, uploads: Uploads) -> Batch:
+    """Submit every slot without a live job, then mark the batch running."""
+    with services.db.session() as session:
+        batch = get_batch(session, batch_id)
+        existing = latest_jobs(session, batch_id)
+        tries = _tries(session, batch_id)
+    for case, repeat in slots(batch.spec):
+        job = existing.get((case["name"], repeat))
+        if job is not None and job.status != JobStatus.CANCELED:
+            continue
+        attempt = tries.get((case["name"], repeat), 0)
+        key = f"batch:{batch_id}:{case['name']}:{repeat}" + (f":{attempt}" if attempt else "")
+        sub = Submission(
+            task=case["task"],
+            model=case["model"],
+            params=dict(case["params"]),
+            uploads=uploads(case),
+            source=JOB_SOURCE,
+            priority=services.settings.batch_priority,
+            idempotency_key=key,
+            batch_id=batch_id,
+            batch_case=case["name"],
+            batch_repeat=repeat,
+        )
+        submit_job(services, sub)
+        with services.db.session() as session:  # shows creation is alive; stops if canceled meanwhile
+            alive = session.execute(
+                update(Batch)
+                .where(Batch.id == batch_id, Batch.status == CREATING)
+                .values(updated_at=utcnow())
+            )
+        if alive.rowcount != 1:  # type: ignore[attr-defined]
+            log.info("batch %s: no longer being created (canceled?); stopping submission", batch_id)
+            break
+    with services.db.session() as session:
+        session.execute(
+            update(Batch)
+            .where(Batch.id == batch_id, Batch.status == CREATING)
+            .values(status=RUNNING, submitted_at=utcnow(), updated_at=utcnow())
+        )
+        return get_batch(session, batch_id)
+
+
+def cancel_batch(services: Services, batch_id: uuid.UUID) -> Batch:
+    """Stop a batch: queued jobs are canceled at once, running ones at their next step."""
+    with services.db.session() as session:
+        batch = get_batch(session, batch_id)
+        if batch.status in (FINISHED, CANCELED):
+            raise ApiError(409, "batch_finished", f"Batch {batch.id} is already {batch.status}.")
+        session.execute(
+            update(Batch)
+            .where(Batch.id == batch_id, Batch.status.in_([CREATING, RUNNING]))
+            .values(status=CANCELED, updated_at=utcnow(), finished_at=utcnow())
+        )
+        unfinished = [
+            j.id for j in latest_jobs(session, batch_id).values() if j.status not in TERMINAL_STATUSES
+        ]
+    for job_id in unfinished:
+        try:
+            with services.db.session() as session:
+                request_cancel(session, job_id)
+        except InvalidTransition:
+            pass  # it finished in the meantime
+    with services.db.session() as session:
+        return get_batch(session, batch_id)
+
+
+def pin_batch(services: Services, batch_id: uuid.UUID, *, pinned: bool) -> Batch:
+    """Make a finished batch THE baseline of its spec (unpinning any other), or unpin it."""
+    with services.db.session() as session:
+        batch = get_batch(session, batch_id)
+        if pinned and batch.status != FINISHED:
+            raise ApiError(
+                409, "batch_not_finished", f"Batch {batch.id} is {batch.status}; pin a finished one."
+            )
+        if pinned:
+            session.execute(update(Batch).where(Batch.name == batch.name).values(pinned=False))
+        session.execute(update(Batch).where(Batch.id == batch_id).values(pinned=pinned))
+    with services.db.session() as session:
+        return get_batch(session, batch_id)
+
+
+def _tries(session: Session, batch_id: uuid.UUID) -> dict[tuple[str, int], int]:
+    counts: dict[tuple[str, int], int] = {}
+    for case, repeat in session.execute(
+        select(Job.batch_case, Job.batch_repeat).where(Job.batch_id == batch_id)
+    ).all():
+        slot = (str(case), int(repeat or 0))
+        counts[slot] = counts.get(slot, 0) + 1
+    return counts
+
+
+def _by_key(services: Services, key: str) -> Batch | None:
+    with services.db.session() as session:
+        return session.scalar(select(Batch).where(Batch.idempotency_key == key))
+
+
+def _replay(batch: Batch, digest: str) -> Batch:
+    if batch.spec_digest != digest:
+        raise ApiError(409, "idempotency_conflict", "This Idempotency-Key was already used for another spec.")
+    return batch
+
+
+def _store_inputs(services: Services, batch_id: uuid.UUID, case: Any) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for name, upload in case.inputs.items():
+        key = f"batches/{batch_id}/inputs/{case.name}/{name}.{upload.extension}"
+        services.store.put_file(key, upload.path, content_type=upload.content_type)
+        keys[name] = key
+    return keys
+
+
+def _discard(services: Services, batch_id: uuid.UUID) -> None:
+    try:
+        services.store.delete_prefix(f"batches/{batch_id}/")
+    except StoreUnavailable:
+        log.exception("batch %s: could not delete its inputs after a failed creation", batch_id)
+    with services.db.session() as session:
+        session.execute(delete(Batch).where(Batch.id == batch_id))
+
+
+def _fetch_inputs(services: Services, case: dict[str, Any], folder: Path) -> dict[str, CheckedUpload]:
+    mimes = dict(IMAGE_FORMATS.values()) | dict(AUDIO_FORMATS.values())
+    uploads: dict[str, CheckedUpload] = {}
+    for name, entry in (case.get("inputs") or {}).items():
+        key = str(entry["key"])
+        dest = folder / case["name"] / Path(key).name
+        try:
+            path = services.store.get_file(key, dest)
+        except ObjectNotFound:
+            raise ApiError(
+                409, "inputs_missing", f"The batch input '{key}' is no longer in the store."
+            ) from None
+        except StoreUnavailable as exc:
+            raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
+        extension = path.suffix.lstrip(".")
+        uploads[name] = CheckedUpload(
+            name=name,
+            path=path,
+            extension=extension,
+            content_type=mimes.get(extension, "application/octet-stream"),
+            meta=dict(entry.get("meta") or {}),
+        )
+    return uploads

@@ -1,0 +1,249 @@
+"""The batch spec: a YAML file kept in a repository that names the cases of a nightly run.
+
+Parsing only: models and parameters are checked against the catalog, and inputs by content, when
+a batch is planned (``jobservice.batches.plan``). Every problem becomes a ``SpecError`` naming
+where in the file it is, which the API answers with a 422 and the CLI prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from jobservice.batches.metrics import DEFAULT_METRICS, METRICS
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+MAX_SPEC_BYTES = 1 << 20
+
+
+class SpecError(Exception):
+    """A batch spec that cannot be run, with a sentence and per-field details."""
+
+    def __init__(self, message: str, details: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or []
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InputRef(_Strict):
+    """One input file: a local path (relative to the spec file) or an object-store key."""
+
+    path: str | None = Field(default=None, min_length=1, max_length=1024)
+    key: str | None = Field(default=None, min_length=1, max_length=1024)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> InputRef:
+        if (self.path is None) == (self.key is None):
+            raise ValueError("give exactly one of 'path' (a local file) or 'key' (an object-store key)")
+        return self
+
+
+class Bound(_Strict):
+    """Absolute limits on a metric's median (either side optional)."""
+
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Bound:
+        if self.min is None and self.max is None:
+            raise ValueError("give 'min', 'max' or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError("'min' is larger than 'max'")
+        return self
+
+
+class Expectations(_Strict):
+    """What every run of a case must satisfy, whatever the baseline says."""
+
+    validation: Literal["passed", "any"] = Field(
+        default="passed", description="passed: every run must pass the output gate."
+    )
+    duration_s: float | None = Field(default=None, gt=0, description="Expected media duration.")
+    duration_tolerance_s: float = Field(default=0.15, ge=0)
+    metrics: dict[str, Bound] = Field(default_factory=dict, description="Bounds on metric medians.")
+
+    @field_validator("metrics")
+    @classmethod
+    def _known(cls, value: dict[str, Bound]) -> dict[str, Bound]:
+        _check_metric_names(list(value))
+        return value
+
+
+class MetricChoice(_Strict):
+    """A tracked metric, optionally with its own noise thresholds."""
+
+    name: str
+    relative: float | None = Field(default=None, ge=0, le=1, description="Smallest change flagged.")
+    k: float | None = Field(default=None, gt=0, description="Standard errors of noise to exceed.")
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        _check_metric_names([value])
+        return value
+
+
+class Thresholds(_Strict):
+    """When a change of a median counts: beyond ``relative`` AND beyond ``k`` standard errors."""
+
+    relative: float = Field(default=0.03, ge=0, le=1)
+    k: float = Field(default=3.0, gt=0)
+    few_samples_relative: float = Field(
+        default=0.10, ge=0, le=1, description="The floor used when the noise cannot be estimated."
+    )
+
+
+class CaseSpec(_Strict):
+    """One named case: a model, its parameters and inputs, how often to run it, what to expect."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    model: str = Field(min_length=1, max_length=128)
+    params: dict[str, Any] = Field(default_factory=dict)
+    inputs: dict[str, InputRef] = Field(default_factory=dict)
+    repeat: int | None = Field(default=None, ge=1, le=50)
+    deterministic: bool = Field(
+        default=False, description="Same inputs give the same frames: a change of frames is a regression."
+    )
+    expect: Expectations = Field(default_factory=Expectations)
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        # ``image: samples/portrait.png`` is short for ``image: {path: samples/portrait.png}``.
+        if isinstance(value, dict):
+            return {k: {"path": v} if isinstance(v, str) else v for k, v in value.items()}
+        return value
+
+
+class BatchSpec(_Strict):
+    """A whole spec file."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="Runs with the same name form one history.")
+    description: str = Field(default="", max_length=4000)
+    baseline: str = Field(
+        default="auto",
+        description="auto (the pinned run, else the last good run), pinned, last_good, or a batch id.",
+    )
+    repeat: int = Field(default=3, ge=1, le=50, description="Runs of each case (a case may override).")
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    metrics: list[MetricChoice] = Field(
+        default_factory=lambda: [MetricChoice(name=m) for m in DEFAULT_METRICS]
+    )
+    cases: list[CaseSpec] = Field(min_length=1, max_length=200)
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"name": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @model_validator(mode="after")
+    def _unique(self) -> BatchSpec:
+        names = [c.name for c in self.cases]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"case names must be unique; repeated: {', '.join(dupes)}")
+        tracked = [m.name for m in self.metrics]
+        if len(set(tracked)) != len(tracked):
+            raise ValueError("a metric is listed twice under 'metrics'")
+        return self
+
+    def repeats_of(self, case: CaseSpec) -> int:
+        """How many times ``case`` runs."""
+        return case.repeat or self.repeat
+
+
+def _check_metric_names(names: list[str]) -> None:
+    unknown = [n for n in names if n not in METRICS]
+    if unknown:
+        raise ValueError(f"unknown metric '{unknown[0]}'; known: {', '.join(METRICS)}")
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A parsed spec, the text it came from, its digest, and where relative paths resolve."""
+
+    spec: BatchSpec
+    text: str
+    digest: str
+    origin: str
+    base_dir: Path | None
+
+
+def spec_digest(spec: BatchSpec) -> str:
+    """sha256 of the spec's canonical JSON: comments and layout of the YAML do not change it."""
+    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def parse_spec(data: Any, *, text: str = "", origin: str = "", base_dir: Path | None = None) -> LoadedSpec:
+    """Check an already-decoded spec (a dict, from YAML or JSON)."""
+    if not isinstance(data, dict):
+        raise SpecError("A batch spec must be a mapping with 'name' and 'cases'.")
+    try:
+        spec = BatchSpec.model_validate(data)
+    except ValidationError as exc:
+        details = [
+            {
+                "field": ".".join(str(p) for p in err["loc"]) or "(spec)",
+                "message": err["msg"],
+                "type": err["type"],
+            }
+            for err in exc.errors(include_url=False, include_context=False)
+        ]
+        first = details[0]
+        more = f" ({len(details) - 1} more problem(s) in details.)" if len(details) > 1 else ""
+        raise SpecError(
+            f"Invalid batch spec at '{first['field']}': {first['message']}.{more}", details
+        ) from None
+    if not text:
+        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    return LoadedSpec(spec=spec, text=text, digest=spec_digest(spec), origin=origin, base_dir=base_dir)
+
+
+def parse_spec_text(text: str, *, origin: str = "", base_dir: Path | None = None) -> LoadedSpec:
+    """Parse YAML (or JSON, which is YAML) text into a checked spec."""
+    if len(text.encode()) > MAX_SPEC_BYTES:
+        raise SpecError(f"The batch spec is larger than {MAX_SPEC_BYTES // 1024} KB.")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"The batch spec is not valid YAML{where}: {problem}.") from None
+    return parse_spec(data, text=text, origin=origin, base_dir=base_dir)
+
+
+def load_spec_file(path: Path) -> LoadedSpec:
+    """Read and check a spec file; local input paths resolve next to it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"There is no batch spec at {path}.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"The batch spec {path} cannot be read: {exc}.") from None
+    return parse_spec_text(text, origin=str(path), base_dir=path.resolve().parent)
+
+
+def resolve_under(root: Path, relative: str, *, what: str, base: Path | None = None) -> Path:
+    """``relative`` (to ``base``, default ``root``), refused if absolute or if it leaves ``root``."""
+    candidate = Path(relative)
+    if candidate.is_absolute():
+        raise SpecError(f"The {what} '{relative}' must be a relative path.")
+    resolved = ((base or root) / candidate).resolve()
+    if not resolved.is_relative_to(root.resolve()):
+        raise SpecError(f"The {what} '{relative}' points outside the batch root ({root}).")
+    return resolved

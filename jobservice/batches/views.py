@@ -1,0 +1,161 @@
+"""How a batch looks from outside while it runs and after: the summary of ``GET /batches/<id>``."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from jobservice.batches.service import BATCH_STATUSES, latest_jobs, slots
+from jobservice.errors import ApiError
+from jobservice.models import Batch, Job
+
+
+class Progress(BaseModel):
+    """Jobs of a batch by status (the newest job of each case and repeat)."""
+
+    total: int
+    created: int
+    queued: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    canceled: int = 0
+    fraction: float = Field(description="0..1, counting the progress of running jobs.")
+
+
+class CaseView(BaseModel):
+    """One case while (and after) it runs."""
+
+    name: str
+    model: str
+    repeat: int
+    statuses: dict[str, int]
+    verdict: str | None = None
+    reasons: list[str] = Field(default_factory=list)
+    jobs: list[str]
+
+
+class BatchView(BaseModel):
+    """The public summary of a batch."""
+
+    id: str
+    object: str = "batch"
+    name: str
+    status: str
+    verdict: str | None
+    source: str
+    origin: str
+    spec_digest: str
+    pinned: bool
+    baseline_id: str | None
+    created_at: datetime
+    submitted_at: datetime | None
+    finished_at: datetime | None
+    progress: Progress
+    counts: dict[str, int] = Field(default_factory=dict, description="Cases by verdict, once finished.")
+    cases: list[CaseView] = Field(default_factory=list)
+    environment_changes: list[str] = Field(default_factory=list)
+    links: dict[str, str]
+
+
+def batch_view(session: Session, batch: Batch, *, with_cases: bool = True) -> BatchView:
+    """Summarise ``batch``: its jobs' progress, and once finished, each case's verdict."""
+    jobs = latest_jobs(session, batch.id)
+    total = len(slots(batch.spec or {})) or batch.total_jobs
+    counts: dict[str, int] = {}
+    progress_sum = 0.0
+    for job in jobs.values():
+        counts[str(job.status)] = counts.get(str(job.status), 0) + 1
+        progress_sum += (
+            1.0 if str(job.status) in ("succeeded", "failed", "canceled") else float(job.progress or 0)
+        )
+    comparison = (batch.results or {}).get("comparison") or {}
+    verdicts = {c["case"]: c for c in comparison.get("cases") or []}
+    own = {c["name"]: c for c in (batch.results or {}).get("cases") or []}
+    cases = []
+    if with_cases:
+        for case in (batch.spec or {}).get("cases") or []:
+            mine = [j for (name, _), j in sorted(jobs.items()) if name == case["name"]]
+            statuses: dict[str, int] = {}
+            for job in mine:
+                statuses[str(job.status)] = statuses.get(str(job.status), 0) + 1
+            judged = verdicts.get(case["name"]) or {}
+            result = own.get(case["name"]) or {}
+            verdict = judged.get("verdict") or ("failed" if result.get("status") == "failed" else None)
+            reasons = judged.get("reasons") or [
+                e["message"] for e in result.get("expectations") or [] if not e.get("passed")
+            ]
+            cases.append(
+                CaseView(
+                    name=case["name"],
+                    model=case["model"],
+                    repeat=int(case["repeat"]),
+                    statuses=statuses,
+                    verdict=verdict,
+                    reasons=reasons,
+                    jobs=[str(j.id) for j in mine],
+                )
+            )
+    links = {"self": f"/batches/{batch.id}", "jobs": f"/batches/{batch.id}/jobs"}
+    if batch.status == "finished":
+        links.update(report=f"/batches/{batch.id}/report", page=f"/ui/batches/{batch.id}")
+    return BatchView(
+        id=str(batch.id),
+        name=batch.name,
+        status=batch.status,
+        verdict=batch.verdict,
+        source=batch.source,
+        origin=batch.origin,
+        spec_digest=batch.spec_digest,
+        pinned=batch.pinned,
+        baseline_id=str(batch.baseline_id) if batch.baseline_id else None,
+        created_at=batch.created_at,
+        submitted_at=batch.submitted_at,
+        finished_at=batch.finished_at,
+        progress=Progress(
+            total=total,
+            created=len(jobs),
+            fraction=round(progress_sum / total, 4) if total else 1.0,
+            **counts,
+        ),
+        counts={k: v for k, v in (comparison.get("counts") or {}).items() if v},
+        cases=cases,
+        environment_changes=list((batch.environment or {}).get("changes") or []),
+        links=links,
+    )
+
+
+def list_batches(
+    session: Session, *, name: str | None = None, status: str | None = None, limit: int = 20
+) -> list[Batch]:
+    """Batches newest first, optionally of one spec name or status."""
+    if status is not None and status not in BATCH_STATUSES:
+        raise ApiError(
+            422, "invalid_status", f"Unknown batch status '{status}'; use one of {', '.join(BATCH_STATUSES)}."
+        )
+    query = select(Batch)
+    if name:
+        query = query.where(Batch.name == name)
+    if status:
+        query = query.where(Batch.status == status)
+    return list(session.scalars(query.order_by(Batch.created_at.desc(), Batch.id.desc()).limit(limit)))
+
+
+def history(session: Session, batch: Batch, *, limit: int) -> list[Batch]:
+    """The finished runs of ``batch``'s spec up to and including it, oldest first (trend charts)."""
+    rows = session.scalars(
+        select(Batch)
+        .where(Batch.name == batch.name, Batch.status == "finished", Batch.created_at <= batch.created_at)
+        .order_by(Batch.created_at.desc())
+        .limit(limit)
+    )
+    return list(reversed(list(rows)))
+
+
+def batch_jobs(session: Session, batch_id: uuid.UUID) -> list[Job]:
+    """Every job of a batch (retries included), in creation order."""
+    return list(session.scalars(select(Job).where(Job.batch_id == batch_id).order_by(Job.created_at, Job.id)))

@@ -1,0 +1,134 @@
+"""`jobservice batch ...` against a real Redis and SQLite: output, exit codes, clear errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from jobservice.batches.control import tick
+from jobservice.batches.plan import plan_batch
+from jobservice.batches.service import create_batch
+from jobservice.batches.spec import parse_spec
+from jobservice.cli.main import cli
+from jobservice.models import Batch
+from tests.batches.helpers import batch_jobs, finish_jobs, spec, steady, t2v_case
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, bsettings: Any) -> Any:
+    """The CLI reads JOBSERVICE_* like the service does: point it at the test stack."""
+    monkeypatch.setenv("JOBSERVICE_VAR_DIR", str(bsettings.var_dir))
+    monkeypatch.setenv("JOBSERVICE_DATABASE_URL", bsettings.resolved_database_url())
+    monkeypatch.setenv("JOBSERVICE_BROKER_URL", bsettings.broker_url)
+    return bsettings
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def write_spec(tmp_path: Path, body: dict[str, Any], name: str = "spec.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def test_run_status_report_compare_pin(env: Any, bservices: Any, tmp_path: Path) -> None:
+    path = write_spec(tmp_path, spec(t2v_case(repeat=3)))
+    first = run("batch", "run", str(path))
+    assert first.exit_code == 0, first.output
+    assert "queueing 3 jobs" in first.output and "running" in first.output
+    assert "warning: no worker is online for reference-t2v" in first.output
+    first_id = re.search(r"batch ([0-9a-f-]{36})", first.output).group(1)  # type: ignore[union-attr]
+    assert run("batch", "report", first_id).exit_code == 1
+    finish_jobs(bservices, first_id, generate_ms=steady(1000, jitter=0.004))
+    shown = run("batch", "status", first_id)
+    assert shown.exit_code == 0 and "verdict no_baseline" in shown.output
+
+    second = run("batch", "run", str(path), "--json")
+    second_id = json.loads(second.output[second.output.index("{") :])["id"]
+    finish_jobs(bservices, second_id, generate_ms=steady(1080, jitter=0.004))
+    status = run("batch", "status", second_id, "--wait")
+    assert status.exit_code == 1 and "REGRESSED" in status.output and "generate time +8.0%" in status.output
+
+    gate = run("batch", "compare", first_id, second_id, "-v")
+    assert gate.exit_code == 1 and "REGRESSED" in gate.output and "threshold 3.0%" in gate.output
+    assert run("batch", "compare", first_id, first_id).exit_code == 0
+    out = tmp_path / "r.csv"
+    assert run("batch", "report", second_id, "--format", "csv", "-o", str(out)).exit_code == 0
+    assert out.read_text().splitlines()[1].startswith("t2v,reference-t2v,regressed")
+    assert "# Batch nightly-test: REGRESSED" in run("batch", "report", second_id).output
+    assert "now the pinned baseline" in run("batch", "pin", first_id).output
+    listed = run("batch", "list").output.splitlines()
+    assert listed[0].startswith(second_id) and "pinned" in listed[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("batch", "run", "missing.yaml"), "There is no batch spec"),
+        (("batch", "status", "nope"), "batch_not_found"),
+        (("batch", "compare", str(uuid.uuid4()), str(uuid.uuid4())), "batch_not_found"),
+        (("batch", "cancel", str(uuid.uuid4())), "batch_not_found"),
+    ],
+)
+def test_clear_errors(env: Any, args: tuple[str, ...], says: str) -> None:
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 1 and says in result.output and "Traceback" not in result.output
+
+
+def test_bad_spec_file_names_the_field(env: Any, tmp_path: Path) -> None:
+    path = write_spec(
+        tmp_path, spec(t2v_case(repeat=0), t2v_case(name="b", params={"prompt": "x", "fps": 999}))
+    )
+    result = CliRunner().invoke(cli, ["batch", "run", str(path)])
+    assert result.exit_code == 1 and "cases.0.repeat" in result.output, result.output
+    path = write_spec(tmp_path, spec(t2v_case(params={"prompt": "x", "fps": 999})))
+    result = CliRunner().invoke(cli, ["batch", "run", str(path)])
+    assert result.exit_code == 1 and "case 't2v'" in result.output and "fps" in result.output
+
+
+def test_unmigrated_database_says_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("JOBSERVICE_VAR_DIR", str(tmp_path))
+    result = CliRunner().invoke(cli, ["batch", "list"])
+    assert result.exit_code == 1 and "jobservice db upgrade" in result.output
+
+
+def test_the_tick_resumes_an_interrupted_creation_and_finishes_batches(bservices: Any) -> None:
+    import jobservice.batches.service as service
+
+    original, calls = service.submit_job, []
+
+    def interrupted(svc: Any, sub: Any) -> Any:
+        calls.append(sub)
+        if len(calls) > 2:
+            raise KeyboardInterrupt
+        return original(svc, sub)
+
+    service.submit_job = interrupted  # type: ignore[assignment]
+    try:
+        with plan_batch(
+            bservices, parse_spec(spec(t2v_case(repeat=3), t2v_case(name="b", repeat=2)))
+        ) as plan:
+            with pytest.raises(KeyboardInterrupt):
+                create_batch(bservices, plan, source="beat")
+    finally:
+        service.submit_job = original  # type: ignore[assignment]
+    with bservices.db.session() as s:
+        batch = s.query(Batch).one()
+    assert batch.status == "creating" and len(batch_jobs(bservices, batch.id)) == 2
+    assert tick(bservices) == {"finished": 0, "resumed": 0}, "a fresh creation is not raced"
+    assert tick(bservices, stale_after_seconds=0) == {"finished": 0, "resumed": 1}
+    assert len(batch_jobs(bservices, batch.id)) == 5
+    finish_jobs(bservices, batch.id, generate_ms=steady(200))
+    assert tick(bservices) == {"finished": 1, "resumed": 0}
+    assert bservices.store.exists(f"batches/{batch.id}/report.csv")

@@ -1,0 +1,102 @@
+"""Case verdicts of a comparison, on hand-made results (no database)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobservice.batches.compare import compare_results, has_regression, thresholds_for
+from jobservice.batches.render import render_comparison_text
+
+SPEC = {
+    "thresholds": {"relative": 0.03, "k": 3},
+    "metrics": [{"name": "generate_ms"}, {"name": "peak_rss_mb"}],
+}
+
+
+def case(
+    name: str, gen: list[float], *, digest: str = "d", frames: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    runs = [{"status": "succeeded"} for _ in gen]
+    return {
+        "name": name,
+        "model": "m",
+        "digest": digest,
+        "deterministic": frames is not None,
+        "samples": {"generate_ms": gen, "peak_rss_mb": [500.0] * len(gen)},
+        "frames": {"digest": frames, "hashes": ["a", "b"] if frames == "x" else ["a", "c"]},
+        "runs": runs,
+        "status": "passed",
+        **extra,
+    }
+
+
+def test_every_kind_of_verdict_worst_first() -> None:
+    baseline = {
+        "cases": [
+            case("same", [100, 101, 99]),
+            case("slower", [100, 101, 99]),
+            case("faster", [100, 101, 99]),
+            case("frames", [100, 101, 99], frames="x"),
+            case("edited", [100, 101, 99], digest="old"),
+            case("gone", [100]),
+        ]
+    }
+    candidate = {
+        "cases": [
+            case("same", [100.5, 99.5, 100]),
+            case("slower", [110, 111, 109]),
+            case("faster", [80, 81, 79]),
+            case("frames", [100, 101, 99], frames="y"),
+            case("edited", [100, 101, 99], digest="new"),
+            case("added", [100]),
+        ]
+    }
+    result = compare_results(baseline, candidate, spec=SPEC)
+    verdicts = [(c["case"], c["verdict"]) for c in result["cases"]]
+    assert verdicts == [
+        ("slower", "regressed"),
+        ("frames", "regressed"),
+        ("edited", "changed"),
+        ("gone", "missing"),
+        ("added", "new"),
+        ("faster", "improved"),
+        ("same", "ok"),
+    ]
+    frames = next(c for c in result["cases"] if c["case"] == "frames")
+    assert frames["frames"] == {"verdict": "changed", "changed_frames": 1, "frames": 2}
+    assert result["verdict"] == "regressed" and has_regression(result)
+    text = render_comparison_text(result, verbose=True)
+    assert text.splitlines()[1].startswith("REGRESSED  slower") and "generate time" in text
+
+
+def test_thresholds_merge_spec_metric_and_floor() -> None:
+    spec = {"thresholds": {"relative": 0.02, "k": 2}, "metrics": [{"name": "rtf", "relative": 0.1, "k": 4}]}
+    assert thresholds_for(spec, "rtf") == {"relative": 0.1, "k": 4.0, "few_samples_relative": 0.1}
+    assert thresholds_for(spec, "peak_rss_mb")["relative"] == 0.05, "memory has its own 5 % floor"
+    assert thresholds_for(spec, "generate_ms")["k"] == 2.0
+
+
+def test_a_failed_case_fails_the_gate_even_without_regressions() -> None:
+    failed = case("x", [100, 100], status="failed", expectations=[{"passed": False, "message": "too long"}])
+    result = compare_results({"cases": [case("x", [100, 100])]}, {"cases": [failed]}, spec=SPEC)
+    assert (
+        result["verdict"] == "failed"
+        and result["cases"][0]["reasons"] == ["too long"]
+        and has_regression(result)
+    )
+
+
+def test_models_that_write_their_own_video_compare_files() -> None:
+    def own(digest: str) -> dict[str, Any]:
+        return case(
+            "ext",
+            [100, 100],
+            frames="",
+        ) | {"frames": {"digest": None, "file_digest": digest}, "deterministic": True}
+
+    same = compare_results({"cases": [own("f1")]}, {"cases": [own("f1")]}, spec=SPEC)["cases"][0]
+    assert same["verdict"] == "ok" and same["frames"]["verdict"] == "unchanged"
+    other = compare_results({"cases": [own("f1")]}, {"cases": [own("f2")]}, spec=SPEC)["cases"][0]
+    assert other["verdict"] == "regressed" and other["reasons"] == [
+        "the output video changed (its file differs)"
+    ]

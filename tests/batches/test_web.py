@@ -1,0 +1,65 @@
+"""The batch pages: list, report with regressions first and inline SVG trends, pin with CSRF."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.batches.helpers import finish_jobs, spec, steady, t2v_case
+
+pytestmark = pytest.mark.integration
+
+TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def create(client: Any, body: dict[str, Any]) -> str:
+    response = client.post("/batches", json={"spec": body})
+    assert response.status_code == 202, response.get_data(as_text=True)
+    return str(response.get_json()["id"])
+
+
+def test_report_page_lists_regressions_first_with_trends(bclient: Any, bservices: Any) -> None:
+    body = spec(t2v_case(name="alpha", repeat=3), t2v_case(name="zulu", repeat=3))
+    ids = []
+    for night, slower in enumerate([1.0, 1.0, 1.2]):
+        ids.append(create(bclient, body))
+        finish_jobs(
+            bservices,
+            ids[-1],
+            generate_ms=lambda j, s=slower, n=night: steady(
+                1000 * (s if j.batch_case == "zulu" else 1.0) + n
+            )(j),
+        )
+    running = create(bclient, body)
+
+    page = bclient.get(f"/ui/batches/{ids[-1]}")
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    html = page.get_data(as_text=True)
+    assert "style-src 'self'" in page.headers["Content-Security-Policy"] and "style=" not in html
+    assert "Needs attention" in html and html.index("<strong>zulu</strong>") < html.index(
+        "<strong>alpha</strong>"
+    )
+    assert "+20.1%" in html and 'class="num flag"' in html
+    assert html.count("<svg") >= 2 and "polyline" in html and 'fill="#b42318"' in html, (
+        "the flagged run is red"
+    )
+    assert "last 3 finished runs" in html and "Environment" in html
+
+    listing = bclient.get("/ui/batches").get_data(as_text=True)
+    assert all(i[:8] in listing for i in [*ids, running]) and "regressed" in listing
+    progress = bclient.get(f"/ui/batches/{running}").get_data(as_text=True)
+    assert "Progress" in progress and 'http-equiv="refresh"' in progress
+
+    missing = bclient.get("/ui/batches/not-a-batch")
+    assert missing.status_code == 404 and "text/html" in missing.content_type
+
+    assert bclient.post(f"/ui/batches/{ids[0]}/pin").status_code == 400, "no CSRF token, no pin"
+    token = TOKEN.search(html)
+    assert token
+    pinned = bclient.post(f"/ui/batches/{ids[0]}/pin", data={"csrf_token": token.group(1)})
+    assert pinned.status_code == 303
+    assert bclient.get(f"/batches/{ids[0]}").get_json()["pinned"] is True
+    with bclient.get("/ui/batches/static/batches.css") as css:
+        assert css.status_code == 200 and b".v-regressed" in css.get_data()

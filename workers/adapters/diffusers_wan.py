@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from jobservice.deployment import parse_entry
 from jobservice.deployment_schema import DiffusersEntry
 from workers.adapters.base import (
     Adapter,
@@ -30,6 +29,7 @@ from workers.adapters.base import (
     RunOutput,
     VideoFormat,
 )
+from workers.adapters.entries import deployment_entry
 from workers.adapters.memory import (
     MemoryReader,
     check_budget,
@@ -69,10 +69,7 @@ class DiffusersWanAdapter(Adapter):
 
     def load(self, device: DeviceContext, params: dict[str, Any] | None = None) -> WanHandle:
         """Check the memory budget, then load the folder onto the device."""
-        config = {k: v for k, v in (params or {}).items() if k != "_runtime"}
-        entry = parse_entry("diffusers", config)
-        if not isinstance(entry, DiffusersEntry):
-            raise AdapterError("model_load_failed", f"expected a diffusers entry, got {entry.backend}")
+        entry, _ = deployment_entry("diffusers", params, DiffusersEntry)
         check_budget(
             model_id=str(entry.path.name),
             need_gb=entry.min_memory_gb,

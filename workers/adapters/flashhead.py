@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobservice.deployment import parse_entry
 from jobservice.deployment_schema import FlashHeadEntry
 from workers.adapters.base import (
     Adapter,
@@ -34,6 +33,7 @@ from workers.adapters.base import (
     VideoFormat,
 )
 from workers.adapters.child import ChildProcess, ChildStartError, last_lines, tail_text, with_env_script
+from workers.adapters.entries import deployment_entry
 from workers.adapters.memory import MemoryReader, check_budget, read_free_memory
 from workers.adapters.soulx_common import Launch, audio_duration, child_env, child_failure, resolve_launch
 
@@ -98,10 +98,7 @@ class FlashHeadAdapter(Adapter):
 
     def load(self, device: DeviceContext, params: dict[str, Any] | None = None) -> FlashHeadHandle:
         """Read the deployment entry; the model itself is loaded by each job's process."""
-        config = {k: v for k, v in (params or {}).items() if k != "_runtime"}
-        entry = parse_entry("soulx-flashhead-1.3b", config)
-        if not isinstance(entry, FlashHeadEntry):
-            raise AdapterError("model_load_failed", f"expected a flashhead entry, got {entry.backend}")
+        entry, _ = deployment_entry("soulx-flashhead-1.3b", params, FlashHeadEntry)
         return FlashHeadHandle(entry=entry, device=device)
 
     def run(self, handle: Any, inputs: JobInputs, ctx: RunContext) -> RunOutput:

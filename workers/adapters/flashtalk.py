@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from jobservice.deployment import parse_entry
 from jobservice.deployment_schema import FlashTalkEntry
 from jobservice.model_params import FLASHTALK_RELOAD_KEYS
 from jobservice.report import ChunkTelemetry
@@ -40,6 +39,7 @@ from workers.adapters.base import (
     VideoFormat,
 )
 from workers.adapters.child import ChildStartError, with_env_script
+from workers.adapters.entries import deployment_entry
 from workers.adapters.memory import MemoryReader, check_budget, read_free_memory
 from workers.adapters.resident_client import ResidentGone, ResidentWorker
 from workers.adapters.soulx_common import audio_duration, child_env, resolve_launch
@@ -84,11 +84,7 @@ class FlashTalkAdapter(Adapter):
 
     def load(self, device: DeviceContext, params: dict[str, Any] | None = None) -> FlashTalkHandle:
         """Read the deployment entry; residents start on the first job that needs their settings."""
-        config = dict(params or {})
-        runtime = config.pop("_runtime", {}) or {}
-        entry = parse_entry("soulx-flashtalk-14b", config)
-        if not isinstance(entry, FlashTalkEntry):
-            raise AdapterError("model_load_failed", f"expected a flashtalk entry, got {entry.backend}")
+        entry, runtime = deployment_entry("soulx-flashtalk-14b", params, FlashTalkEntry)
         state_dir = Path(runtime.get("state_dir") or "var/workers") / "flashtalk"
         state_dir.mkdir(parents=True, exist_ok=True)
         return FlashTalkHandle(entry=entry, device=device, state_dir=state_dir)

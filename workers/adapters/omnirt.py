@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobservice.deployment import parse_entry
 from jobservice.deployment_schema import OmniRTEntry
 from jobservice.probe import ProbeError, probe_media
 from workers.adapters.base import (
@@ -36,6 +35,7 @@ from workers.adapters.base import (
     VideoFormat,
 )
 from workers.adapters.child import ChildProcess, ChildStartError, last_lines, tail_text
+from workers.adapters.entries import deployment_entry
 from workers.adapters.http_client import call, error_for, make_session
 from workers.adapters.memory import is_out_of_memory
 from workers.adapters.soulx_common import audio_duration, child_env
@@ -72,10 +72,7 @@ class OmniRTAdapter(Adapter):
 
     def load(self, device: DeviceContext, params: dict[str, Any] | None = None) -> OmniRTHandle:
         """Read the deployment entry (OmniRT loads its models itself)."""
-        config = {k: v for k, v in (params or {}).items() if k != "_runtime"}
-        entry = parse_entry("omnirt", config)
-        if not isinstance(entry, OmniRTEntry):
-            raise AdapterError("model_load_failed", f"expected an omnirt entry, got {entry.backend}")
+        entry, _ = deployment_entry("omnirt", params, OmniRTEntry)
         return OmniRTHandle(entry=entry, device=device)
 
     def run(self, handle: Any, inputs: JobInputs, ctx: RunContext) -> RunOutput:

@@ -22,7 +22,6 @@ from typing import Any
 
 import requests
 
-from jobservice.deployment import parse_entry
 from jobservice.deployment_schema import VllmOmniEntry
 from workers.adapters.base import (
     Adapter,
@@ -34,6 +33,7 @@ from workers.adapters.base import (
     VideoFormat,
 )
 from workers.adapters.child import run_abandonable
+from workers.adapters.entries import deployment_entry
 from workers.adapters.http_client import call, download, error_for, make_session
 from workers.adapters.instance_pool import InstancePool, Lease
 from workers.adapters.memory import is_out_of_memory
@@ -87,11 +87,7 @@ class VllmOmniAdapter(Adapter):
 
     def load(self, device: DeviceContext, params: dict[str, Any] | None = None) -> VllmHandle:
         """Read the entry and connect to the lease store (nothing is loaded here)."""
-        config = dict(params or {})
-        runtime = config.pop("_runtime", {}) or {}
-        entry = parse_entry("wan2.1-t2v-1.3b", config)
-        if not isinstance(entry, VllmOmniEntry):
-            raise AdapterError("model_load_failed", f"expected a vllm-omni entry, got {entry.backend}")
+        entry, runtime = deployment_entry("wan2.1-t2v-1.3b", params, VllmOmniEntry)
         redis = self._redis
         if redis is None and runtime.get("broker_url"):
             from jobservice.queueing import redis_client

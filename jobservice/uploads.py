@@ -178,7 +178,10 @@ def check_image(field: str, spool: SpoolFile, settings: Settings) -> CheckedUplo
         raise ApiError(
             422, "image_too_large", "The image declares too many pixels to be decoded safely."
         ) from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+    except UnidentifiedImageError:
+        # Pillow's message names our spool file; say what matters to the sender instead.
+        raise ApiError(422, "invalid_image", "The file is not a readable image; send PNG, JPEG or WebP.") from None
+    except (OSError, SyntaxError, ValueError) as exc:
         raise ApiError(422, "invalid_image", f"The image could not be decoded: {exc}.") from None
     extension, mime = IMAGE_FORMATS[fmt]
     meta = {"format": fmt, "width": width, "height": height, "bytes": spool.size, "sha256": spool.sha256()}

@@ -8,10 +8,19 @@ default (``defaults:``); ``with_defaults`` builds that variant so ``/models`` sh
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from jobservice.catalog import _Params
 
@@ -141,6 +150,54 @@ class DiffusersWanParams(_WanParams):
 
 
 # --- OmniRT (any registered model, CLI or server) -----------------------------------------------
+# OmniRT config keys that only the deployment may set (reference/seed-systems.md 1.1): where code,
+# weights and environment scripts come from, how the model is launched, on which cards, and where
+# outputs go. A request setting one could run another program or take other cards.
+OMNIRT_DEPLOYMENT_KEYS = frozenset(
+    {
+        "repo_path",
+        "ckpt_dir",
+        "wav2vec_dir",
+        "python_executable",
+        "python",
+        "env",
+        "env_script",
+        "ascend_env_script",
+        "launcher",
+        "nproc_per_node",
+        "num_processes",
+        "master_port",
+        "master_addr",
+        "visible_devices",
+        "accelerator",
+        "backend",
+        "device",
+        "devices",
+        "device_map",
+        "cpu_offload",
+        "resident_target",
+        "resident_autostart",
+        "remote_worker",
+        "output_dir",
+        "path",
+    }
+)
+# ... and any key naming a path (t5_quant_dir, model_path, ...).
+_PATH_KEY_SUFFIXES = ("_path", "_paths", "_dir", "_dirs", "_script", "_executable", "_file")
+
+
+def omnirt_deployment_keys(config: dict[str, Any]) -> list[str]:
+    """The keys of a request's OmniRT ``config`` (nested ones too) that only the deployment may set."""
+    found: list[str] = []
+    for key, value in config.items():
+        name = str(key).strip().lower().replace("-", "_")
+        if name in OMNIRT_DEPLOYMENT_KEYS or name.endswith(_PATH_KEY_SUFFIXES):
+            found.append(str(key))
+        if isinstance(value, dict):
+            found += omnirt_deployment_keys(value)
+    return found
+
+
 class _OmniRTParams(_Params):
     # Not "model": that field of a request names the catalog model ("omnirt").
     omnirt_model: str = Field(min_length=1, max_length=200, description="The OmniRT model id, e.g. wav2lip.")
@@ -154,7 +211,35 @@ class _OmniRTParams(_Params):
     fps: int | None = Field(default=None, ge=1, le=120, description="Expected output fps (and passed on).")
     num_inference_steps: int | None = Field(default=None, ge=1, le=200)
     guidance_scale: float | None = Field(default=None, ge=0.0, le=30.0)
-    config: dict[str, Any] = Field(default_factory=dict, description="Extra OmniRT config keys.")
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra OmniRT config keys (a JSON object; in a form, as JSON text). The deployment's "
+        "own config wins, and paths, launch and placement keys (repo_path, launcher, visible_devices...) "
+        "are refused.",
+    )
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _config_from_form(cls, value: Any) -> Any:
+        # Multipart forms (audio2video) carry every field as text.
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError:
+                raise ValueError("config must be a JSON object") from None
+        return value
+
+    @field_validator("config")
+    @classmethod
+    def _no_deployment_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        refused = omnirt_deployment_keys(value)
+        if refused:
+            names = ", ".join(f"'{key}'" for key in refused)
+            keys = "key" if len(refused) == 1 else "keys"
+            raise ValueError(
+                f"config {keys} {names} may only be set in the deployment file (paths, launch, placement)"
+            )
+        return value
 
 
 class OmniRTAudioParams(_OmniRTParams):

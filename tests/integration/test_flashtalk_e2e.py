@@ -3,6 +3,7 @@ jobs, fed chunk by chunk, with the seed benchmark's chunk telemetry in the RunRe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,22 @@ def test_max_chunks_is_checked_against_what_it_asked_for(ft: Any) -> None:
     job, data = run(stack, speech_clip(stack.tmp, 6.0), max_chunks=1)
     assert job.status == "succeeded", job.error_message
     assert check(data, "duration")["expected"] == pytest.approx(28 / 25) and data["frames_generated"] == 28
+
+
+def test_a_cancel_while_start_is_in_flight_does_not_fail_the_next_job(ft: Any) -> None:
+    stack, checkout, speech = ft
+    warm, _ = run(stack, speech)
+    assert warm.status == "succeeded"
+    starts = len([r for r in checkout.records("flashtalk_op") if r["op"] == "start"])
+    checkout.set_mode("slow_start:2")
+    job_id = submit_a2v(stack, MODEL, speech)
+    deadline = time.monotonic() + 60
+    while len([r for r in checkout.records("flashtalk_op") if r["op"] == "start"]) == starts:
+        assert time.monotonic() < deadline, "the job never sent its start"
+        time.sleep(0.05)
+    assert stack.client.post(f"/jobs/{job_id}/cancel").status_code == 202  # its start is in flight
+    assert stack.wait(job_id, timeout=30).status == "canceled"
+    checkout.set_mode("ok")
+    after, data = run(stack, speech)
+    assert after.status == "succeeded", (after.error_code, after.error_message)
+    assert data["extra"]["pipeline_reused"] is True

@@ -109,3 +109,32 @@ def test_a_running_omnirt_serve(omni: dict[str, Any]) -> None:
     )
     data = report(stack, str(job.id))
     assert data["execution_mode"] == "http" and data["timings"]["omnirt_denoise_loop_ms"] == 512.0
+
+
+def test_a_request_config_cannot_set_deployment_keys(omni: dict[str, Any]) -> None:
+    stack: Stack = omni["stack"]
+    before = len(read_records(omni["record"]))
+    config = '{"python_executable": "/bin/sh", "sample_steps": 2}'
+    answer = post_a2v(stack, "omnirt", omni["speech"], omnirt_model="wav2lip", config=config)
+    assert answer.status_code == 422, answer.get_data(as_text=True)
+    error = answer.get_json()["error"]
+    assert error["code"] == "invalid_parameters" and "'python_executable'" in error["message"]
+    assert len(read_records(omni["record"])) == before
+
+
+def test_a_request_config_reaches_omnirt_under_the_deployments(omni: dict[str, Any]) -> None:
+    stack: Stack = omni["stack"]
+    job_id = submit_a2v(stack, "omnirt", omni["speech"], omnirt_model="wav2lip", config='{"sample_steps": 2}')
+    job = stack.wait(job_id, timeout=60)
+    assert job.status == "succeeded", (job.error_code, job.error_message)
+    assert read_records(omni["record"])[-1]["config"] == {"sample_steps": 2}
+
+
+def test_a_wrong_size_output_fails_the_gate(omni: dict[str, Any]) -> None:
+    stack: Stack = omni["stack"]
+    # The stand-in, like a model that ignores --width/--height, writes 256x256 and says so.
+    job_id = submit_a2v(stack, "omnirt", omni["speech"], omnirt_model="wav2lip", width=320, height=192)
+    job = stack.wait(job_id, timeout=60)
+    assert job.status == "failed" and job.error_code == "validation_failed", job.error_message
+    data = report(stack, str(job.id))
+    assert check(data, "width")["expected"] == 320 and not check(data, "width")["passed"]

@@ -143,3 +143,11 @@ def _alive(pid: int) -> bool:
         return "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
     except OSError:
         return False
+
+
+def test_the_expected_length_comes_from_the_inputs_meta(tmp_path, checkout, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle = loaded(tmp_path, checkout)
+    inputs = job_inputs("soulx-flashhead-1.3b", fh_params())
+    inputs.meta = {"audio": {"duration_s": 1.0}}  # what the API measured; the file is not probed again
+    out = adapter.run(handle, inputs, ctx)
+    assert out.expected is not None and out.expected.num_frames == 25 == out.frames_generated

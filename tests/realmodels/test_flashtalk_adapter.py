@@ -27,15 +27,22 @@ def checkout(tmp_path: Path):  # type: ignore[no-untyped-def]
     return flashtalk_checkout(tmp_path / "site")
 
 
-@pytest.fixture
-def adapter_and_handle(tmp_path: Path, checkout):  # type: ignore[no-untyped-def]
+def loaded(tmp_path: Path, checkout, adapter: FlashTalkAdapter | None = None, **entry: Any):  # type: ignore[no-untyped-def]
+    """An adapter and its handle on npu:4-7 (chunk_timeout and cancel_grace 5 s unless given)."""
     entry = checkout.script_entry(
-        resident_script=checkout.extra["resident_script"], cards=4, chunk_timeout=5, cancel_grace=5
+        resident_script=checkout.extra["resident_script"],
+        cards=4,
+        **{"chunk_timeout": 5, "cancel_grace": 5, **entry},
     )
     spec = deployed_spec(tmp_path, "soulx-flashtalk-14b", entry)
-    adapter = FlashTalkAdapter(memory_reader=lambda device: None)
+    adapter = adapter or FlashTalkAdapter(memory_reader=lambda device: None)
     config = {**spec.config, "_runtime": {"state_dir": str(tmp_path / "state")}}
-    handle = adapter.load(parse_devices("npu:4-7"), config)
+    return adapter, adapter.load(parse_devices("npu:4-7"), config)
+
+
+@pytest.fixture
+def adapter_and_handle(tmp_path: Path, checkout):  # type: ignore[no-untyped-def]
+    adapter, handle = loaded(tmp_path, checkout)
     yield adapter, handle
     adapter.unload(handle)
 
@@ -44,6 +51,13 @@ def fresh(tmp_path: Path, name: str) -> RecordingContext:
     scratch = tmp_path / name
     scratch.mkdir()
     return RecordingContext(scratch)
+
+
+def run_job(adapter, handle, job_inputs, run_ctx: RecordingContext, **params: Any):  # type: ignore[no-untyped-def]
+    """One job in ``run_ctx``'s scratch folder."""
+    inputs = job_inputs("soulx-flashtalk-14b", ft_params(**params))
+    inputs.scratch = run_ctx.scratch
+    return adapter.run(handle, inputs, run_ctx)
 
 
 def test_resident_is_started_once_and_reused(tmp_path, checkout, adapter_and_handle, job_inputs, ctx) -> None:  # type: ignore[no-untyped-def]
@@ -173,6 +187,80 @@ def test_budget_is_checked_before_a_resident_starts(tmp_path, checkout, job_inpu
         adapter.run(handle, job_inputs("soulx-flashtalk-14b", ft_params()), ctx)
     assert failure.value.code == "insufficient_device_memory" and "64 GB in total" in failure.value.message
     assert checkout.records() == []
+
+
+def test_every_request_carries_an_id_that_its_answer_echoes(
+    checkout, adapter_and_handle, job_inputs, ctx
+) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle = adapter_and_handle
+    adapter.run(handle, job_inputs("soulx-flashtalk-14b", ft_params()), ctx)
+    ids = [r["id"] for r in checkout.records("flashtalk_op")]
+    assert all(isinstance(i, int) for i in ids) and len(set(ids)) == len(ids)
+
+
+def test_a_cancel_with_start_in_flight_does_not_desynchronise_the_next_job(
+    tmp_path, checkout, adapter_and_handle, job_inputs, ctx
+) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle = adapter_and_handle
+    adapter.run(handle, job_inputs("soulx-flashtalk-14b", ft_params()), ctx)  # the resident is warm
+    checkout.set_mode("slow_start:1")
+    canceled = fresh(tmp_path, "canceled")
+    canceled.cancel_when = lambda c: True  # canceled while its start is being answered
+    with pytest.raises(JobCanceled):
+        run_job(adapter, handle, job_inputs, canceled)
+    checkout.set_mode("ok")
+    nxt = fresh(tmp_path, "next")
+    out = run_job(adapter, handle, job_inputs, nxt)
+    assert nxt.extra["pipeline_reused"] is True and out.frames_generated == 50 == nxt.frame_count
+    assert nxt.extra["resident"]["pid"] == ctx.extra["resident"]["pid"]
+
+
+@pytest.mark.parametrize("mode", ["slow_end:3", "slow_start:3"])
+def test_a_resident_that_does_not_settle_within_cancel_grace_is_replaced(
+    tmp_path, checkout, job_inputs, ctx, mode: str
+) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle = loaded(tmp_path, checkout, cancel_grace=0.5)
+    try:
+        adapter.run(handle, job_inputs("soulx-flashtalk-14b", ft_params()), ctx)
+        first_pid = ctx.extra["resident"]["pid"]
+        checkout.set_mode(mode)
+        canceled = fresh(tmp_path, "canceled")
+        # slow_end: canceled between chunks, and the resident takes too long to drop the job;
+        # slow_start: canceled with the start in flight, which is not answered within the grace.
+        canceled.cancel_when = (
+            (lambda c: len(c.chunks) >= 1) if mode.startswith("slow_end") else (lambda c: True)
+        )
+        with pytest.raises(JobCanceled):
+            run_job(adapter, handle, job_inputs, canceled)
+        assert not handle.residents and _gone(first_pid), "a resident out of step must be discarded"
+        checkout.set_mode("ok")
+        nxt = fresh(tmp_path, "next")
+        out = run_job(adapter, handle, job_inputs, nxt)
+        assert nxt.extra["pipeline_reused"] is False and out.frames_generated == 50
+    finally:
+        adapter.unload(handle)
+
+
+def test_only_the_last_resident_logs_are_kept(tmp_path, checkout, job_inputs, ctx) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle = loaded(
+        tmp_path, checkout, FlashTalkAdapter(memory_reader=lambda device: None, resident_logs_kept=2)
+    )
+    try:
+        for i, steps in enumerate((2, 4, 2, 4)):  # pipeline_cache_size 1: every job starts a resident
+            run_job(adapter, handle, job_inputs, fresh(tmp_path, f"job{i}"), sample_steps=steps)
+        logs = sorted((tmp_path / "state" / "flashtalk").glob("resident-*.log"))
+        (live,) = handle.residents.values()
+        assert len(logs) == 2 and live.log_path in logs
+    finally:
+        adapter.unload(handle)
+
+
+def test_durations_come_from_the_inputs_meta(checkout, adapter_and_handle, job_inputs, ctx) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle = adapter_and_handle
+    inputs = job_inputs("soulx-flashtalk-14b", ft_params())
+    inputs.meta = {"audio": {"duration_s": 1.0}}  # what the API measured; the file is not probed again
+    out = adapter.run(handle, inputs, ctx)
+    assert out.frames_generated == 25 == ctx.frame_count
 
 
 def _gone(pid: int) -> bool:

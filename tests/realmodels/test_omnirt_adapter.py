@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from jobservice.model_params import OmniRTAudioParams, OmniRTTextParams
 from jobservice.placement import parse_devices
 from tests.realmodels.conftest import RecordingContext, deployed_spec
 from tests.standins.common import read_records
@@ -18,8 +20,6 @@ from workers.adapters.omnirt import OmniRTAdapter
 
 
 def params(**overrides: Any) -> dict[str, Any]:
-    from jobservice.model_params import OmniRTAudioParams
-
     return OmniRTAudioParams.model_validate({"omnirt_model": "wav2lip", **overrides}).model_dump(mode="json")
 
 
@@ -124,3 +124,66 @@ def test_server_failures(tmp_path, server, ctx, job_inputs, mode: str, code: str
     with pytest.raises(AdapterError) as failure:
         adapter.run(handle, job_inputs("omnirt", params()), ctx)
     assert failure.value.code == code
+
+
+def test_the_deployment_config_wins_over_the_request_config(cli, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle, record, _ = cli
+    request = params(config={"resolution": 1024, "sample_steps": 3})
+    adapter.run(handle, job_inputs("omnirt", request), ctx)
+    (received,) = read_records(record)
+    assert received["config"] == {"resolution": 256, "sample_steps": 3}
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["repo_path", "python_executable", "env_script", "ascend_env_script", "launcher", "visible_devices"]
+    + ["nproc_per_node", "device_map", "output_dir", "resident_target", "t5_quant_dir", "my_model_path"],
+)
+@pytest.mark.parametrize("schema", [OmniRTAudioParams, OmniRTTextParams])
+def test_a_request_config_may_not_set_paths_launch_or_placement(schema: Any, key: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        schema.model_validate({"omnirt_model": "wav2lip", "prompt": "p", "config": {key: "/tmp/evil"}})
+    assert f"'{key}'" in str(refused.value)
+
+
+def test_a_request_config_may_come_as_json_text_from_a_form() -> None:
+    parsed = OmniRTAudioParams.model_validate({"omnirt_model": "wav2lip", "config": '{"sample_steps": 3}'})
+    assert parsed.config == {"sample_steps": 3}
+    with pytest.raises(ValidationError):
+        OmniRTAudioParams.model_validate({"omnirt_model": "wav2lip", "config": "[1, 2]"})
+
+
+def test_a_forbidden_key_is_refused_by_the_adapter_too(cli, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle, record, _ = cli
+    request = {**params(), "config": {"repo_path": "/tmp/evil"}}  # e.g. queued before validation refused it
+    with pytest.raises(AdapterError) as refused:
+        adapter.run(handle, job_inputs("omnirt", request), ctx)
+    assert refused.value.code == "invalid_parameters" and "repo_path" in refused.value.message
+    assert read_records(record) == []
+
+
+def test_the_gate_expects_the_requested_size_not_omnirts_claim(cli, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle, _, _ = cli
+    out = adapter.run(handle, job_inputs("omnirt", params(width=320, height=192)), ctx)
+    assert out.expected is not None and (out.expected.width, out.expected.height) == (320, 192)
+    assert out.extra["expected_from"]["width"] == "request"
+
+
+def test_the_duration_comes_from_the_inputs_meta(cli, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle, _, _ = cli
+    inputs = job_inputs("omnirt", params())
+    inputs.meta = {"audio": {"duration_s": 1.5}}
+    out = adapter.run(handle, inputs, ctx)
+    assert out.media_duration_s == 1.5
+
+
+def test_a_failed_server_job_leaves_the_shared_folder_clean(tmp_path, server, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+    server.mode = "oom"
+    shared = tmp_path / "shared"
+    entry = {"mode": "server", "endpoint": server.url, "scratch_dir": str(shared)}
+    spec = deployed_spec(tmp_path, "omnirt", entry)
+    adapter = OmniRTAdapter()
+    handle = adapter.load(parse_devices("cpu"), spec.config)
+    with pytest.raises(AdapterError):
+        adapter.run(handle, job_inputs("omnirt", params()), ctx)
+    assert not (shared / "job-1").exists()

@@ -2,10 +2,11 @@
 workers/adapters/flashtalk_resident.py, with frames from a moving pattern instead of the model.
 
 Reads its settings from the FLASHTALK_* variables at start (as the patched checkout does), pads
-the last audio slice, answers start / chunk / end / shutdown. Records its launch and every op.
-Failure modes from $STANDIN_MODE_FILE, read at each op: ok, slow_chunks:<s>, oom (an error
-answer, then it keeps serving), crash (exits during a chunk), hang (never answers a chunk),
-black (black frames), load_fail (exits while loading), load_oom.
+the last audio slice, answers start / chunk / end / shutdown, each answer carrying its request's
+``id``. Records its launch and every op. Failure modes from $STANDIN_MODE_FILE, read at each op:
+ok, slow_chunks:<s>, slow_start:<s>, slow_end:<s>, oom (an error answer, then it keeps serving),
+crash (exits during a chunk), hang (never answers a chunk), black (black frames), load_fail (exits
+while loading), load_oom.
 """
 
 from __future__ import annotations
@@ -88,13 +89,18 @@ def main() -> int:
         done.touch()
 
 
-def serve(reader, send, settings, per_chunk, done) -> int:  # type: ignore[no-untyped-def]
+def serve(reader, reply, settings, per_chunk, done) -> int:  # type: ignore[no-untyped-def]
     job: dict | None = None
     for line in reader:
         message = json.loads(line)
         act = mode()
-        record("flashtalk_op", op=message.get("op"), index=message.get("index"), mode=act)
+        record(
+            "flashtalk_op", op=message.get("op"), id=message.get("id"), index=message.get("index"), mode=act
+        )
         op = message.get("op")
+        send = _answering(message.get("id"), reply)
+        if op in ("start", "end"):
+            time.sleep(_seconds(act, f"{op}:"))
         if op == "shutdown":
             done.touch()
             return 0
@@ -120,7 +126,7 @@ def serve(reader, send, settings, per_chunk, done) -> int:  # type: ignore[no-un
                 send({"event": "error", "code": "bad_request", "message": f"no chunk {index}"})
                 continue
             if act.startswith("slow_chunks:"):
-                time.sleep(float(act.split(":", 1)[1]))
+                time.sleep(_seconds(act, "chunks:"))
             if act == "crash":
                 print("Segmentation fault in rank 0", flush=True)
                 os._exit(139)
@@ -161,6 +167,17 @@ def serve(reader, send, settings, per_chunk, done) -> int:  # type: ignore[no-un
         else:
             send({"event": "error", "code": "bad_request", "message": f"unknown op {op}"})
     return 0
+
+
+def _answering(request_id, reply):  # type: ignore[no-untyped-def]
+    """``reply`` with the request's id added to every answer (the protocol's pairing)."""
+    return lambda answer: reply({**answer, "id": request_id})
+
+
+def _seconds(act: str, what: str) -> float:
+    """The pause of a ``slow_<what><seconds>`` mode, 0 for any other mode."""
+    prefix = f"slow_{what}"
+    return float(act[len(prefix) :]) if act.startswith(prefix) else 0.0
 
 
 if __name__ == "__main__":

@@ -5,14 +5,23 @@ everything it starts (torchrun's ranks, ffmpeg) form one process group that we c
 whole; its stdout and stderr go straight to a log file (never a pipe we might fail to drain);
 while it runs we poll the job's cancel/timeout flag; on cancel, timeout or any error we send
 SIGTERM to the group, wait a grace period, then SIGKILL it, and reap.
+
+Its own session also means no signal of ours reaches it when the worker process itself is
+SIGKILLed (Celery's hard time limit, a crash). So on Linux the kernel is asked to SIGTERM the
+child when the thread that started it dies (PR_SET_PDEATHSIG); torchrun passes that on to its
+ranks. The request is not inherited: what the child starts on its own (OmniRT's ``bash -lc``
+around a script) is not reached. Adapters start children on the task's own thread, which lives
+as long as the worker process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +30,40 @@ from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
 ENV_SCRIPT_FAILED = 97  # our exit status when sourcing the environment script fails
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Any:
+    """libc's prctl on Linux, else None (resolved here, not in the forked child)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # the process's own symbols include libc's
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
+    """A preexec_fn asking the kernel to SIGTERM the child when its parent dies (Linux; else None)."""
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before the request was in place
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+def append_line(log_path: Path, text: str) -> None:
+    """Append one line of ours (not the child's) to a job's log."""
+    with log_path.open("a", encoding="utf-8") as out:
+        out.write(text + "\n")
 
 
 def with_env_script(argv: Sequence[str], env_script: Path | None) -> list[str]:
@@ -53,7 +96,6 @@ class ChildProcess:
         self.argv = list(argv)
         self.name = name
         self.log_path = log_path
-        self.started = time.perf_counter()
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as out, (stdout_path or log_path).open("ab") as answer:
             out.write(f"$ {' '.join(self.argv)}\n".encode())
@@ -67,6 +109,8 @@ class ChildProcess:
                     stdout=answer if stdout_path is not None else out,
                     stderr=out if stdout_path is not None else subprocess.STDOUT,
                     start_new_session=True,  # its own group: we stop torchrun's ranks with it
+                    # Only prctl and getppid run between fork and exec (safe with our other threads).
+                    preexec_fn=_die_with_parent(os.getpid()),
                 )
             except OSError as exc:
                 raise ChildStartError(f"cannot start {name}: {exc}") from exc
@@ -79,10 +123,6 @@ class ChildProcess:
     def poll(self) -> int | None:
         """The exit status, or None while it runs."""
         return self.process.poll()
-
-    def elapsed_ms(self) -> float:
-        """Milliseconds since the child started."""
-        return (time.perf_counter() - self.started) * 1000
 
     def wait(
         self,

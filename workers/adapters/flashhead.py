@@ -35,7 +35,13 @@ from workers.adapters.base import (
 from workers.adapters.child import ChildProcess, ChildStartError, last_lines, tail_text, with_env_script
 from workers.adapters.entries import deployment_entry
 from workers.adapters.memory import MemoryReader, check_budget, read_free_memory
-from workers.adapters.soulx_common import Launch, audio_duration, child_env, child_failure, resolve_launch
+from workers.adapters.soulx_common import (
+    Launch,
+    child_env,
+    child_failure,
+    input_audio_duration,
+    resolve_launch,
+)
 
 SIZE, FPS = 512, 25.0
 NEW_FRAMES_PER_CHUNK = {"pro": 28, "lite": 24}  # 33-frame chunks minus the carried motion frames
@@ -113,7 +119,7 @@ class FlashHeadAdapter(Adapter):
             reader=self._memory_reader,
         )
         ctx.add_extra("memory_budget", budget)
-        duration = audio_duration(inputs.files["audio"])
+        duration = input_audio_duration(inputs)
         out_dir = inputs.scratch / "flashhead"
         out_dir.mkdir(parents=True, exist_ok=True)
         save = out_dir / "res_output.mp4"  # FlashHead writes res_output_tmp.mp4 first, then muxes

@@ -10,14 +10,19 @@ models rarely fit on one group). Each job is fed chunk by chunk: cancel and time
 boundaries, frames stream into the pipeline's encoder and gate, and each chunk's telemetry
 becomes the seed benchmark's figures (``steady`` excludes chunk 0).
 
+A job that ends early (cancel, timeout, lost lease, an error) must leave its resident in step
+for the next job: the answer of a request still in flight is collected and the job dropped
+(``end``) within ``cancel_grace``; a resident that does not manage is shut down, never reused.
+Each resident logs to its own file in the state folder; only the last few are kept.
+
 The resident pads the last audio slice with silence and this adapter keeps exactly the audio's
 duration of frames, so the output matches the speech (upstream's script truncates instead).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -38,15 +43,16 @@ from workers.adapters.base import (
     RunOutput,
     VideoFormat,
 )
-from workers.adapters.child import ChildStartError, with_env_script
+from workers.adapters.child import ChildStartError, append_line, with_env_script
 from workers.adapters.entries import deployment_entry
 from workers.adapters.memory import MemoryReader, check_budget, read_free_memory
 from workers.adapters.resident_client import ResidentGone, ResidentWorker
-from workers.adapters.soulx_common import audio_duration, child_env, resolve_launch
+from workers.adapters.soulx_common import child_env, input_audio_duration, resolve_launch
 
 log = logging.getLogger(__name__)
 DEFAULT_RESIDENT = Path(__file__).with_name("flashtalk_resident.py")
 FPS = 25.0
+RESIDENT_LOGS_KEPT = 5  # per card group, in the state folder
 
 
 @dataclass
@@ -79,8 +85,11 @@ class FlashTalkAdapter(Adapter):
     model_ids = ("soulx-flashtalk-14b",)
     execution_mode = "persistent_worker"
 
-    def __init__(self, *, memory_reader: MemoryReader | None = None) -> None:
+    def __init__(
+        self, *, memory_reader: MemoryReader | None = None, resident_logs_kept: int = RESIDENT_LOGS_KEPT
+    ) -> None:
         self._memory_reader = memory_reader or (lambda device: read_free_memory(device, in_process=False))
+        self._logs_kept = max(1, resident_logs_kept)
 
     def load(self, device: DeviceContext, params: dict[str, Any] | None = None) -> FlashTalkHandle:
         """Read the deployment entry; residents start on the first job that needs their settings."""
@@ -108,9 +117,8 @@ class FlashTalkAdapter(Adapter):
             ft.residents.pop(key).shutdown()
         while len(ft.residents) >= ft.entry.pipeline_cache_size:
             old_key, old = ft.residents.popitem(last=False)
-            _log_line(
-                ctx, f"resident: evicting pipeline {dict(zip(FLASHTALK_RELOAD_KEYS, old_key, strict=True))}"
-            )
+            settings = dict(zip(FLASHTALK_RELOAD_KEYS, old_key, strict=True))
+            append_line(ctx.job_log(), f"resident: evicting pipeline {settings}")
             old.shutdown()
         budget = check_budget(
             model_id=inputs.model,
@@ -139,10 +147,10 @@ class FlashTalkAdapter(Adapter):
                 args.append("--cpu_offload")
             return with_env_script([*launch.prefix, *args], entry.ascend_env_script)
 
-        log_path = ft.state_dir / f"resident-{int(time.time() * 1000)}.log"
-        _log_line(
-            ctx, f"resident: starting ({launch.launcher} x{launch.nproc}) with {model_env}; log {log_path}"
-        )
+        log_path = self._new_log(ft)
+        note = f"resident: starting ({launch.launcher} x{launch.nproc}) with {model_env}; log {log_path}"
+        append_line(ctx.job_log(), note)
+        log.info(note)
         started = time.perf_counter()
         try:
             resident = ResidentWorker(
@@ -176,13 +184,23 @@ class FlashTalkAdapter(Adapter):
         )
         return resident
 
+    def _new_log(self, ft: FlashTalkHandle) -> Path:
+        """A log file for a resident about to start, after deleting this card group's oldest ones
+        (never a running resident's: the state folder is shared by the host's workers)."""
+        group = re.sub(r"[^0-9A-Za-z]+", "_", ft.device.label)
+        in_use = {resident.log_path for resident in ft.residents.values()}
+        old = [p for p in sorted(ft.state_dir.glob(f"resident-{group}-*.log")) if p not in in_use]
+        for stale in old[: max(0, len(old) + len(in_use) + 1 - self._logs_kept)]:
+            stale.unlink(missing_ok=True)
+        return ft.state_dir / f"resident-{group}-{int(time.time() * 1000)}.log"
+
     # --- a job -------------------------------------------------------------------------------
     def run(self, handle: Any, inputs: JobInputs, ctx: RunContext) -> RunOutput:
         """Start or reuse a resident, feed it the job chunk by chunk, stream its frames."""
         ft: FlashTalkHandle = handle
         params = inputs.params
         key = tuple(params[k] for k in FLASHTALK_RELOAD_KEYS)
-        duration = audio_duration(inputs.files["audio"])
+        duration = input_audio_duration(inputs)
         resident, reused = self._resident(ft, key, inputs, ctx)
         ctx.set_cold_start(not reused)
         ctx.add_extra("pipeline_reused", reused)
@@ -193,12 +211,26 @@ class FlashTalkAdapter(Adapter):
             output = self._generate(ft, resident, inputs, ctx, duration)
             resident.jobs_served += 1
             return output
-        except ResidentGone:
-            ft.residents.pop(key, None)
-            resident.shutdown(grace=2)
+        except BaseException as exc:
+            if isinstance(exc, ResidentGone) or not self._settle(resident, ft.entry, ctx):
+                ft.residents.pop(key, None)
+                resident.shutdown(grace=2)
             raise
         finally:
             _copy_log(ctx, resident.log_path, log_offset)
+
+    @staticmethod
+    def _settle(resident: ResidentWorker, entry: FlashTalkEntry, ctx: RunContext) -> bool:
+        """Bring a resident whose job ended early back in step: collect the answer of a request in
+        flight (a chunk cannot be interrupted) and drop the job. False if it does not manage
+        within ``cancel_grace``: its next answer could be taken for another job's, so it must go."""
+        try:
+            resident.drain(timeout=entry.cancel_grace)
+            resident.request({"op": "end"}, timeout=entry.cancel_grace or 1.0, check_cancel=lambda: None)
+        except AdapterError as exc:
+            append_line(ctx.job_log(), f"resident: not back in step ({exc.message}); shutting it down")
+            return False
+        return True
 
     def _generate(
         self,
@@ -224,6 +256,8 @@ class FlashTalkAdapter(Adapter):
             timeout=entry.chunk_timeout,
             check_cancel=ctx.check_cancel,
         )
+        if started.get("event") != "started":
+            raise ResidentGone("model_crashed", f"the resident answered {started!r:.200} to start")
         width, height, per_chunk = (
             int(started["width"]),
             int(started["height"]),
@@ -247,7 +281,7 @@ class FlashTalkAdapter(Adapter):
         )
         emitted = 0
         for index in range(chunks):
-            self._check_cancel(resident, ctx, entry)
+            ctx.check_cancel()
             answer = self._chunk(resident, index, ctx, entry)
             frames = _read_frames(Path(answer["path"]), int(answer["frames"]), height, width)
             frames = frames[: keep - emitted]
@@ -267,38 +301,16 @@ class FlashTalkAdapter(Adapter):
         resident.request({"op": "end"}, timeout=60.0, check_cancel=lambda: None)
         return RunOutput(frames_generated=emitted, media_duration_s=emitted / FPS)
 
-    def _check_cancel(self, resident: ResidentWorker, ctx: RunContext, entry: FlashTalkEntry) -> None:
-        try:
-            ctx.check_cancel()
-        except BaseException:
-            # Between chunks: tell the resident to drop the job; it stays loaded for the next one.
-            with contextlib.suppress(AdapterError):
-                resident.request({"op": "end"}, timeout=entry.cancel_grace or 1.0, check_cancel=lambda: None)
-            raise
-
+    @staticmethod
     def _chunk(
-        self, resident: ResidentWorker, index: int, ctx: RunContext, entry: FlashTalkEntry
+        resident: ResidentWorker, index: int, ctx: RunContext, entry: FlashTalkEntry
     ) -> dict[str, Any]:
-        resident.send({"op": "chunk", "index": index})
-        try:
-            answer = resident.read(
-                timeout=entry.chunk_timeout, check_cancel=ctx.check_cancel, during=f"chunk {index}"
-            )
-        except AdapterError:
-            raise
-        except Exception:
-            # Canceled, timed out or lease lost with a chunk in flight, which cannot be interrupted:
-            # collect its answer (up to cancel_grace) so the resident is clean for the next job.
-            try:
-                resident.read(
-                    timeout=entry.cancel_grace, check_cancel=lambda: None, during="a canceled chunk"
-                )
-                resident.request({"op": "end"}, timeout=entry.cancel_grace or 1.0, check_cancel=lambda: None)
-            except AdapterError as exc:
-                raise ResidentGone("model_hung", f"after a cancel: {exc.message}") from None
-            raise
-        if answer.get("event") == "error":
-            raise resident.error_of(answer, default_code="model_error")
+        answer = resident.request(
+            {"op": "chunk", "index": index},
+            timeout=entry.chunk_timeout,
+            check_cancel=ctx.check_cancel,
+            during=f"chunk {index}",
+        )
         if answer.get("event") != "chunk" or int(answer.get("index", -1)) != index:
             raise ResidentGone("model_crashed", f"the resident answered {answer!r} to chunk {index}")
         return answer
@@ -336,12 +348,6 @@ def _copy_log(ctx: RunContext, resident_log: Path, offset: int) -> None:
             out.write(b"--- resident worker log ---\n" + data)
     except OSError:
         log.warning("could not copy the resident log %s", resident_log, exc_info=True)
-
-
-def _log_line(ctx: RunContext, text: str) -> None:
-    with ctx.job_log().open("a", encoding="utf-8") as out:
-        out.write(text + "\n")
-    log.info(text)
 
 
 __all__ = ["FlashTalkAdapter", "resident_env"]

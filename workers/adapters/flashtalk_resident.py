@@ -14,7 +14,9 @@ upstream repository and OmniRT's resident worker as read, but have not run on re
 Protocol: line-delimited JSON over the Unix socket given by ``--connect`` (rank 0 only; all
 ranks' prints go to the log). First message: ``{"event": "ready", "pid", "world_size",
 "load_ms", "settings"}`` or ``{"event": "error", "code", "message"}``. Then, one answer per
-request:
+request. Every request carries an ``"id"`` (increasing) and its answer echoes it, so the adapter
+can tell the answer of a request it gave up on (a cancel while it was in flight) from the one it
+awaits and skip it (workers/adapters/resident_client.py):
 
 * ``{"op": "start", "job_id", "image", "audio", "prompt", "seed", "out_dir"}`` ->
   ``{"event": "started", "chunks", "frames_per_chunk", "width", "height", "fps"}``: loads the
@@ -23,7 +25,7 @@ request:
   "audio_embedding_ms", "core_ms", "copy_ms", "total_ms"}``: the chunk's new frames as raw RGB24
   ``[frames, height, width, 3]`` in ``path`` (the caller deletes it).
 * ``{"op": "end"}`` -> ``{"event": "ended"}``: drops the job (also after a cancel).
-* ``{"op": "shutdown"}``: exits.
+* ``{"op": "shutdown"}``: exits (no answer).
 
 Errors answer ``{"event": "error", "code": "out_of_memory" | "bad_request" | "model_error",
 "message"}``; the worker stays loaded (after emptying the allocator's cache).
@@ -234,7 +236,7 @@ def serve(args: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001 - one job's failure must not end the resident
             answer = _error(exc)
         if conn is not None:
-            conn.sendall(json.dumps(answer).encode() + b"\n")
+            conn.sendall(json.dumps({**answer, "id": message.get("id")}).encode() + b"\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,10 +7,14 @@ CLI (reference/seed-systems.md 1.1): one JSON line on stdout, ``{"outputs": [Art
 paths the OmniRT process can see: the CLI runs here; a server on another host needs a shared
 folder (``scratch_dir``) and ``path_map``.
 
-OmniRT checks nothing about the video it returns, so the file goes through our gate; its
-RunReport is folded into ours (timings as ``omnirt_<stage>_ms``, its memory, the whole report
-under ``extra.omnirt_report``). This is also how the OpenTalking models (wav2lip, quicktalk,
-musetalk) are reached.
+A request's ``config`` adds keys to the deployment's ``config`` but never replaces one, and may
+not name paths, launchers or cards at all (refused when the job is submitted; checked here again).
+
+OmniRT checks nothing about the video it returns, so the file goes through our gate, which
+expects what the job asked for (then what OmniRT says it made; the file itself is read only for
+what neither says). Its RunReport is folded into ours (timings as ``omnirt_<stage>_ms``, its
+memory, the whole report under ``extra.omnirt_report``). This is also how the OpenTalking models
+(wav2lip, quicktalk, musetalk) are reached.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from jobservice.deployment_schema import OmniRTEntry
+from jobservice.model_params import omnirt_deployment_keys
 from jobservice.probe import ProbeError, probe_media
 from workers.adapters.base import (
     Adapter,
@@ -34,11 +39,11 @@ from workers.adapters.base import (
     RunOutput,
     VideoFormat,
 )
-from workers.adapters.child import ChildProcess, ChildStartError, last_lines, tail_text
+from workers.adapters.child import ChildProcess, ChildStartError, append_line, last_lines, tail_text
 from workers.adapters.entries import deployment_entry
 from workers.adapters.http_client import call, error_for, make_session
 from workers.adapters.memory import is_out_of_memory
-from workers.adapters.soulx_common import audio_duration, child_env
+from workers.adapters.soulx_common import child_env, input_audio_duration
 
 # Our parameter -> the CLI flag and the request-config key of OmniRT.
 FLAGS = {
@@ -79,27 +84,32 @@ class OmniRTAdapter(Adapter):
         """One request; the artifact goes to the file gate."""
         omni: OmniRTHandle = handle
         entry, params = omni.entry, inputs.params
-        config = {**entry.config, **(params.get("config") or {})}
+        config = request_config(entry, params.get("config") or {})
         ctx.add_extra(
             "omnirt_request", {"model": params["omnirt_model"], "mode": entry.mode, "config": config}
         )
         ctx.set_cold_start(entry.mode == "cli")  # a CLI run loads the model every time
+        shared = entry.scratch_dir / inputs.job_id if entry.mode == "server" and entry.scratch_dir else None
         started = time.perf_counter()
-        if entry.mode == "cli":
-            result = self._run_cli(omni, inputs, ctx, config)
-        else:
-            result = self._run_server(omni, inputs, ctx, config)
-        ctx.add_timing("omnirt_total_ms", (time.perf_counter() - started) * 1000)
-        self._fold_report(result.get("metadata") or {}, ctx)
-        video = self._artifact(result, inputs.scratch / "omnirt", entry)
-        if entry.mode == "server" and entry.scratch_dir is not None:
-            # Keep the shared folder clean: the gate reads our own copy.
-            local = inputs.scratch / "omnirt" / Path(video["path"]).name
-            local.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(video["path"], local)
-            shutil.rmtree(entry.scratch_dir / inputs.job_id, ignore_errors=True)
-            video["path"] = str(local)
-        return self._output(video, result, inputs, entry)
+        try:
+            if entry.mode == "cli":
+                result = self._run_cli(omni, inputs, ctx, config)
+            else:
+                result = self._run_server(omni, inputs, ctx, config)
+            ctx.add_timing("omnirt_total_ms", (time.perf_counter() - started) * 1000)
+            self._fold_report(result.get("metadata") or {}, ctx)
+            video = self._artifact(result, inputs.scratch / "omnirt", entry)
+            if shared is not None:  # the gate reads our own copy
+                local = inputs.scratch / "omnirt" / Path(video["path"]).name
+                local.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(video["path"], local)
+                video["path"] = str(local)
+        finally:
+            # The shared folder is cleaned whatever happened (what a job we gave up on may still
+            # write there is of no use to anyone).
+            if shared is not None:
+                shutil.rmtree(shared, ignore_errors=True)
+        return self._output(video, inputs, entry)
 
     # --- CLI -------------------------------------------------------------------------------
     def _run_cli(
@@ -142,8 +152,7 @@ class OmniRTAdapter(Adapter):
             raise AdapterError("model_load_failed", f"OmniRT could not be started: {exc}") from exc
         code = child.wait(check_cancel=ctx.check_cancel)
         stdout = answer.read_text(errors="replace") if answer.exists() else ""
-        with ctx.job_log().open("a", encoding="utf-8") as log:
-            log.write(f"--- omnirt stdout (exit {code}) ---\n{stdout[-20000:]}\n")
+        append_line(ctx.job_log(), f"--- omnirt stdout (exit {code}) ---\n{stdout[-20000:]}")
         tail = tail_text(ctx.job_log())
         if code != 0:
             raise _cli_failure(code, tail)
@@ -197,7 +206,7 @@ class OmniRTAdapter(Adapter):
             raise error_for(response, what=what)
         record = response.json()
         job_url = f"{base}/v1/jobs/{record['id']}"
-        _append(ctx, f"omnirt serve job {record['id']} ({record.get('state')})")
+        append_line(ctx.job_log(), f"omnirt serve job {record['id']} ({record.get('state')})")
         try:
             while record.get("state") not in TERMINAL:
                 ctx.check_cancel()
@@ -258,37 +267,73 @@ class OmniRTAdapter(Adapter):
             raise AdapterError("output_empty", f"OmniRT wrote an empty {path.name}.")
         return video
 
-    def _output(
-        self, video: dict[str, Any], result: dict[str, Any], inputs: JobInputs, entry: OmniRTEntry
-    ) -> RunOutput:
+    @staticmethod
+    def _output(video: dict[str, Any], inputs: JobInputs, entry: OmniRTEntry) -> RunOutput:
+        """The file and what the gate expects of it, each figure from the first source that has it:
+        the request, then the deployment (fps) or OmniRT's artifact, then the speech's length
+        (frames), and only then the file itself (which the gate then cannot contradict)."""
         path, params = Path(video["path"]), inputs.params
-        fps = params.get("fps") or entry.fps.get(params["omnirt_model"])
-        width, height, frames = video.get("width"), video.get("height"), video.get("num_frames")
-        source = "omnirt artifact"
+        audio = inputs.files.get("audio")
+        duration = input_audio_duration(inputs) if audio is not None else None
+        sources: dict[str, str] = {}
+        fps = _first(
+            sources, "fps", request=params.get("fps"), deployment=entry.fps.get(params["omnirt_model"])
+        )
+        width = _first(sources, "width", request=params.get("width"), omnirt_artifact=video.get("width"))
+        height = _first(sources, "height", request=params.get("height"), omnirt_artifact=video.get("height"))
+        frames = _first(
+            sources,
+            "num_frames",
+            request=params.get("num_frames"),
+            omnirt_artifact=video.get("num_frames"),
+            audio_duration=round(duration * fps) if duration and fps else None,
+        )
         if not (fps and width and height and frames):
-            # Only what OmniRT and the deployment do not say is taken from the file itself.
-            facts = _probe(path)
-            fps = fps or (facts.video.fps if facts.video else None)
-            width = width or (facts.video.width if facts.video else None)
-            height = height or (facts.video.height if facts.video else None)
-            frames = frames or (facts.video.nb_frames if facts.video else None)
-            source = "omnirt artifact, the rest from the file"
+            stream = _probe(path).video
+            if stream is None:
+                raise AdapterError("output_invalid", f"OmniRT's output {path.name} has no video stream.")
+            fps = fps or _first(sources, "fps", file=stream.fps)
+            width = width or _first(sources, "width", file=stream.width)
+            height = height or _first(sources, "height", file=stream.height)
+            frames = frames or _first(sources, "num_frames", file=stream.nb_frames)
         if not (fps and width and height and frames):
             raise AdapterError("output_invalid", f"OmniRT's output {path.name} has no readable video stream.")
-        audio = inputs.files.get("audio")
-        duration = audio_duration(audio) if audio is not None else frames / fps
         return RunOutput(
             frames_generated=int(frames),
-            media_duration_s=duration,
+            media_duration_s=duration if duration is not None else frames / fps,
             video_path=path,
             expected=VideoFormat(
                 width=int(width), height=int(height), fps=float(fps), num_frames=int(frames), audio_path=audio
             ),
             extra={
-                "expected_from": source,
+                "expected_from": sources,
                 "omnirt_artifact": {k: v for k, v in video.items() if k != "data_b64"},
             },
         )
+
+
+def request_config(entry: OmniRTEntry, requested: dict[str, Any]) -> dict[str, Any]:
+    """The config sent to OmniRT: the request's keys, with the deployment's winning every key it sets.
+
+    The API refuses path, launch and placement keys when a job is submitted; a job queued before
+    that rule (or written to the queue by other means) is refused here too.
+    """
+    refused = omnirt_deployment_keys(requested)
+    if refused:
+        raise AdapterError(
+            "invalid_parameters",
+            f"config key(s) {', '.join(refused)} may only be set in the deployment file.",
+        )
+    return {**requested, **entry.config}
+
+
+def _first(sources: dict[str, str], name: str, **candidates: Any) -> Any:
+    """The first truthy candidate (in keyword order), noting in ``sources`` where it came from."""
+    for source, value in candidates.items():
+        if value:
+            sources[name] = source.replace("_", " ")
+            return value
+    return None
 
 
 def _cli_failure(code: int, tail: str) -> AdapterError:
@@ -332,8 +377,3 @@ def _probe(path: Path) -> Any:
         raise AdapterError(
             "output_invalid", f"OmniRT's output {path.name} is not readable media: {exc}"
         ) from exc
-
-
-def _append(ctx: RunContext, text: str) -> None:
-    with ctx.job_log().open("a", encoding="utf-8") as out:
-        out.write(text + "\n")

@@ -7,14 +7,22 @@ we listen on; everything any rank prints goes to the resident's log file.
 
 Protocol (``docs`` in workers/adapters/flashtalk_resident.py, which implements it for FlashTalk):
 each message is one JSON object per line. The resident first sends ``{"event": "ready", ...}``
-(or ``{"event": "error", ...}`` and exits). Then each request ``{"op": ...}`` gets exactly one
-answer: the op's event, or ``{"event": "error", "code": ..., "message": ...}``.
+(or ``{"event": "error", ...}`` and exits). Then each request ``{"op": ..., "id": n}`` gets exactly
+one answer carrying the same ``id``: the op's event, or ``{"event": "error", "code": ...,
+"message": ...}``. Ids increase, so an answer with a smaller id than the one awaited belongs to a
+request whose caller gave up (a cancel with the request in flight) and is skipped.
+
+A caller that gives up on a request must still bring the resident back in step before reusing
+it: ``drain`` collects the abandoned answer within a grace period; if that fails the resident
+must be shut down.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import shutil
 import socket
 import tempfile
 import time
@@ -25,6 +33,8 @@ from typing import Any
 from workers.adapters.base import AdapterError
 from workers.adapters.child import ChildProcess, last_lines
 from workers.adapters.memory import is_out_of_memory
+
+log = logging.getLogger(__name__)
 
 
 class ResidentGone(AdapterError):
@@ -46,19 +56,25 @@ class ResidentWorker:
         """Start the child; ``argv_for(socket_path)`` builds its command line."""
         self.name = name
         self.log_path = log_path
+        self.jobs_served = 0
+        self._conn: socket.socket | None = None
+        self._buffer = b""
+        self._last_id = 0
+        self._awaiting: int | None = None  # a request sent whose answer was not read yet
         # Unix socket paths are limited to ~100 bytes: keep it in a short private temp folder.
         self._dir = Path(tempfile.mkdtemp(prefix="jsres-"))
         self.socket_path = str(self._dir / "s")
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(self.socket_path)
-        self._server.listen(1)
-        self._server.settimeout(0.25)
-        self._conn: socket.socket | None = None
-        self._buffer = b""
-        self.child = ChildProcess(argv_for(self.socket_path), log_path=log_path, env=env, cwd=cwd, name=name)
-        self.ready: dict[str, Any] = {}
-        self.started_at = time.time()
-        self.jobs_served = 0
+        try:
+            self._server.bind(self.socket_path)
+            self._server.listen(1)
+            self._server.settimeout(0.25)
+            self.child = ChildProcess(
+                argv_for(self.socket_path), log_path=log_path, env=env, cwd=cwd, name=name
+            )
+        except BaseException:
+            self._close()
+            raise
 
     # --- lifecycle -------------------------------------------------------------------------
     def wait_ready(self, *, timeout: float, check_cancel: Callable[[], None]) -> dict[str, Any]:
@@ -76,34 +92,71 @@ class ResidentWorker:
         message = self._read(deadline=deadline, check_cancel=check_cancel, during="loading")
         if message.get("event") != "ready":
             raise self.error_of(message, default_code="model_load_failed")
-        self.ready = message
         return message
 
     def request(
-        self, message: dict[str, Any], *, timeout: float, check_cancel: Callable[[], None]
+        self,
+        message: dict[str, Any],
+        *,
+        timeout: float,
+        check_cancel: Callable[[], None],
+        during: str | None = None,
     ) -> dict[str, Any]:
-        """Send one request and return its answer; an ``error`` answer raises AdapterError."""
-        self.send(message)
-        answer = self._read(
-            deadline=time.monotonic() + timeout, check_cancel=check_cancel, during=message["op"]
+        """Send one request and return its answer; an ``error`` answer raises AdapterError.
+
+        If this raises before the answer arrived (cancel, timeout), the request stays in flight:
+        ``drain`` it, or shut the resident down, before sending it anything else that matters.
+        """
+        request_id = self.send(message)
+        answer = self.receive(
+            request_id, timeout=timeout, check_cancel=check_cancel, during=during or str(message["op"])
         )
         if answer.get("event") == "error":
             raise self.error_of(answer, default_code="model_error")
         return answer
 
-    def send(self, message: dict[str, Any]) -> None:
-        """Send one request without waiting."""
+    def send(self, message: dict[str, Any]) -> int:
+        """Send one request without waiting; returns the id its answer will carry."""
         if self._conn is None:
             raise ResidentGone("model_crashed", f"{self.name} is not connected.")
+        self._last_id += 1
+        request_id = self._last_id
         try:
-            self._conn.sendall(json.dumps(message).encode() + b"\n")
+            self._conn.sendall(json.dumps({**message, "id": request_id}).encode() + b"\n")
         except OSError as exc:
             self._alive_or_raise(str(message.get("op")))
             raise ResidentGone("model_crashed", f"{self.name} closed its connection: {exc}") from exc
+        self._awaiting = request_id
+        return request_id
 
-    def read(self, *, timeout: float, check_cancel: Callable[[], None], during: str) -> dict[str, Any]:
-        """The next message (used to collect an answer after a cancel)."""
-        return self._read(deadline=time.monotonic() + timeout, check_cancel=check_cancel, during=during)
+    def receive(
+        self, request_id: int, *, timeout: float, check_cancel: Callable[[], None], during: str
+    ) -> dict[str, Any]:
+        """The answer to request ``request_id``, skipping older requests' answers."""
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = self._read(deadline=deadline, check_cancel=check_cancel, during=during)
+            answer_id = answer.get("id")
+            if answer_id == request_id:
+                if self._awaiting == request_id:
+                    self._awaiting = None
+                return answer
+            if isinstance(answer_id, int) and not isinstance(answer_id, bool) and answer_id < request_id:
+                log.warning(
+                    "%s: skipping the stale answer %.200r (awaiting %d)", self.name, answer, request_id
+                )
+                continue
+            raise ResidentGone(
+                "model_crashed",
+                f"{self.name} answered {answer!r:.200} while request {request_id} was awaited.",
+            )
+
+    def drain(self, *, timeout: float) -> None:
+        """Collect the answer of an abandoned request (raises ResidentGone when it does not come)."""
+        if self._awaiting is not None:
+            self.receive(
+                self._awaiting, timeout=timeout, check_cancel=lambda: None, during="a drained request"
+            )
 
     def alive(self) -> bool:
         """Whether the child still runs and is connected."""
@@ -113,18 +166,20 @@ class ResidentWorker:
         """Ask the resident to exit, then stop its process group whatever happened."""
         if self._conn is not None and self.alive():
             with contextlib.suppress(OSError):
-                self._conn.sendall(b'{"op": "shutdown"}\n')
+                self._conn.sendall(b'{"op": "shutdown"}\n')  # no answer, so no id to pair
             deadline = time.monotonic() + grace
             while self.alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
         self.child.stop()
+        self._close()
+
+    def _close(self) -> None:
+        """Close both sockets and remove the private folder (also after a failed start)."""
         for sock in (self._conn, self._server):
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.close()
-        with contextlib.suppress(OSError):
-            Path(self.socket_path).unlink()
-            self._dir.rmdir()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     # --- internals ---------------------------------------------------------------------------
     def _read(self, *, deadline: float, check_cancel: Callable[[], None], during: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from jobservice.deployment_schema import FlashHeadEntry, FlashTalkEntry
 from jobservice.placement import DeviceContext, pinning_env
 from jobservice.probe import ProbeError, probe_media
-from workers.adapters.base import AdapterError
+from workers.adapters.base import AdapterError, JobInputs
 from workers.adapters.child import ENV_SCRIPT_FAILED, last_lines
 from workers.adapters.memory import is_out_of_memory
 
@@ -60,6 +60,15 @@ def child_env(device: DeviceContext, *model_env: dict[str, str]) -> dict[str, st
     for extra in model_env:
         env.update(extra)
     return env
+
+
+def input_audio_duration(inputs: JobInputs) -> float:
+    """Seconds of the job's speech: what the API measured when it checked the upload
+    (``inputs.meta``), probing the file only when that is missing (e.g. a job queued without it)."""
+    measured = (inputs.meta.get("audio") or {}).get("duration_s")
+    if isinstance(measured, int | float) and not isinstance(measured, bool) and measured > 0:
+        return float(measured)
+    return audio_duration(inputs.files["audio"])
 
 
 def audio_duration(path: Path) -> float:

@@ -32,7 +32,7 @@ from workers.adapters.base import (
     RunOutput,
     VideoFormat,
 )
-from workers.adapters.child import run_abandonable
+from workers.adapters.child import append_line, run_abandonable
 from workers.adapters.entries import deployment_entry
 from workers.adapters.http_client import call, download, error_for, make_session
 from workers.adapters.instance_pool import InstancePool, Lease
@@ -115,7 +115,7 @@ class VllmOmniAdapter(Adapter):
                 owner=vh.owner, check_cancel=ctx.check_cancel, timeout=entry.acquire_timeout
             )
             ctx.add_timing("instance_wait_ms", (time.perf_counter() - waited) * 1000)
-            _log(ctx, f"vllm-omni: using instance {lease.endpoint}")
+            append_line(ctx.job_log(), f"vllm-omni: using instance {lease.endpoint}")
             try:
                 if entry.mode == "sync":
                     self._sync(vh, lease, fields, dest, ctx)
@@ -127,7 +127,7 @@ class VllmOmniAdapter(Adapter):
                 lease.release()
                 vh.pool.mark_down(lease.endpoint)
                 tried.add(lease.endpoint)
-                _log(ctx, f"vllm-omni: {exc.message}")
+                append_line(ctx.job_log(), f"vllm-omni: {exc.message}")
                 if tried >= set(entry.endpoints):
                     raise AdapterError("instance_unreachable", exc.message) from None
             except BaseException:
@@ -206,7 +206,7 @@ class VllmOmniAdapter(Adapter):
         video = response.json()
         video_id = str(video["id"])
         ctx.add_extra("request_id", video_id)
-        _log(ctx, f"vllm-omni: accepted as {video_id} ({video.get('status')})")
+        append_line(ctx.job_log(), f"vllm-omni: accepted as {video_id} ({video.get('status')})")
         try:
             video = self._poll(vh, f"{base}/{video_id}", video, ctx, entry=vh.entry, what=what)
             download(vh.session, f"{base}/{video_id}/content", dest, timeout=300.0, what=what)
@@ -214,9 +214,9 @@ class VllmOmniAdapter(Adapter):
             # Canceled, timed out or failed: stop the server's work and free its storage.
             try:
                 call(vh.session, "DELETE", f"{base}/{video_id}", timeout=10.0, what=what)
-                _log(ctx, f"vllm-omni: deleted {video_id}")
+                append_line(ctx.job_log(), f"vllm-omni: deleted {video_id}")
             except AdapterError as exc:
-                _log(ctx, f"vllm-omni: could not delete {video_id}: {exc.message}")
+                append_line(ctx.job_log(), f"vllm-omni: could not delete {video_id}: {exc.message}")
             raise
         _telemetry(
             ctx,
@@ -295,11 +295,6 @@ def _number(value: Any) -> float | None:
         return float(value) if value is not None else None
     except (TypeError, ValueError):
         return None
-
-
-def _log(ctx: RunContext, text: str) -> None:
-    with ctx.job_log().open("a", encoding="utf-8") as out:
-        out.write(text + "\n")
 
 
 __all__ = ["VllmOmniAdapter", "form_fields"]

@@ -4,6 +4,7 @@ spec.py      the YAML batch spec (parsing and checking; no service access)
 metrics.py   which figures of a RunReport are tracked, and how they are read
 stats.py     noise-aware comparison of repeated samples (medians, robust spread)
 plan.py      a spec checked against the catalog, with its inputs content-checked
+states.py    BatchStatus and the compare-and-swap moves: the only code that sets a batch's status
 service.py   creating, resuming, canceling and pinning batches
 finalize.py  when every job ended: results, baseline, comparison, environment
 compare.py   the per-case verdicts of a candidate batch against a baseline

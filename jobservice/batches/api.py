@@ -6,24 +6,20 @@ per-field details, an unknown batch a 404, an action that does not fit its state
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from jobservice.api.jobs import services
 from jobservice.batches.compare import compare_results
 from jobservice.batches.finalize import refresh_batch
 from jobservice.batches.plan import plan_batch
 from jobservice.batches.render import render_csv, render_json, render_markdown
-from jobservice.batches.service import (
-    FINISHED,
-    cancel_batch,
-    create_batch,
-    parse_batch_id,
-    pin_batch,
-    resume_batch,
-)
+from jobservice.batches.service import cancel_batch, create_batch, parse_batch_id, pin_batch, resume_batch
 from jobservice.batches.spec import (
+    MAX_SPEC_BYTES,
     LoadedSpec,
     SpecError,
     load_spec_file,
@@ -31,15 +27,19 @@ from jobservice.batches.spec import (
     parse_spec_text,
     resolve_under,
 )
-from jobservice.batches.views import batch_jobs, batch_view, list_batches
+from jobservice.batches.states import BatchStatus
+from jobservice.batches.views import batch_jobs, batch_view, list_batches, list_views
 from jobservice.errors import ApiError
+from jobservice.idempotency import parse_idempotency_key
 from jobservice.models import Batch
 from jobservice.views import job_view
 
 bp = Blueprint("batches", __name__)
 
-YAML_TYPES = {"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain"}
+# Not text/plain: a browser sends that from any site without asking first (a "simple" request).
+YAML_TYPES = {"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"}
 REPORT_TYPES = {"json": "application/json", "csv": "text/csv", "md": "text/markdown"}
+MAX_BODY_BYTES = 2 * MAX_SPEC_BYTES  # a spec of the largest size, escaped inside JSON
 
 
 def _spec_error(exc: SpecError) -> ApiError:
@@ -49,13 +49,20 @@ def _spec_error(exc: SpecError) -> ApiError:
 def _loaded_spec() -> LoadedSpec:
     """The spec of a POST /batches: YAML text, or JSON with one of spec / spec_yaml / spec_path."""
     root = services().settings.batch_root.resolve()
-    if request.mimetype in YAML_TYPES:
-        return parse_spec_text(request.get_data(as_text=True), origin="api")
-    if request.mimetype != "application/json":
+    if request.mimetype not in YAML_TYPES and request.mimetype != "application/json":
         raise ApiError(
             415, "unsupported_media_type", "Send the spec as application/yaml, or JSON with 'spec'."
         )
-    body = request.get_json(silent=True)
+    raw = _body()
+    if request.mimetype in YAML_TYPES:
+        try:
+            return parse_spec_text(raw.decode("utf-8"), origin="api")
+        except UnicodeDecodeError:
+            raise ApiError(400, "invalid_yaml", "The spec must be UTF-8 text.") from None
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        body = None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_json", "The request body must be a JSON object.")
     given = [k for k in ("spec", "spec_yaml", "spec_path") if body.get(k) is not None]
@@ -74,14 +81,30 @@ def _loaded_spec() -> LoadedSpec:
     return LoadedSpec(loaded.spec, loaded.text, loaded.digest, body["spec_path"], loaded.base_dir)
 
 
-def _idempotency_key() -> str | None:
-    key = request.headers.get("Idempotency-Key")
-    if key is None:
-        return None
-    key = key.strip()
-    if not key or len(key) > 200 or not key.isascii():
-        raise ApiError(400, "invalid_idempotency_key", "Idempotency-Key must be 1-200 ASCII characters.")
-    return f"api:{key}"
+def _body() -> bytes:
+    """The request body, refused with a 413 past ``MAX_BODY_BYTES`` (before it is all read)."""
+    too_large = ApiError(
+        413,
+        "spec_too_large",
+        f"The request is larger than {MAX_BODY_BYTES // 2**20} MB; a spec is much smaller.",
+    )
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise too_large
+    app_limit = request.max_content_length
+    # Also stops a body sent without a length; never raises the app's own limit.
+    request.max_content_length = MAX_BODY_BYTES if app_limit is None else min(app_limit, MAX_BODY_BYTES)
+    try:
+        return request.get_data()
+    except RequestEntityTooLarge:
+        raise too_large from None
+
+
+def parse_limit(raw: str, *, most: int = 100) -> int:
+    """A list's ``?limit=``: a whole number from 1 to ``most``, else a 422."""
+    limit = int(raw) if raw.isdecimal() and len(raw) <= 6 else 0  # isdigit() would accept "²"
+    if not 1 <= limit <= most:
+        raise ApiError(422, "invalid_limit", f"limit must be a whole number from 1 to {most}.")
+    return limit
 
 
 def _render(batch: Batch, status: int = 200) -> Response:
@@ -89,7 +112,7 @@ def _render(batch: Batch, status: int = 200) -> Response:
         view = batch_view(session, batch)
     response = jsonify(view.model_dump(mode="json"))
     response.status_code = status
-    if batch.status not in (FINISHED, "canceled"):
+    if not BatchStatus(batch.status).is_ended:
         response.headers["X-Poll-After-Ms"] = "2000"
     return response
 
@@ -107,7 +130,12 @@ def create() -> Response:
     try:
         loaded = _loaded_spec()
         with plan_batch(svc, loaded, confine_to=root) as plan:
-            batch, created = create_batch(svc, plan, source="api", idempotency_key=_idempotency_key())
+            batch, created = create_batch(
+                svc,
+                plan,
+                source="api",
+                idempotency_key=parse_idempotency_key(request.headers.get("Idempotency-Key")),
+            )
     except SpecError as exc:
         raise _spec_error(exc) from None
     response = _render(batch, 202 if created else 200)
@@ -120,17 +148,15 @@ def create() -> Response:
 @bp.get("/batches")
 def index() -> Response:
     """Batches newest first, by spec name and status."""
-    raw_limit = request.args.get("limit", "20")
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 100:
-        raise ApiError(422, "invalid_limit", "limit must be a whole number from 1 to 100.")
+    limit = parse_limit(request.args.get("limit", "20"))
     with services().db.session() as session:
         rows = list_batches(
             session,
             name=request.args.get("name") or None,
             status=request.args.get("status") or None,
-            limit=int(raw_limit),
+            limit=limit,
         )
-        views = [batch_view(session, b, with_cases=False).model_dump(mode="json") for b in rows]
+        views = [view.model_dump(mode="json") for view in list_views(session, rows)]
     return jsonify({"object": "list", "batches": views})
 
 
@@ -149,7 +175,7 @@ def compare() -> Response:
 
 def _finished(raw_id: str) -> Batch:
     batch = _load(raw_id)
-    if batch.status != FINISHED:
+    if batch.status != BatchStatus.FINISHED:
         message = f"Batch {batch.id} is {batch.status}; it has no report yet."
         raise ApiError(409, "batch_not_finished", message)
     return batch

@@ -20,6 +20,7 @@ from typing import Any
 import click
 from sqlalchemy.exc import OperationalError
 
+from jobservice.batches.states import BatchStatus
 from jobservice.errors import ApiError
 from jobservice.services import Services, build_services
 from jobservice.settings import Settings
@@ -229,7 +230,7 @@ def _finished(services: Services, raw_id: str) -> Any:
     from jobservice.batches.service import parse_batch_id
 
     batch = refresh_batch(services, parse_batch_id(raw_id))
-    if batch.status != "finished":
+    if batch.status != BatchStatus.FINISHED:
         raise ApiError(409, "batch_not_finished", f"batch {batch.id} is {batch.status}; it has no report yet")
     return batch
 
@@ -246,7 +247,7 @@ def _finish(services: Services, batch_id: uuid.UUID, *, wait: bool, timeout: flo
                 batch = refresh_batch(services, batch_id)
                 with services.db.session() as session:
                     view = batch_view(session, batch)
-                ended = batch.status in ("finished", "canceled")
+                ended = BatchStatus(batch.status).is_ended
                 if not wait or ended:
                     break
                 if time.monotonic() > deadline:
@@ -264,7 +265,7 @@ def _finish(services: Services, batch_id: uuid.UUID, *, wait: bool, timeout: flo
     click.echo(
         json.dumps(view.model_dump(mode="json"), indent=2) if as_json else _describe(view.model_dump())
     )
-    if ended and (batch.status != "finished" or batch.verdict not in GOOD):
+    if ended and (batch.status != BatchStatus.FINISHED or batch.verdict not in GOOD):
         sys.exit(1)
 
 
@@ -289,6 +290,8 @@ def _describe(view: dict[str, Any]) -> str:
         f"  jobs: {p['succeeded']} succeeded, {p['failed']} failed, {p['canceled']} canceled, "
         f"{p['running']} running, {p['queued']} queued of {p['total']}",
     ]
+    if view["error"]:
+        lines.append(f"  error: {view['error']}")
     if view["baseline_id"]:
         lines.append(f"  baseline: {view['baseline_id']}")
     for case in view["cases"]:

@@ -8,10 +8,13 @@ it is reported as ``changed`` rather than judged on numbers that measure differe
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from jobservice.batches.metrics import METRICS
-from jobservice.batches.stats import compare_samples
+from jobservice.batches.metrics import METRICS, Metric
+from jobservice.batches.stats import Comparison, compare_samples
+
+log = logging.getLogger(__name__)
 
 # Worst first: the order cases are listed in every report.
 CASE_ORDER = ("regressed", "failed", "changed", "missing", "new", "improved", "ok")
@@ -65,6 +68,24 @@ def _frames(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, An
     return {"verdict": "changed", "changed_frames": changed, "frames": max(len(a), len(b))}
 
 
+def regression_reason(metric: Metric, result: Comparison) -> str:
+    """Why a metric counts as regressed: the relative change and its threshold.
+
+    A zero baseline median has no relative change (``change`` is None): the reason then gives
+    both medians, e.g. "peak device memory rose from 0 to 5 MB".
+    """
+    if result.change is None or result.threshold is None:
+        old, new = result.baseline or 0.0, result.candidate or 0.0
+        direction = "rose" if new > old else "fell"
+        unit = f" {metric.unit}" if metric.unit else ""
+        return f"{metric.label} {direction} from {_amount(old)} to {_amount(new)}{unit}"
+    return f"{metric.label} {result.change:+.1%} (threshold {result.threshold:.1%})"
+
+
+def _amount(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def compare_case(
     baseline: dict[str, Any] | None, candidate: dict[str, Any], *, spec: dict[str, Any]
 ) -> dict[str, Any]:
@@ -80,17 +101,23 @@ def compare_case(
     metrics = []
     for name in tracked_metrics(spec):
         metric = METRICS[name]
-        result = compare_samples(
-            (baseline.get("samples") or {}).get(name) or [],
-            (candidate.get("samples") or {}).get(name) or [],
-            better=metric.better,
-            **thresholds_for(spec, name),
-        )
         entry = {"metric": name, "label": metric.label, "unit": metric.unit, "better": metric.better}
+        try:
+            result = compare_samples(
+                (baseline.get("samples") or {}).get(name) or [],
+                (candidate.get("samples") or {}).get(name) or [],
+                better=metric.better,
+                **thresholds_for(spec, name),
+            )
+            why = regression_reason(metric, result) if result.verdict == "regression" else None
+        except Exception as exc:  # noqa: BLE001 - one unreadable metric must not stop the comparison
+            log.exception("case %s: metric %s could not be compared", candidate["name"], name)
+            metrics.append({**entry, "verdict": "n/a", "note": f"not compared: {type(exc).__name__}: {exc}"})
+            continue
         metrics.append({**entry, **result.as_dict()})
-        if result.verdict == "regression":
+        if why is not None:
             regressed = True
-            reasons.append(f"{metric.label} {result.change:+.1%} (threshold {result.threshold:.1%})")
+            reasons.append(why)
         elif result.verdict == "improvement":
             improved = True
     old_rate, new_rate = _pass_rate(baseline), _pass_rate(candidate)

@@ -7,16 +7,20 @@ embedded beat) consumes it: it loads the spec from the batch root, plans and cre
 Every ``JOBSERVICE_BATCH_TICK_SECONDS`` a tick finishes batches whose jobs all ended (so reports
 exist without anyone asking) and resumes batches whose creation was interrupted.
 
-A batch created by a schedule has the idempotency key ``beat:<schedule>:<minute>``: a redelivered
-message, or a second beat process, never creates the same night's batch twice.
+A batch created by a schedule has the idempotency key ``beat:<schedule>:<fire time>``, where the
+fire time is the cron's own scheduled time (the latest at or before now, in the schedule's time
+zone), not the moment the task happens to run: a redelivered message, or a second beat process
+whose message arrives a minute later, never creates the same night's batch twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
-from datetime import timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from celery import Celery
 from celery.schedules import crontab, schedule
@@ -34,6 +38,9 @@ CONTROL_QUEUE = "jobservice.control"
 RUN_SCHEDULED_TASK = "jobservice.batch.run_scheduled"
 TICK_TASK = "jobservice.batch.tick"
 STALE_CREATING_SECONDS = 60.0
+# A task may run a little "before" its fire time when a second beat's clock is ahead of this one's.
+CLOCK_SKEW_SECONDS = 5.0
+LOOKBACK_DAYS = 8 * 366  # a cron firing more rarely (29 February on Mondays) falls back to the minute
 
 
 class ScheduleEntry(BaseModel):
@@ -104,30 +111,85 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         plan[f"batch:{entry.key}"] = {
             "task": RUN_SCHEDULED_TASK,
             "schedule": every,
-            "args": [entry.key, entry.spec, entry.every_seconds or 60.0],
+            "args": [entry.key, entry.spec, entry.every_seconds or 60.0, entry.cron],
             "options": {"queue": CONTROL_QUEUE},
         }
     return plan
 
 
-def run_scheduled(services: Services, *, name: str, spec: str, period_seconds: float) -> str | None:
+def last_fire_time(cron: str, now: datetime) -> datetime | None:
+    """The latest time at or before ``now`` (aware, in the schedule's zone) that ``cron`` fires.
+
+    Day of month and day of week must both match, as in Celery's crontab. None when the cron did
+    not fire in the last ``LOOKBACK_DAYS`` days.
+    """
+    when = cron_schedule(cron)
+    times = sorted(((h, m) for h in when.hour for m in when.minute), reverse=True)
+    today = now.date()
+    for back in range(LOOKBACK_DAYS):
+        day = today - timedelta(days=back)
+        if not _fires_on(when, day):
+            continue
+        for hour, minute in times:
+            if back or (hour, minute) <= (now.hour, now.minute):
+                return datetime(day.year, day.month, day.day, hour, minute, tzinfo=now.tzinfo)
+    return None
+
+
+def _fires_on(when: crontab, day: date) -> bool:
+    weekday = day.isoweekday() % 7  # crontab counts from Sunday = 0
+    return day.month in when.month_of_year and day.day in when.day_of_month and weekday in when.day_of_week
+
+
+def schedule_slot(*, cron: str | None, period_seconds: float, timezone: str, now: float | None = None) -> str:
+    """Which firing of a schedule a task belongs to: the cron's fire time, or the period's number."""
+    now = time.time() if now is None else now
+    if cron:
+        moment = datetime.fromtimestamp(now + CLOCK_SKEW_SECONDS, ZoneInfo(timezone))
+        fired = last_fire_time(cron, moment)
+        if fired is not None:
+            return fired.strftime("%Y-%m-%dT%H:%M")
+    return str(int(now // period_seconds))  # every_seconds schedules (tests and demos)
+
+
+def scheduled_key(name: str, slot: str) -> str:
+    """The idempotency key of a schedule's batch; a long name is hashed to keep the slot in 255."""
+    key = f"beat:{name}:{slot}"
+    if len(key) <= 255:
+        return key
+    return f"beat:{hashlib.sha256(name.encode()).hexdigest()}:{slot}"
+
+
+def run_scheduled(
+    services: Services,
+    *,
+    name: str,
+    spec: str,
+    period_seconds: float,
+    cron: str | None = None,
+    now: float | None = None,
+) -> str | None:
     """Create the batch of schedule ``name``; returns its id (None when the spec is unusable)."""
     from jobservice.batches.plan import plan_batch
     from jobservice.batches.service import create_batch
     from jobservice.batches.spec import SpecError, load_spec_file, resolve_under
 
     root = services.settings.batch_root.resolve()
-    slot = int(time.time() // period_seconds)  # one batch per schedule and period, however delivered
+    slot = schedule_slot(
+        cron=cron, period_seconds=period_seconds, timezone=services.settings.batch_timezone, now=now
+    )
     try:
         loaded = load_spec_file(resolve_under(root, spec, what="scheduled spec"))
         with plan_batch(services, loaded, confine_to=root) as plan:
             batch, created = create_batch(
-                services, plan, source="beat", idempotency_key=f"beat:{name}:{slot}"[:255]
+                services, plan, source="beat", idempotency_key=scheduled_key(name, slot)
             )
     except SpecError as exc:
         log.error("schedule %s: the spec %s cannot be run: %s", name, spec, exc.message)
         return None
-    log.info("schedule %s: batch %s %s", name, batch.id, "created" if created else "already existed")
+    log.info(
+        "schedule %s (%s): batch %s %s", name, slot, batch.id, "created" if created else "already existed"
+    )
     return str(batch.id)
 
 
@@ -135,33 +197,45 @@ def tick(services: Services, *, stale_after_seconds: float | None = None) -> dic
     """Finish batches whose jobs all ended; resume batches whose creation stopped part-way.
 
     A batch counts as interrupted when it has been ``creating`` without progress for
-    ``stale_after_seconds`` (default: a minute, or three ticks if that is longer).
+    ``stale_after_seconds`` (default: a minute, or three ticks if that is longer). One that has
+    nothing to resume (no spec was stored) is canceled with that reason instead.
     """
     from jobservice.batches.finalize import refresh_batch
-    from jobservice.batches.service import CREATING, RUNNING, resume_batch
+    from jobservice.batches.service import abandon_if_incomplete, get_batch, resume_batch
+    from jobservice.batches.states import BatchStatus
 
     if stale_after_seconds is None:
         stale_after_seconds = max(STALE_CREATING_SECONDS, 3 * services.settings.batch_tick_seconds)
     stale_before = utcnow() - timedelta(seconds=stale_after_seconds)
     with services.db.session() as session:
-        running = list(session.scalars(select(Batch.id).where(Batch.status == RUNNING)))
+        running = list(session.scalars(select(Batch.id).where(Batch.status == BatchStatus.RUNNING)))
         stalled = list(
-            session.scalars(select(Batch.id).where(Batch.status == CREATING, Batch.updated_at < stale_before))
+            session.scalars(
+                select(Batch.id).where(Batch.status == BatchStatus.CREATING, Batch.updated_at < stale_before)
+            )
         )
-    finished = resumed = 0
+    counts = {"finished": 0, "resumed": 0, "abandoned": 0}
     for batch_id in running:
         try:
-            finished += refresh_batch(services, batch_id).status == "finished"
+            status = refresh_batch(services, batch_id).status
         except Exception:  # noqa: BLE001 - one broken batch must not stop the others
             log.exception("batch %s: finishing failed", batch_id)
+            continue
+        counts["finished"] += status == BatchStatus.FINISHED
+        counts["abandoned"] += status == BatchStatus.CANCELED
     for batch_id in stalled:
         try:
+            with services.db.session() as session:
+                batch = get_batch(session, batch_id)
+            if abandon_if_incomplete(services, batch):
+                counts["abandoned"] += 1
+                continue
             log.info("batch %s: creation was interrupted; resuming", batch_id)
             resume_batch(services, batch_id)
-            resumed += 1
+            counts["resumed"] += 1
         except Exception:  # noqa: BLE001
             log.exception("batch %s: resuming failed", batch_id)
-    return {"finished": finished, "resumed": resumed}
+    return counts
 
 
 def make_control_app(settings: Settings | None = None) -> Celery:
@@ -177,9 +251,11 @@ def make_control_app(settings: Settings | None = None) -> Celery:
     )
 
     @app.task(name=RUN_SCHEDULED_TASK, ignore_result=True, acks_late=True)
-    def run_scheduled_task(name: str, spec: str, period_seconds: float = 60.0) -> str | None:
+    def run_scheduled_task(
+        name: str, spec: str, period_seconds: float = 60.0, cron: str | None = None
+    ) -> str | None:
         """Beat fired schedule ``name``: create its batch."""
-        return run_scheduled(services, name=name, spec=spec, period_seconds=period_seconds)
+        return run_scheduled(services, name=name, spec=spec, period_seconds=period_seconds, cron=cron)
 
     @app.task(name=TICK_TASK, ignore_result=True)
     def tick_task() -> dict[str, int]:

@@ -12,36 +12,48 @@ import json
 import logging
 import statistics
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from jobservice.batches.compare import compare_results
 from jobservice.batches.environment import environment_changes, runs_environment
 from jobservice.batches.metrics import METRICS, RunFacts, run_facts, samples_of
 from jobservice.batches.render import render_csv, render_json, render_markdown
-from jobservice.batches.service import FINISHED, RUNNING, get_batch, latest_jobs, slots
+from jobservice.batches.service import (
+    abandon_if_incomplete,
+    get_batch,
+    has_finished_cases,
+    latest_jobs,
+    slots,
+)
+from jobservice.batches.states import BatchStatus, mark_finished
 from jobservice.batches.stats import summarize
-from jobservice.models import TERMINAL_STATUSES, Batch, Job, utcnow
+from jobservice.models import TERMINAL_STATUSES, Batch, Job
 from jobservice.services import Services
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
 GOOD_VERDICTS = ("passed", "no_baseline")
+ERROR_VERDICT = "error"  # the results could not be judged (a bug): recorded, never a baseline
 
 
 def refresh_batch(services: Services, batch_id: uuid.UUID) -> Batch:
     """The batch, finished first if its last job has ended."""
     with services.db.session() as session:
         batch = get_batch(session, batch_id)
-        if batch.status != RUNNING:
+        if batch.status != BatchStatus.RUNNING:
             return batch
         jobs = latest_jobs(session, batch_id)
-        expected = {(case["name"], repeat) for case, repeat in slots(batch.spec)}
+        expected = {(case["name"], repeat) for case, repeat in slots(batch.spec or {})}
         if not expected <= set(jobs) or any(j.status not in TERMINAL_STATUSES for j in jobs.values()):
             return batch
+    if abandon_if_incomplete(services, batch):
+        with services.db.session() as session:
+            return get_batch(session, batch_id)
     return finalize_batch(services, batch, jobs)
 
 
@@ -51,42 +63,53 @@ def finalize_batch(services: Services, batch: Batch, jobs: dict[tuple[str, int],
     runs_by_case: dict[str, list[RunFacts]] = {}
     for (case, repeat), job in sorted(jobs.items()):
         runs_by_case.setdefault(case, []).append(_facts(services, job, repeat))
-    cases = [case_results(c, runs_by_case.get(c["name"], [])) for c in batch.spec.get("cases") or []]
-    results: dict[str, Any] = {"cases": cases, "comparison": None}
-    failed = any(c["status"] == "failed" for c in cases)
     with services.db.session() as session:
         runs_env = runs_environment(session, [r for runs in runs_by_case.values() for r in runs])
-        environment = {**(batch.environment or {}), "runs": runs_env}
         baseline = choose_baseline(session, batch)
+        outcome = judge(batch, runs_by_case, runs_env, baseline)
+        done = mark_finished(session, batch.id, baseline_id=baseline.id if baseline else None, **outcome)
+    with services.db.session() as session:
+        batch = get_batch(session, batch.id)
+    if done:
+        log.info("batch %s (%s) finished: %s", batch.id, batch.name, batch.verdict)
+        _store_reports(services, batch)
+    return batch
+
+
+def judge(
+    batch: Batch, runs_by_case: dict[str, list[RunFacts]], runs_env: dict[str, Any], baseline: Batch | None
+) -> dict[str, Any]:
+    """The verdict, results and environment of a batch whose jobs all ended (no I/O).
+
+    Never raises: a bug in reading the runs or comparing them (data nobody foresaw) records the
+    verdict ``error`` with the reason, instead of leaving the batch running for the tick to retry
+    forever and every page that shows it answering 500.
+    """
+    environment = {**(batch.environment or {}), "runs": runs_env}
+    cases: list[dict[str, Any]] = []
+    try:
+        cases = [case_results(c, runs_by_case.get(c["name"], [])) for c in batch.spec.get("cases") or []]
+        results: dict[str, Any] = {"cases": cases, "comparison": None}
         if baseline is not None:
             results["comparison"] = compare_results(baseline.results, results, spec=batch.spec)
             results["comparison"]["baseline_id"] = str(baseline.id)
             environment["changes"] = environment_changes(baseline.environment or {}, environment)
-        if failed:
-            verdict = "failed"
-        elif baseline is None:
-            verdict = "no_baseline"
-        else:
-            verdict = "regressed" if results["comparison"]["verdict"] == "regressed" else "passed"
-        done = session.execute(
-            update(Batch)
-            .where(Batch.id == batch.id, Batch.status == RUNNING)
-            .values(
-                status=FINISHED,
-                verdict=verdict,
-                results=results,
-                environment=environment,
-                baseline_id=baseline.id if baseline else None,
-                finished_at=utcnow(),
-                updated_at=utcnow(),
-            )
-        )
-    with services.db.session() as session:
-        batch = get_batch(session, batch.id)
-    if done.rowcount == 1:  # type: ignore[attr-defined]
-        log.info("batch %s (%s) finished: %s", batch.id, batch.name, verdict)
-        _store_reports(services, batch)
-    return batch
+    except Exception as exc:  # noqa: BLE001 - recorded as the batch's error, see above
+        log.exception("batch %s: its results could not be judged", batch.id)
+        error = f"The results could not be judged ({type(exc).__name__}: {exc}); this is a bug."
+        return {
+            "verdict": ERROR_VERDICT,
+            "results": {"cases": cases, "comparison": None},
+            "environment": environment,
+            "error": error[:2000],
+        }
+    if any(c["status"] == "failed" for c in cases):
+        verdict = "failed"
+    elif baseline is None:
+        verdict = "no_baseline"
+    else:
+        verdict = "regressed" if results["comparison"]["verdict"] == "regressed" else "passed"
+    return {"verdict": verdict, "results": results, "environment": environment}
 
 
 def _settle_earlier(services: Services, batch: Batch) -> None:
@@ -94,7 +117,11 @@ def _settle_earlier(services: Services, batch: Batch) -> None:
         earlier = list(
             session.scalars(
                 select(Batch.id)
-                .where(Batch.name == batch.name, Batch.status == RUNNING, Batch.created_at < batch.created_at)
+                .where(
+                    Batch.name == batch.name,
+                    Batch.status == BatchStatus.RUNNING,
+                    Batch.created_at < batch.created_at,
+                )
                 .order_by(Batch.created_at)
             )
         )
@@ -216,25 +243,44 @@ def check_expectations(
 
 
 def choose_baseline(session: Session, batch: Batch) -> Batch | None:
-    """The batch to compare with: a named id, the pinned run, or the last good run of the same spec."""
+    """The batch to compare with: a named id, the pinned run, or the last good run of the same spec.
+
+    Only a finished batch with at least one successful run counts: one that ran nothing (all its
+    runs failed, or, from an older version, a creation that stored no spec) has nothing to compare.
+    """
     mode = str((batch.spec or {}).get("baseline") or "auto")
-    same = select(Batch).where(Batch.name == batch.name, Batch.id != batch.id, Batch.status == FINISHED)
+    same = select(Batch.id).where(
+        Batch.name == batch.name, Batch.id != batch.id, Batch.status == BatchStatus.FINISHED
+    )
     if mode not in ("auto", "pinned", "last_good"):
         try:
             wanted = uuid.UUID(mode)
         except ValueError:
             return None
-        found = session.get(Batch, wanted)
-        return found if found is not None and found.status == FINISHED else None
+        return _usable(session, [wanted])
     if mode in ("auto", "pinned"):
-        pinned = session.scalar(same.where(Batch.pinned.is_(True)).order_by(Batch.created_at.desc()).limit(1))
+        pinned = _usable(
+            session, session.scalars(same.where(Batch.pinned.is_(True)).order_by(Batch.created_at.desc()))
+        )
         if pinned is not None or mode == "pinned":
             return pinned
-    return session.scalar(
-        same.where(Batch.verdict.in_(GOOD_VERDICTS), Batch.created_at < batch.created_at)
-        .order_by(Batch.created_at.desc())
-        .limit(1)
+    return _usable(
+        session,
+        session.scalars(
+            same.where(Batch.verdict.in_(GOOD_VERDICTS), Batch.created_at < batch.created_at).order_by(
+                Batch.created_at.desc()
+            )
+        ),
     )
+
+
+def _usable(session: Session, ids: Iterable[uuid.UUID]) -> Batch | None:
+    """The first of ``ids`` (newest first) that can be a baseline; rows are read one at a time."""
+    for batch_id in list(ids):
+        found = session.get(Batch, batch_id)
+        if found is not None and found.status == BatchStatus.FINISHED and has_finished_cases(found):
+            return found
+    return None
 
 
 def _store_reports(services: Services, batch: Batch) -> None:

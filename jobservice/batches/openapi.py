@@ -63,7 +63,13 @@ def batch_paths(components: dict[str, Any]) -> dict[str, Any]:
         "/batches": {
             "post": {
                 "summary": "Create a nightly batch from a spec (its jobs queue below interactive ones)",
-                "parameters": [{"name": "Idempotency-Key", "in": "header", "schema": {"type": "string"}}],
+                "parameters": [
+                    {
+                        "name": "Idempotency-Key",
+                        "in": "header",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                    }
+                ],
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -74,7 +80,9 @@ def batch_paths(components: dict[str, Any]) -> dict[str, Any]:
                 "responses": {
                     "202": _batch("Created; its jobs are queued."),
                     "200": _batch("Idempotent replay."),
+                    "400": _error("Malformed JSON, or a bad Idempotency-Key."),
                     "409": _error("Idempotency-Key reused for another spec."),
+                    "413": _error("The body is larger than 2 MB."),
                     "415": _error("Send YAML or JSON."),
                     "422": _error("Invalid spec (details name each field)."),
                 },

@@ -197,6 +197,8 @@ def _check_key(services: Services, plan: Plan, name: str, key: str, *, where: st
     with tempfile.TemporaryDirectory(dir=_spool_dir(services.settings), prefix="batch-key-") as tmp:
         try:
             local = services.store.get_file(key, Path(tmp) / "input")
+        except ValueError as exc:  # an unsafe key (the spec refuses them too; this keeps it a 422)
+            raise SpecError(f"{where} input '{name}': {exc}.") from None
         except ObjectNotFound:
             raise SpecError(f"{where} input '{name}': there is no object '{key}' in the store.") from None
         except StoreUnavailable as exc:

@@ -101,6 +101,7 @@ def report_data(batch: Batch) -> dict[str, Any]:
             "baseline_id": str(batch.baseline_id) if batch.baseline_id else None,
             "created_at": batch.created_at.isoformat() if batch.created_at else None,
             "finished_at": batch.finished_at.isoformat() if batch.finished_at else None,
+            "error": batch.error,
         },
         "tracked_metrics": tracked,
         "counts": comparison.get("counts") or {},
@@ -186,6 +187,8 @@ def render_markdown(batch: Batch) -> str:
     baseline = f"`{info['baseline_id']}`" if info["baseline_id"] else "none (nothing to compare with yet)"
     lines.append(f"- baseline: {baseline}{' · this run is pinned as the baseline' if info['pinned'] else ''}")
     lines.append(f"- spec: {info['origin'] or '-'} (digest `{info['spec_digest'][:12]}`)")
+    if info["error"]:
+        lines.append(f"- error: {info['error']}")
     lines.append("")
     flagged = [c for c in data["cases"] if c["verdict"] in ("regressed", "failed", "changed", "missing")]
     if flagged:

@@ -1,14 +1,14 @@
 """Creating, resuming, canceling and pinning batches.
 
-A batch is created in two steps that can each be interrupted: the row and a snapshot of its inputs
-(``batches/<id>/inputs/<case>/<name>``) first, then one job per case and repeat through
-``submit_job`` with the idempotency key ``batch:<id>:<case>:<repeat>``. Resuming therefore only
-submits the slots that have no job yet (a replayed key returns the existing job): a finished case
-never runs again. Repeats are interleaved (every case's first run, then every case's second...)
-so that slow drift of the machine spreads over all cases instead of biasing one.
-
-    creating ──all slots submitted──> running ──last job ended (finalize)──> finished
-        └──────────────┴──cancel──> canceled ──resume──> creating
+Creation stores a snapshot of the inputs first (``batches/<id>/inputs/<case>/<name>``), then
+inserts the row together with its resolved spec in one transaction, so a row never exists without
+the spec it runs (an interruption before the insert leaves only unreferenced input files). Then it
+submits one job per case and repeat through ``submit_job`` with the idempotency key
+``batch:<id>:<case>:<repeat>`` (``:<n>`` appended for the n-th re-run of a slot whose job was
+canceled). Resuming therefore only submits the slots that have no live job yet (a replayed key
+returns the existing job): a finished case never runs again. Repeats are interleaved (every case's
+first run, then every case's second...) so that slow drift of the machine spreads over all cases
+instead of biasing one. Status changes go through ``jobservice.batches.states``.
 """
 
 from __future__ import annotations
@@ -20,15 +20,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from jobservice.batches.environment import creator_environment
 from jobservice.batches.plan import Plan
+from jobservice.batches.states import BatchStatus, mark_canceled, mark_running, reopen, still_creating
 from jobservice.errors import ApiError
 from jobservice.jobs import InvalidTransition, request_cancel
-from jobservice.models import TERMINAL_STATUSES, Batch, Job, JobStatus, utcnow
+from jobservice.models import TERMINAL_STATUSES, Batch, Job, JobStatus
 from jobservice.services import Services
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.submit import Submission, submit_job
@@ -36,9 +37,11 @@ from jobservice.uploads import AUDIO_FORMATS, IMAGE_FORMATS, CheckedUpload
 
 log = logging.getLogger(__name__)
 
-CREATING, RUNNING, FINISHED, CANCELED = "creating", "running", "finished", "canceled"
-BATCH_STATUSES = (CREATING, RUNNING, FINISHED, CANCELED)
+BATCH_STATUSES = tuple(BatchStatus)
 JOB_SOURCE = "batch"
+INCOMPLETE = (
+    "Its creation was interrupted before its spec was stored, so it has nothing to run; run the spec again."
+)
 
 Uploads = Callable[[dict[str, Any]], dict[str, CheckedUpload]]
 
@@ -73,6 +76,20 @@ def slots(spec: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
     return [(case, r) for r in range(rounds) for case in cases if r < int(case["repeat"])]
 
 
+def abandon_if_incomplete(services: Services, batch: Batch) -> bool:
+    """Cancel a batch that has no spec to run (an interrupted creation of an older version).
+
+    Such a batch would otherwise "finish" with no cases and become the next run's baseline.
+    """
+    if slots(batch.spec or {}):
+        return False
+    with services.db.session() as session:
+        moved = mark_canceled(session, batch.id, error=INCOMPLETE)
+    if moved:
+        log.warning("batch %s: no spec was stored; canceled", batch.id)
+    return True
+
+
 def create_batch(
     services: Services,
     plan: Plan,
@@ -91,33 +108,11 @@ def create_batch(
         existing = _by_key(services, idempotency_key)
         if existing is not None:
             return _replay(existing, loaded.digest), False
-    batch = Batch(
-        id=uuid.uuid4(),
-        name=loaded.spec.name,
-        spec_digest=loaded.digest,
-        spec={},
-        spec_text=loaded.text,
-        origin=loaded.origin[:512],
-        source=source,
-        status=CREATING,
-        pinned=False,
-        total_jobs=sum(c.repeat for c in plan.cases),
-        idempotency_key=idempotency_key,
-        environment={"created_by": creator_environment()},
-        results={},
-    )
+    batch_id = uuid.uuid4()
     try:
-        with services.db.session() as session:
-            session.add(batch)
-    except IntegrityError:
-        replay = _by_key(services, idempotency_key) if idempotency_key else None
-        if replay is None:
-            raise
-        return _replay(replay, loaded.digest), False
-    try:
-        cases = [case.describe(_store_inputs(services, batch.id, case)) for case in plan.cases]
+        cases = [case.describe(_store_inputs(services, batch_id, case)) for case in plan.cases]
     except StoreUnavailable as exc:
-        _discard(services, batch.id)
+        _discard_inputs(services, batch_id)
         raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
     resolved = {
         "name": loaded.spec.name,
@@ -127,9 +122,33 @@ def create_batch(
         "metrics": [m.model_dump(mode="json") for m in loaded.spec.metrics],
         "cases": cases,
     }
-    with services.db.session() as session:
-        session.execute(update(Batch).where(Batch.id == batch.id).values(spec=resolved, updated_at=utcnow()))
-    batch.spec = resolved
+    batch = Batch(
+        id=batch_id,
+        name=loaded.spec.name,
+        spec_digest=loaded.digest,
+        spec=resolved,
+        spec_text=loaded.text,
+        origin=loaded.origin[:512],
+        source=source,
+        status=BatchStatus.CREATING.value,
+        pinned=False,
+        total_jobs=sum(c.repeat for c in plan.cases),
+        idempotency_key=idempotency_key,
+        environment={"created_by": creator_environment()},
+        results={},
+    )
+    try:
+        with services.db.session() as session:  # the row and its spec in one transaction
+            session.add(batch)
+    except IntegrityError:
+        _discard_inputs(services, batch_id)
+        replay = _by_key(services, idempotency_key) if idempotency_key else None
+        if replay is None:
+            raise
+        return _replay(replay, loaded.digest), False
+    except BaseException:
+        _discard_inputs(services, batch_id)
+        raise
     by_name = {case.name: case.inputs for case in plan.cases}
     if on_recorded is not None:
         on_recorded(batch)
@@ -141,8 +160,10 @@ def resume_batch(services: Services, batch_id: uuid.UUID) -> Batch:
     """Queue the slots that have no job yet, or whose job was canceled; finished work is kept."""
     with services.db.session() as session:
         batch = get_batch(session, batch_id)
-    if batch.status == FINISHED:
+    if batch.status == BatchStatus.FINISHED:
         raise ApiError(409, "batch_finished", f"Batch {batch.id} is finished; there is nothing to resume.")
+    if abandon_if_incomplete(services, batch):
+        raise ApiError(409, "batch_incomplete", f"Batch {batch.id} cannot be resumed. {INCOMPLETE}")
     folder = services.settings.resolved_spool_dir()
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix="batch-resume-") as tmp:
@@ -154,11 +175,7 @@ def resume_batch(services: Services, batch_id: uuid.UUID) -> Batch:
             return cache[case["name"]]
 
         with services.db.session() as session:
-            session.execute(
-                update(Batch)
-                .where(Batch.id == batch.id, Batch.status.in_([CANCELED, RUNNING]))
-                .values(status=CREATING, finished_at=None, updated_at=utcnow())
-            )
+            reopen(session, batch.id)  # a no-op for one still creating (an interrupted creation)
         return submit_slots(services, batch.id, uploads)
 
 
@@ -186,22 +203,17 @@ def submit_slots(services: Services, batch_id: uuid.UUID, uploads: Uploads) -> B
             batch_case=case["name"],
             batch_repeat=repeat,
         )
-        submit_job(services, sub)
+        submitted, _ = submit_job(services, sub)
         with services.db.session() as session:  # shows creation is alive; stops if canceled meanwhile
-            alive = session.execute(
-                update(Batch)
-                .where(Batch.id == batch_id, Batch.status == CREATING)
-                .values(updated_at=utcnow())
-            )
-        if alive.rowcount != 1:  # type: ignore[attr-defined]
+            alive = still_creating(session, batch_id)
+        if not alive:
+            # cancel_batch may have listed the batch's jobs before this one was committed: cancel it
+            # here, or it would run (and a resume would not re-run its slot).
+            _cancel_job(services, submitted.id)
             log.info("batch %s: no longer being created (canceled?); stopping submission", batch_id)
             break
     with services.db.session() as session:
-        session.execute(
-            update(Batch)
-            .where(Batch.id == batch_id, Batch.status == CREATING)
-            .values(status=RUNNING, submitted_at=utcnow(), updated_at=utcnow())
-        )
+        mark_running(session, batch_id)
         return get_batch(session, batch_id)
 
 
@@ -209,22 +221,15 @@ def cancel_batch(services: Services, batch_id: uuid.UUID) -> Batch:
     """Stop a batch: queued jobs are canceled at once, running ones at their next step."""
     with services.db.session() as session:
         batch = get_batch(session, batch_id)
-        if batch.status in (FINISHED, CANCELED):
-            raise ApiError(409, "batch_finished", f"Batch {batch.id} is already {batch.status}.")
-        session.execute(
-            update(Batch)
-            .where(Batch.id == batch_id, Batch.status.in_([CREATING, RUNNING]))
-            .values(status=CANCELED, updated_at=utcnow(), finished_at=utcnow())
-        )
+        if BatchStatus(batch.status).is_ended or not mark_canceled(session, batch_id):
+            current = get_batch(session, batch_id).status
+            raise ApiError(409, "batch_finished", f"Batch {batch.id} is already {current}.")
+    with services.db.session() as session:
         unfinished = [
             j.id for j in latest_jobs(session, batch_id).values() if j.status not in TERMINAL_STATUSES
         ]
     for job_id in unfinished:
-        try:
-            with services.db.session() as session:
-                request_cancel(session, job_id)
-        except InvalidTransition:
-            pass  # it finished in the meantime
+        _cancel_job(services, job_id)
     with services.db.session() as session:
         return get_batch(session, batch_id)
 
@@ -233,15 +238,36 @@ def pin_batch(services: Services, batch_id: uuid.UUID, *, pinned: bool) -> Batch
     """Make a finished batch THE baseline of its spec (unpinning any other), or unpin it."""
     with services.db.session() as session:
         batch = get_batch(session, batch_id)
-        if pinned and batch.status != FINISHED:
+        if pinned and batch.status != BatchStatus.FINISHED:
             raise ApiError(
                 409, "batch_not_finished", f"Batch {batch.id} is {batch.status}; pin a finished one."
+            )
+        if pinned and not has_finished_cases(batch):
+            raise ApiError(
+                409, "batch_empty", f"Batch {batch.id} has no case with a finished run to compare with."
             )
         if pinned:
             session.execute(update(Batch).where(Batch.name == batch.name).values(pinned=False))
         session.execute(update(Batch).where(Batch.id == batch_id).values(pinned=pinned))
     with services.db.session() as session:
         return get_batch(session, batch_id)
+
+
+def has_finished_cases(batch: Batch) -> bool:
+    """Whether a finished batch has a case with a successful run: only such a batch is a baseline."""
+    return any(
+        run.get("status") == JobStatus.SUCCEEDED
+        for case in (batch.results or {}).get("cases") or []
+        for run in case.get("runs") or []
+    )
+
+
+def _cancel_job(services: Services, job_id: uuid.UUID) -> None:
+    try:
+        with services.db.session() as session:
+            request_cancel(session, job_id)
+    except InvalidTransition:
+        pass  # it finished in the meantime
 
 
 def _tries(session: Session, batch_id: uuid.UUID) -> dict[tuple[str, int], int]:
@@ -274,13 +300,11 @@ def _store_inputs(services: Services, batch_id: uuid.UUID, case: Any) -> dict[st
     return keys
 
 
-def _discard(services: Services, batch_id: uuid.UUID) -> None:
+def _discard_inputs(services: Services, batch_id: uuid.UUID) -> None:
     try:
         services.store.delete_prefix(f"batches/{batch_id}/")
     except StoreUnavailable:
         log.exception("batch %s: could not delete its inputs after a failed creation", batch_id)
-    with services.db.session() as session:
-        session.execute(delete(Batch).where(Batch.id == batch_id))
 
 
 def _fetch_inputs(services: Services, case: dict[str, Any], folder: Path) -> dict[str, CheckedUpload]:

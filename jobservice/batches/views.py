@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from pydantic import BaseModel, Field
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, defer
 
 from jobservice.batches.service import BATCH_STATUSES, latest_jobs, slots
+from jobservice.batches.states import BatchStatus
 from jobservice.errors import ApiError
-from jobservice.models import Batch, Job
+from jobservice.models import Batch, Job, JobStatus
 
 
 class Progress(BaseModel):
@@ -47,6 +49,7 @@ class BatchView(BaseModel):
     name: str
     status: str
     verdict: str | None
+    error: str | None = Field(default=None, description="Why it was canceled or could not be judged.")
     source: str
     origin: str
     spec_digest: str
@@ -62,52 +65,98 @@ class BatchView(BaseModel):
     links: dict[str, str]
 
 
-def batch_view(session: Session, batch: Batch, *, with_cases: bool = True) -> BatchView:
+@dataclass
+class _Tally:
+    """The newest job of each slot, counted by status, with the summed progress."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    progress: float = 0.0
+
+    def add(self, status: str, number: int, progress: float) -> None:
+        self.counts[status] = self.counts.get(status, 0) + number
+        # an ended job counts as done, whatever progress it reported last
+        self.progress += float(number) if JobStatus(status).is_terminal else progress
+
+
+def batch_view(session: Session, batch: Batch) -> BatchView:
     """Summarise ``batch``: its jobs' progress, and once finished, each case's verdict."""
     jobs = latest_jobs(session, batch.id)
-    total = len(slots(batch.spec or {})) or batch.total_jobs
-    counts: dict[str, int] = {}
-    progress_sum = 0.0
+    tally = _Tally()
     for job in jobs.values():
-        counts[str(job.status)] = counts.get(str(job.status), 0) + 1
-        progress_sum += (
-            1.0 if str(job.status) in ("succeeded", "failed", "canceled") else float(job.progress or 0)
-        )
+        tally.add(str(job.status), 1, float(job.progress or 0))
     comparison = (batch.results or {}).get("comparison") or {}
     verdicts = {c["case"]: c for c in comparison.get("cases") or []}
     own = {c["name"]: c for c in (batch.results or {}).get("cases") or []}
     cases = []
-    if with_cases:
-        for case in (batch.spec or {}).get("cases") or []:
-            mine = [j for (name, _), j in sorted(jobs.items()) if name == case["name"]]
-            statuses: dict[str, int] = {}
-            for job in mine:
-                statuses[str(job.status)] = statuses.get(str(job.status), 0) + 1
-            judged = verdicts.get(case["name"]) or {}
-            result = own.get(case["name"]) or {}
-            verdict = judged.get("verdict") or ("failed" if result.get("status") == "failed" else None)
-            reasons = judged.get("reasons") or [
-                e["message"] for e in result.get("expectations") or [] if not e.get("passed")
-            ]
-            cases.append(
-                CaseView(
-                    name=case["name"],
-                    model=case["model"],
-                    repeat=int(case["repeat"]),
-                    statuses=statuses,
-                    verdict=verdict,
-                    reasons=reasons,
-                    jobs=[str(j.id) for j in mine],
-                )
+    for case in (batch.spec or {}).get("cases") or []:
+        mine = [j for (name, _), j in sorted(jobs.items()) if name == case["name"]]
+        statuses: dict[str, int] = {}
+        for job in mine:
+            statuses[str(job.status)] = statuses.get(str(job.status), 0) + 1
+        judged = verdicts.get(case["name"]) or {}
+        result = own.get(case["name"]) or {}
+        verdict = judged.get("verdict") or ("failed" if result.get("status") == "failed" else None)
+        reasons = judged.get("reasons") or [
+            e["message"] for e in result.get("expectations") or [] if not e.get("passed")
+        ]
+        cases.append(
+            CaseView(
+                name=case["name"],
+                model=case["model"],
+                repeat=int(case["repeat"]),
+                statuses=statuses,
+                verdict=verdict,
+                reasons=reasons,
+                jobs=[str(j.id) for j in mine],
             )
+        )
+    return _view(batch, tally, cases)
+
+
+def list_views(session: Session, batches: list[Batch]) -> list[BatchView]:
+    """The summaries of a list of batches, without cases: one grouped query for all their jobs."""
+    tallies = _tallies(session, [b.id for b in batches])
+    return [_view(b, tallies.get(b.id) or _Tally(), []) for b in batches]
+
+
+def _tallies(session: Session, batch_ids: list[uuid.UUID]) -> dict[uuid.UUID, _Tally]:
+    """Per batch, its slots' newest jobs by status (retried slots count once, as in latest_jobs)."""
+    if not batch_ids:
+        return {}
+    newest = func.row_number().over(
+        partition_by=(Job.batch_id, Job.batch_case, Job.batch_repeat),
+        order_by=(Job.created_at.desc(), Job.id.desc()),
+    )
+    ranked = (
+        select(Job.batch_id, Job.status, Job.progress, newest.label("rank"))
+        .where(Job.batch_id.in_(batch_ids))
+        .subquery()
+    )
+    rows = session.execute(
+        select(
+            ranked.c.batch_id, ranked.c.status, func.count(), func.sum(func.coalesce(ranked.c.progress, 0.0))
+        )
+        .where(ranked.c.rank == 1)
+        .group_by(ranked.c.batch_id, ranked.c.status)
+    )
+    tallies: dict[uuid.UUID, _Tally] = {}
+    for batch_id, status, number, progress in rows:
+        tallies.setdefault(batch_id, _Tally()).add(str(status), int(number), float(progress or 0))
+    return tallies
+
+
+def _view(batch: Batch, tally: _Tally, cases: list[CaseView]) -> BatchView:
+    total = len(slots(batch.spec or {})) or batch.total_jobs
+    comparison = (batch.results or {}).get("comparison") or {}
     links = {"self": f"/batches/{batch.id}", "jobs": f"/batches/{batch.id}/jobs"}
-    if batch.status == "finished":
+    if batch.status == BatchStatus.FINISHED:
         links.update(report=f"/batches/{batch.id}/report", page=f"/ui/batches/{batch.id}")
     return BatchView(
         id=str(batch.id),
         name=batch.name,
         status=batch.status,
         verdict=batch.verdict,
+        error=batch.error,
         source=batch.source,
         origin=batch.origin,
         spec_digest=batch.spec_digest,
@@ -118,9 +167,9 @@ def batch_view(session: Session, batch: Batch, *, with_cases: bool = True) -> Ba
         finished_at=batch.finished_at,
         progress=Progress(
             total=total,
-            created=len(jobs),
-            fraction=round(progress_sum / total, 4) if total else 1.0,
-            **counts,
+            created=sum(tally.counts.values()),
+            fraction=round(tally.progress / total, 4) if total else 1.0,
+            **tally.counts,
         ),
         counts={k: v for k, v in (comparison.get("counts") or {}).items() if v},
         cases=cases,
@@ -137,7 +186,7 @@ def list_batches(
         raise ApiError(
             422, "invalid_status", f"Unknown batch status '{status}'; use one of {', '.join(BATCH_STATUSES)}."
         )
-    query = select(Batch)
+    query = select(Batch).options(defer(Batch.spec_text))  # the YAML as sent: never listed
     if name:
         query = query.where(Batch.name == name)
     if status:
@@ -145,11 +194,20 @@ def list_batches(
     return list(session.scalars(query.order_by(Batch.created_at.desc(), Batch.id.desc()).limit(limit)))
 
 
+def spec_names(session: Session) -> list[str]:
+    """The name of every spec that has run, sorted (the list page's filter)."""
+    return list(session.scalars(select(Batch.name).distinct().order_by(Batch.name)))
+
+
 def history(session: Session, batch: Batch, *, limit: int) -> list[Batch]:
     """The finished runs of ``batch``'s spec up to and including it, oldest first (trend charts)."""
     rows = session.scalars(
         select(Batch)
-        .where(Batch.name == batch.name, Batch.status == "finished", Batch.created_at <= batch.created_at)
+        .where(
+            Batch.name == batch.name,
+            Batch.status == BatchStatus.FINISHED,
+            Batch.created_at <= batch.created_at,
+        )
         .order_by(Batch.created_at.desc())
         .limit(limit)
     )

@@ -17,33 +17,15 @@ from jobservice.batches.charts import H, W, case_charts
 from jobservice.batches.finalize import refresh_batch
 from jobservice.batches.render import fmt, fmt_change, metric_heading, report_data, shown_metrics
 from jobservice.batches.service import BATCH_STATUSES, parse_batch_id, pin_batch
-from jobservice.batches.views import batch_view, history, list_batches
-from jobservice.errors import ApiError
-from jobservice.web.blueprint import error_page
-from jobservice.web.security import CsrfError, check_csrf, harden
+from jobservice.batches.states import BatchStatus
+from jobservice.batches.views import batch_view, history, list_batches, list_views, spec_names
+from jobservice.web.blueprint import register_page_handlers
+from jobservice.web.security import check_csrf
 
 bp = Blueprint("batches_web", __name__, static_folder="static", static_url_path="/ui/batches/static")
+register_page_handlers(bp)
 
 REFRESH_SECONDS = 5
-
-
-@bp.after_request
-def _harden(response: Response) -> Response:
-    if response.mimetype == "text/html":
-        harden(response, services().settings)
-        response.headers.setdefault("Cache-Control", "no-store")
-    return response
-
-
-@bp.errorhandler(ApiError)
-def _api_error(error: ApiError) -> tuple[Any, int]:
-    titles = {404: "Not found", 409: "Not possible right now", 422: "Request refused"}
-    return error_page(error.status, titles.get(error.status, "Request refused"), error.message, error.code)
-
-
-@bp.errorhandler(CsrfError)
-def _csrf(_error: CsrfError) -> tuple[Any, int]:
-    return error_page(400, "This form has expired", "Reload the page and send the form again.", "csrf_failed")
 
 
 @bp.app_template_global("batch_fmt")
@@ -64,12 +46,9 @@ def batches() -> str:
     name = request.args.get("name") or None
     status = request.args.get("status") if request.args.get("status") in BATCH_STATUSES else None
     with services().db.session() as session:
-        rows = [
-            batch_view(session, b, with_cases=False)
-            for b in list_batches(session, name=name, status=status, limit=100)
-        ]
-        names = sorted({b.name for b in list_batches(session, limit=500)})
-    running = any(b.status in ("creating", "running") for b in rows)
+        rows = list_views(session, list_batches(session, name=name, status=status, limit=100))
+        names = spec_names(session)
+    running = any(not BatchStatus(b.status).is_ended for b in rows)
     return render_template(
         "batches/list.html",
         rows=rows,
@@ -89,8 +68,9 @@ def batch_page(batch_id: str) -> str:
     batch = refresh_batch(svc, parse_batch_id(batch_id))
     with svc.db.session() as session:
         view = batch_view(session, batch)
-        runs = history(session, batch, limit=svc.settings.batch_history) if batch.status == "finished" else []
-    data = report_data(batch) if batch.status == "finished" else None
+        finished = batch.status == BatchStatus.FINISHED
+        runs = history(session, batch, limit=svc.settings.batch_history) if finished else []
+    data = report_data(batch) if finished else None
     tracked = shown_metrics(data) if data else []
     charts = {}
     if data is not None:
@@ -107,7 +87,7 @@ def batch_page(batch_id: str) -> str:
         chart_w=W,
         chart_h=H,
         metric_labels={m: metric_heading(m) for m in tracked},
-        refresh=None if batch.status in ("finished", "canceled") else REFRESH_SECONDS,
+        refresh=None if BatchStatus(batch.status).is_ended else REFRESH_SECONDS,
         nav="batches",
     )
 

@@ -104,14 +104,6 @@ def megabytes(size: int | None) -> str:
     return f"{size / 2**20:.1f} MB"
 
 
-@bp.after_request
-def _harden(response: Response) -> Response:
-    if response.mimetype == "text/html":
-        harden(response, services().settings)
-        response.headers.setdefault("Cache-Control", "no-store")
-    return response
-
-
 def error_page(status: int, title: str, message: str, code: str = "") -> tuple[Any, int]:
     """An error as an HTML page, or as the API's JSON error shape for the page's script."""
     if wants_json():
@@ -119,7 +111,13 @@ def error_page(status: int, title: str, message: str, code: str = "") -> tuple[A
     return render_template("web/error.html", status=status, title=title, message=message, code=code), status
 
 
-@bp.errorhandler(CsrfError)
+def _harden(response: Response) -> Response:
+    if response.mimetype == "text/html":
+        harden(response, services().settings)
+        response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
 def _csrf(_error: CsrfError) -> tuple[Any, int]:
     return error_page(
         400,
@@ -131,24 +129,20 @@ def _csrf(_error: CsrfError) -> tuple[Any, int]:
     )
 
 
-@bp.errorhandler(ApiError)
 def _api_error(error: ApiError) -> tuple[Any, int]:
     titles = {404: "Not found", 409: "Not possible right now", 503: "Temporarily unavailable"}
     return error_page(error.status, titles.get(error.status, "Request refused"), error.message, error.code)
 
 
-@bp.errorhandler(413)
 def _too_large(_error: HTTPException) -> tuple[Any, int]:
     return error_page(413, "Upload too large", "The upload is larger than this server accepts.", "too_large")
 
 
-@bp.errorhandler(HTTPException)
 def _http_error(error: HTTPException) -> tuple[Any, int]:
     status = error.code or 500
     return error_page(status, error.name, error.description or error.name, "http_error")
 
 
-@bp.errorhandler(Exception)
 def _unexpected(error: Exception) -> tuple[Any, int]:
     log.exception("unhandled error on %s %s", request.method, request.path)
     return error_page(
@@ -157,3 +151,20 @@ def _unexpected(error: Exception) -> tuple[Any, int]:
         "The server failed unexpectedly; this is a bug and was logged. Try again in a moment.",
         "internal_error",
     )
+
+
+def register_page_handlers(blueprint: Blueprint) -> None:
+    """What every blueprint of pages shares: security headers, and errors as HTML error pages.
+
+    The app's own handlers answer JSON (for the API); these take precedence for the blueprint's
+    routes. CSRF failures, refusals (ApiError), HTTP errors and bugs each get a page.
+    """
+    blueprint.after_request(_harden)
+    blueprint.register_error_handler(CsrfError, _csrf)
+    blueprint.register_error_handler(ApiError, _api_error)
+    blueprint.register_error_handler(413, _too_large)
+    blueprint.register_error_handler(HTTPException, _http_error)
+    blueprint.register_error_handler(Exception, _unexpected)
+
+
+register_page_handlers(bp)

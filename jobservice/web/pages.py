@@ -55,7 +55,8 @@ class ListQuery:
                 if value in JobStatus.__members__.values() and JobStatus(value) not in statuses:
                     statuses.append(JobStatus(value))
         raw_limit = args.get("limit", "")
-        limit = int(raw_limit) if raw_limit.isdigit() and int(raw_limit) in PAGE_SIZES else PAGE_SIZES[0]
+        # Compared as text: int() raises on digits such as "²" that str.isdigit() accepts.
+        limit = int(raw_limit) if raw_limit in {str(size) for size in PAGE_SIZES} else PAGE_SIZES[0]
         return cls(statuses, args.get("model") or None, limit, args.get("cursor") or None)
 
     def args(self, **changes: Any) -> dict[str, Any]:

@@ -75,6 +75,7 @@ def finish_jobs(
     frames: Callable[[Job], list[str]] | None = None,
     fail: Callable[[Job], str | None] | None = None,
     only: Callable[[Job], bool] | None = None,
+    memory: Callable[[Job], dict[str, float]] | None = None,
 ) -> None:
     """Run every queued job of a batch (or those ``only`` picks) "by hand" with a synthetic report."""
     for job in batch_jobs(services, batch_id):
@@ -104,7 +105,7 @@ def finish_jobs(
             rtf=round(ms / 1000, 4),
             generate_started_at=started,
             first_frame_at=started + timedelta(milliseconds=ms / 4),
-            memory={"peak_rss_mb": 500.0},
+            memory=memory(job) if memory else {"peak_rss_mb": 500.0},
             device_placement={"device": "cpu", "torch_device": "cpu"},
             frame_hashes=hashes,
             versions={"jobservice": "0.1.0", "torch": "2.13.0"},

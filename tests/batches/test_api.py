@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,11 @@ import pytest
 import redis
 from sqlalchemy import func, select
 
-from jobservice.models import Batch, Job
+from jobservice.batches.control import tick
+from jobservice.batches.plan import plan_batch
+from jobservice.batches.service import cancel_batch, create_batch
+from jobservice.batches.spec import parse_spec
+from jobservice.models import Batch, Job, utcnow
 from jobservice.queueing import KOMBU_SEP
 from tests.batches.helpers import a2v_case, batch_jobs, finish_jobs, spec, steady, t2v_case
 
@@ -294,3 +300,177 @@ def test_batches_on_postgres(pg_url: str, clean_redis: str, root: Path, tmp_path
         )
     finally:
         services.db.dispose()
+
+
+def test_a_zero_baseline_median_finishes_and_every_view_answers(bclient: Any, bservices: Any) -> None:
+    body = spec(t2v_case(repeat=3), metrics=["generate_ms", "peak_mb"])
+    first = create(bclient, body)
+    finish_jobs(bservices, first["id"], generate_ms=steady(100), memory=lambda j: {"peak_mb": 0.0})
+    second = create(bclient, body)
+    finish_jobs(
+        bservices, second["id"], generate_ms=steady(100), memory=lambda j: {"peak_mb": j.batch_repeat and 5.0}
+    )
+    view = show(bclient, second["id"])
+    assert view["status"] == "finished" and view["verdict"] == "regressed"
+    assert view["cases"][0]["reasons"] == ["peak device memory rose from 0 to 5 MB"]
+    compared = bclient.get(f"/batches/compare?baseline={first['id']}&candidate={second['id']}")
+    assert compared.status_code == 200 and compared.get_json()["verdict"] == "regressed"
+    page = bclient.get(f"/ui/batches/{second['id']}")
+    assert page.status_code == 200 and "rose from 0 to 5 MB" in page.get_data(as_text=True)
+    assert bclient.get(f"/batches/{second['id']}/report?format=md").status_code == 200
+
+
+BAD_KEYS = ["../x", "/etc/passwd", "a//b"]
+
+
+@pytest.mark.parametrize("key", BAD_KEYS)
+def test_unsafe_input_keys_are_422(bclient: Any, bservices: Any, key: str) -> None:
+    body = spec(a2v_case(inputs={"image": {"key": key}, "audio": "speech.wav"}))
+    response = bclient.post("/batches", json={"spec": body})
+    assert response.status_code == 422, response.get_data(as_text=True)
+    error = response.get_json()["error"]
+    assert error["code"] == "invalid_spec" and error["details"][0]["field"] == "cases.0.inputs.image.key"
+    assert counts(bservices) == (0, 0)
+
+
+def test_odd_limits_are_422(bclient: Any) -> None:
+    for limit in ("²", "٣٣٣٣", "1" * 5000, "-1", "1.5", "101"):
+        response = bclient.get("/batches", query_string={"limit": limit})
+        assert response.status_code == 422, (limit, response.status_code)
+        assert response.get_json()["error"]["code"] == "invalid_limit"
+    assert bclient.get("/batches", query_string={"limit": "٣"}).status_code == 200, "Arabic-Indic 3"
+
+
+def test_only_yaml_and_json_bodies_are_accepted(bclient: Any, bservices: Any) -> None:
+    text = "name: yaml-spec\ncases:\n  - {name: a, model: reference-t2v, params: {prompt: x}, repeat: 1}\n"
+    # text/plain is what a form on another site can send without the browser asking first.
+    refused = bclient.post("/batches", data=text, content_type="text/plain")
+    assert refused.status_code == 415 and refused.get_json()["error"]["code"] == "unsupported_media_type"
+    for mime in ("application/yaml", "application/x-yaml", "text/yaml"):
+        assert bclient.post("/batches", data=text, content_type=mime).status_code in (200, 202), mime
+    assert counts(bservices)[0] == 3
+
+
+def test_oversized_and_hostile_bodies_are_4xx(bclient: Any, bservices: Any) -> None:
+    huge = "# padding\n" * (2 * 2**20 // 10 + 10)
+    response = bclient.post("/batches", data=huge, content_type="application/yaml")
+    assert response.status_code == 413 and response.get_json()["error"]["code"] == "spec_too_large"
+    big_yaml = {"spec_yaml": "name: x\n" + "#" * 2**20}
+    response = bclient.post("/batches", json=big_yaml)
+    assert response.status_code == 422 and "larger than" in response.get_json()["error"]["message"]
+    deep = bclient.post("/batches", data="[" * 100_000, content_type="application/json")
+    assert deep.status_code == 400 and deep.get_json()["error"]["code"] == "invalid_json"
+    bomb = 'name: x\na: &a ["lol", "lol"]\nb: [*a, *a]\ncases: []\n'
+    response = bclient.post("/batches", data=bomb, content_type="application/yaml")
+    assert response.status_code == 422 and "anchors and aliases" in response.get_json()["error"]["message"]
+    assert counts(bservices) == (0, 0)
+
+
+def test_idempotency_keys_up_to_255_characters(bclient: Any, bservices: Any) -> None:
+    body = {"spec": spec(t2v_case(repeat=1))}
+    longest = "k" * 255
+    first = bclient.post("/batches", json=body, headers={"Idempotency-Key": longest})
+    again = bclient.post("/batches", json=body, headers={"Idempotency-Key": longest})
+    assert first.status_code == 202 and again.status_code == 200
+    assert again.get_json()["id"] == first.get_json()["id"]
+    with bservices.db.session() as s:
+        stored = s.scalar(select(Batch.idempotency_key))
+    assert stored is not None and len(stored) <= 255, "fits the column (PostgreSQL enforces it)"
+    refused = bclient.post("/batches", json=body, headers={"Idempotency-Key": "k" * 256})
+    assert refused.status_code == 400 and "1-255" in refused.get_json()["error"]["message"]
+
+
+def test_an_interrupted_creation_leaves_no_batch(bservices: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def crash(*_: Any, **__: Any) -> None:
+        raise KeyboardInterrupt  # the process dies while the inputs are being stored
+
+    monkeypatch.setattr(bservices.store, "put_file", crash)
+    with plan_batch(
+        bservices, parse_spec(spec(a2v_case())), confine_to=bservices.settings.batch_root
+    ) as plan:
+        with pytest.raises(KeyboardInterrupt):
+            create_batch(bservices, plan, source="cli")
+    assert counts(bservices) == (0, 0), "no half-made batch for the tick to 'finish' empty"
+
+
+def test_a_batch_without_a_spec_is_canceled_and_never_a_baseline(bclient: Any, bservices: Any) -> None:
+    # What an interrupted creation of the previous version left: a row without its spec.
+    stale = utcnow() - timedelta(minutes=10)
+    orphan = Batch(
+        id=uuid.uuid4(),
+        name="nightly-test",
+        spec_digest="0" * 64,
+        spec={},
+        status="creating",
+        total_jobs=3,
+        created_at=stale,
+        updated_at=stale,
+    )
+    with bservices.db.session() as s:
+        s.add(orphan)
+    assert tick(bservices) == {"finished": 0, "resumed": 0, "abandoned": 1}
+    view = show(bclient, str(orphan.id))
+    assert view["status"] == "canceled" and "interrupted before its spec was stored" in view["error"]
+    refused = bclient.post(f"/batches/{orphan.id}/resume")
+    assert refused.status_code == 409 and refused.get_json()["error"]["code"] == "batch_incomplete"
+    page = bclient.get(f"/ui/batches/{orphan.id}").get_data(as_text=True)
+    assert "interrupted before its spec was stored" in page
+
+    # A finished batch with nothing in it (as such a row used to end) is no baseline, even pinned.
+    empty = Batch(
+        id=uuid.uuid4(),
+        name="nightly-test",
+        spec_digest="0" * 64,
+        spec={},
+        status="finished",
+        verdict="no_baseline",
+        pinned=True,
+        results={"cases": [], "comparison": None},
+        created_at=stale,
+    )
+    with bservices.db.session() as s:
+        s.add(empty)
+    batch = create(bclient, spec(t2v_case(repeat=1)))
+    finish_jobs(bservices, batch["id"], generate_ms=steady(100))
+    view = show(bclient, batch["id"])
+    assert view["verdict"] == "no_baseline" and view["baseline_id"] is None
+    refused = bclient.post(f"/batches/{empty.id}/pin")
+    assert refused.status_code == 409 and refused.get_json()["error"]["code"] == "batch_empty"
+
+
+def test_cancel_while_a_job_is_being_submitted_cancels_that_job(bservices: Any) -> None:
+    # The racy order: cancel_batch lists the batch's jobs (none yet) and marks it canceled; then
+    # the submission it raced with commits its job and only afterwards sees the batch canceled.
+    def cancel_now(batch: Batch) -> None:
+        cancel_batch(bservices, batch.id)
+
+    with plan_batch(bservices, parse_spec(spec(t2v_case(repeat=3)))) as plan:
+        batch, created = create_batch(bservices, plan, source="cli", on_recorded=cancel_now)
+    assert created and batch.status == "canceled"
+    jobs = batch_jobs(bservices, batch.id)
+    assert [j.status for j in jobs] == ["canceled"], "submission stopped, and its one job was canceled"
+
+
+def test_the_list_counts_retried_slots_once(bclient: Any, bservices: Any) -> None:
+    batch = create(bclient, spec(t2v_case(repeat=2), t2v_case(name="b", repeat=2)))
+    first = batch_jobs(bservices, batch["id"])[0]
+    finish_jobs(bservices, batch["id"], generate_ms=steady(100), only=lambda j: j.id == first.id)
+    bclient.post(f"/batches/{batch['id']}/cancel")
+    bclient.post(f"/batches/{batch['id']}/resume")
+    other = create(bclient, spec(t2v_case(repeat=1), name="other-spec"))
+    listed = {b["id"]: b for b in bclient.get("/batches").get_json()["batches"]}
+    for one in (batch, other):
+        alone = show(bclient, one["id"])
+        assert listed[one["id"]] == {**alone, "cases": []}
+    assert listed[batch["id"]]["progress"] | {"fraction": 0} == {
+        "total": 4,
+        "created": 4,
+        "queued": 3,
+        "running": 0,
+        "succeeded": 1,
+        "failed": 0,
+        "canceled": 0,
+        "fraction": 0,
+    }
+    listing = bclient.get("/ui/batches").get_data(as_text=True)
+    assert '<option value="nightly-test">' in listing and '<option value="other-spec">' in listing

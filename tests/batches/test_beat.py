@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 import yaml
 from celery.schedules import crontab
 from sqlalchemy import select
 
-from jobservice.batches.control import beat_schedule, cron_schedule, parse_schedules
+from jobservice.batches.control import (
+    beat_schedule,
+    cron_schedule,
+    last_fire_time,
+    parse_schedules,
+    run_scheduled,
+    schedule_slot,
+    scheduled_key,
+)
 from jobservice.models import Batch
 from jobservice.settings import Settings
 from tests.batches.conftest import build_batch_stack
@@ -50,7 +62,7 @@ def test_beat_schedule_has_each_spec_and_the_tick() -> None:
         batch_tick_seconds=7,
     )
     plan = beat_schedule(settings)
-    assert plan["batch:nightly"]["args"] == ["nightly", "n.yaml", 60.0]
+    assert plan["batch:nightly"]["args"] == ["nightly", "n.yaml", 60.0, "0 2 * * *"]
     assert plan["batch:nightly"]["schedule"] == cron_schedule("0 2 * * *")
     assert plan["batch:nightly"]["options"]["queue"] == "jobservice.control"
     assert plan["batch-tick"]["schedule"].run_every.total_seconds() == 7
@@ -115,3 +127,69 @@ def test_a_due_schedule_makes_a_batch_appear_and_finish(tmp_path: Path) -> None:
             except subprocess.TimeoutExpired:
                 os.killpg(beat.pid, signal.SIGKILL)
         stack.close()
+
+
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+
+
+def at(text: str, zone: ZoneInfo = SHANGHAI) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=zone)
+
+
+def test_the_fire_time_is_the_crons_not_the_clocks() -> None:
+    nightly = "0 2 * * *"
+    assert last_fire_time(nightly, at("2026-03-10T02:00:00.1")) == at("2026-03-10T02:00")
+    assert last_fire_time(nightly, at("2026-03-10T02:01:01")) == at("2026-03-10T02:00")
+    assert last_fire_time(nightly, at("2026-03-10T23:59")) == at("2026-03-10T02:00")
+    assert last_fire_time(nightly, at("2026-03-10T01:59:59")) == at("2026-03-09T02:00")
+    weekdays = "30 1 * * 1-5"  # Monday to Friday; 2026-03-14 is a Saturday
+    assert last_fire_time(weekdays, at("2026-03-16T00:00")) == at("2026-03-13T01:30")
+    both = "0 0 13 * 5"  # Friday the 13th: day of month AND day of week, as Celery's crontab
+    assert last_fire_time(both, at("2026-12-31T00:00")) == at("2026-11-13T00:00")
+    leap_mondays = "0 0 29 2 1"  # last on 2016-02-29, next on 2044-02-29
+    assert last_fire_time(leap_mondays, at("2026-03-10T00:00")) is None, "beyond the look-back"
+    assert last_fire_time(leap_mondays, at("2020-03-10T00:00")) == at("2016-02-29T00:00")
+
+
+def test_schedule_slots_follow_the_zone_of_the_schedule() -> None:
+    # 18:00:30 UTC is 02:00:30 the next day in Shanghai.
+    utc = datetime(2026, 3, 9, 18, 0, 30, tzinfo=UTC).timestamp()
+    assert schedule_slot(cron="0 2 * * *", period_seconds=60, timezone="Asia/Shanghai", now=utc) == (
+        "2026-03-10T02:00"
+    )
+    assert schedule_slot(cron="0 2 * * *", period_seconds=60, timezone="UTC", now=utc) == "2026-03-09T02:00"
+    early = utc - 30.5 - 3  # a second beat's clock 3 s ahead: the message arrives "before" 02:00
+    assert schedule_slot(cron="0 2 * * *", period_seconds=60, timezone="Asia/Shanghai", now=early) == (
+        "2026-03-10T02:00"
+    )
+    assert schedule_slot(cron=None, period_seconds=5, timezone="UTC", now=12.0) == "2"
+    assert len(scheduled_key("s" * 300, "2026-03-10T02:00")) <= 255
+    assert scheduled_key("s" * 300, "2026-03-10T02:00").endswith(":2026-03-10T02:00")
+
+
+@pytest.mark.integration
+def test_one_batch_per_firing_however_late_or_often_it_is_delivered(bservices: Any, root: Path) -> None:
+    (root / "nightly.yaml").write_text(
+        "name: beat-dedupe\ncases: [{name: a, model: reference-t2v, params: {prompt: x}, repeat: 1}]\n"
+    )
+    settings = bservices.settings.model_copy(update={"batch_timezone": "Asia/Shanghai"})
+    services = dataclasses.replace(bservices, settings=settings)
+    fired = datetime(2026, 3, 10, 2, 0, tzinfo=SHANGHAI).timestamp()
+
+    def deliver(seconds_late: float) -> str | None:
+        return run_scheduled(
+            services,
+            name="nightly",
+            spec="nightly.yaml",
+            period_seconds=60.0,
+            cron="0 2 * * *",
+            now=fired + seconds_late,
+        )
+
+    # Two beats either side of a minute boundary, and a redelivery hours later: one batch.
+    ids = {deliver(0.2), deliver(61.0), deliver(3 * 3600.0)}
+    assert len(ids) == 1 and None not in ids
+    assert deliver(24 * 3600.0) not in ids, "the next night is a new batch"
+    with bservices.db.session() as s:
+        keys = sorted(str(k) for k in s.scalars(select(Batch.idempotency_key)))
+    assert keys == ["beat:nightly:2026-03-10T02:00", "beat:nightly:2026-03-11T02:00"]

@@ -126,9 +126,9 @@ def test_the_tick_resumes_an_interrupted_creation_and_finishes_batches(bservices
     with bservices.db.session() as s:
         batch = s.query(Batch).one()
     assert batch.status == "creating" and len(batch_jobs(bservices, batch.id)) == 2
-    assert tick(bservices) == {"finished": 0, "resumed": 0}, "a fresh creation is not raced"
-    assert tick(bservices, stale_after_seconds=0) == {"finished": 0, "resumed": 1}
+    assert tick(bservices) == {"finished": 0, "resumed": 0, "abandoned": 0}, "a fresh creation is not raced"
+    assert tick(bservices, stale_after_seconds=0) == {"finished": 0, "resumed": 1, "abandoned": 0}
     assert len(batch_jobs(bservices, batch.id)) == 5
     finish_jobs(bservices, batch.id, generate_ms=steady(200))
-    assert tick(bservices) == {"finished": 1, "resumed": 0}
+    assert tick(bservices) == {"finished": 1, "resumed": 0, "abandoned": 0}
     assert bservices.store.exists(f"batches/{batch.id}/report.csv")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from jobservice.batches.compare import compare_results, has_regression, thresholds_for
+from jobservice.batches.finalize import judge
 from jobservice.batches.render import render_comparison_text
+from jobservice.models import Batch
 
 SPEC = {
     "thresholds": {"relative": 0.03, "k": 3},
@@ -100,3 +103,41 @@ def test_models_that_write_their_own_video_compare_files() -> None:
     assert other["verdict"] == "regressed" and other["reasons"] == [
         "the output video changed (its file differs)"
     ]
+
+
+def test_a_zero_baseline_median_is_judged_without_a_percentage() -> None:
+    # The baseline used no device memory (a CPU run); the candidate 5 MB: no relative change exists.
+    old = case("cpu", [100, 100, 100]) | {
+        "samples": {"generate_ms": [100, 100, 100], "peak_rss_mb": [0, 0, 0]}
+    }
+    new = case("cpu", [100, 100, 100]) | {
+        "samples": {"generate_ms": [100, 100, 100], "peak_rss_mb": [0, 5, 5]}
+    }
+    result = compare_results({"cases": [old]}, {"cases": [new]}, spec=SPEC)
+    judged = result["cases"][0]
+    assert judged["verdict"] == "regressed"
+    assert judged["reasons"] == ["peak host memory rose from 0 to 5 MB"]
+    memory = next(m for m in judged["metrics"] if m["metric"] == "peak_rss_mb")
+    assert memory["change"] is None and memory["note"] == "baseline median is zero"
+    assert "peak host memory" in render_comparison_text(result, verbose=True)
+
+
+def test_one_unreadable_metric_does_not_stop_the_comparison() -> None:
+    broken = case("x", [100, 100]) | {"samples": {"generate_ms": ["fast", "slow"], "peak_rss_mb": [500, 500]}}
+    judged = compare_results({"cases": [broken]}, {"cases": [case("x", [100, 100])]}, spec=SPEC)["cases"][0]
+    assert judged["verdict"] == "ok"
+    generate = next(m for m in judged["metrics"] if m["metric"] == "generate_ms")
+    assert generate["verdict"] == "n/a" and generate["note"].startswith("not compared: TypeError")
+
+
+def test_results_that_cannot_be_judged_finish_as_an_error() -> None:
+    batch = Batch(
+        id=uuid.uuid4(),
+        name="n",
+        spec={**SPEC, "cases": [{"name": "x", "model": "m", "repeat": 1}]},
+        environment={},
+    )
+    baseline = Batch(id=uuid.uuid4(), results={"cases": [{"no name": True}]}, environment={})
+    outcome = judge(batch, {}, {}, baseline)
+    assert outcome["verdict"] == "error" and "KeyError" in outcome["error"]
+    assert [c["name"] for c in outcome["results"]["cases"]] == ["x"]

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from jobservice.batches.spec import SpecError, load_spec_file, parse_spec_text, resolve_under
+from jobservice.batches.spec import (
+    MAX_SPEC_BYTES,
+    SpecError,
+    load_spec_file,
+    parse_spec,
+    parse_spec_text,
+    resolve_under,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,3 +109,45 @@ def test_paths_cannot_leave_the_batch_root(tmp_path: Path) -> None:
 def test_the_demo_spec_parses() -> None:
     loaded = load_spec_file(ROOT / "batches" / "nightly-reference.yaml")
     assert {c.model for c in loaded.spec.cases} == {"reference-t2v", "reference-talking-head"}
+
+
+BOMB = "\n".join(
+    ["name: bomb", 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    + [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]" for i in range(8)]
+    + ["cases: [{name: c, model: m, params: {p: *i}}]"]
+)
+
+
+def test_yaml_anchors_and_aliases_are_refused_before_they_expand() -> None:
+    assert len(BOMB) < 500, "a few hundred bytes that expand to 9**9 strings"
+    started = time.perf_counter()
+    with pytest.raises(SpecError, match="YAML anchors and aliases are not allowed") as caught:
+        parse_spec_text(BOMB)
+    assert time.perf_counter() - started < 1.0
+    assert "line 2" in caught.value.message, "it names the first anchor"
+    merge = "base: &base {model: m}\nname: x\ncases: [{<<: *base, name: a}]"
+    with pytest.raises(SpecError, match="anchors and aliases"):
+        parse_spec_text(merge)
+
+
+def test_deep_nesting_and_large_specs_are_refused(tmp_path: Path) -> None:
+    deep = "name: x\ncases: [{name: a, model: m, params: {p: " + "[" * 40 + "]" * 40 + "}}]"
+    with pytest.raises(SpecError, match="nested more than 32 levels"):
+        parse_spec_text(deep)
+    nested: dict[str, Any] = {}
+    for _ in range(2000):  # deeper than Python's recursion limit
+        nested = {"a": nested}
+    with pytest.raises(SpecError, match="nested more than 32 levels"):
+        parse_spec({"name": "x", "cases": [{"name": "a", "model": "m", "params": nested}]})
+    big = tmp_path / "big.yaml"
+    big.write_text(GOOD + "#" * MAX_SPEC_BYTES)
+    with pytest.raises(SpecError, match="larger than 1024 KB"):
+        load_spec_file(big)
+
+
+@pytest.mark.parametrize("key", ["../x", "/etc/passwd", "a//b", "a/./b", "a\\b"])
+def test_unsafe_object_keys_are_spec_errors(key: str) -> None:
+    text = "name: x\ncases: [{name: a, model: m, inputs: {image: {key: 'KEY'}}}]".replace("KEY", key)
+    with pytest.raises(SpecError) as caught:
+        parse_spec_text(text)
+    assert caught.value.details[0]["field"] == "cases.0.inputs.image.key"

@@ -63,3 +63,33 @@ def test_report_page_lists_regressions_first_with_trends(bclient: Any, bservices
     assert bclient.get(f"/batches/{ids[0]}").get_json()["pinned"] is True
     with bclient.get("/ui/batches/static/batches.css") as css:
         assert css.status_code == 200 and b".v-regressed" in css.get_data()
+
+
+def test_batch_pages_answer_errors_as_pages_with_the_security_headers(
+    bclient: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import jobservice.batches.web as pages
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(pages, "list_batches", broken)
+    response = bclient.get("/ui/batches")
+    assert response.status_code == 500 and response.mimetype == "text/html"
+    assert "Something went wrong" in response.get_data(as_text=True)
+    assert "the database went away" not in response.get_data(as_text=True)
+    assert (
+        response.headers["X-Frame-Options"] == "DENY"
+        and "frame-ancestors" in response.headers["Content-Security-Policy"]
+    )
+    scripted = bclient.get("/ui/batches", headers={"Accept": "application/json"})
+    assert scripted.status_code == 500 and scripted.get_json()["error"]["code"] == "internal_error"
+    refused = bclient.post("/ui/batches/00000000-0000-0000-0000-000000000000/pin")
+    assert refused.status_code == 400 and "security token is missing" in refused.get_data(as_text=True)
+    assert refused.headers["Cache-Control"] == "no-store"
+
+
+def test_the_jobs_list_ignores_a_limit_that_is_not_a_page_size(bclient: Any) -> None:
+    for limit in ("²", "1" * 5000, "50"):
+        response = bclient.get("/ui/jobs", query_string={"limit": limit})
+        assert response.status_code == 200 and response.mimetype == "text/html", limit

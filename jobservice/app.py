@@ -7,7 +7,7 @@ import logging
 from flask import Flask
 
 from jobservice import web
-from jobservice.api import errors, jobs, system
+from jobservice.api import cross_site, errors, jobs, system
 from jobservice.batches import api as batches_api
 from jobservice.batches import web as batches_web
 from jobservice.catalog import Catalog
@@ -39,6 +39,7 @@ def create_app(
     app.extensions["jobservice"] = services
 
     errors.init_app(app)
+    cross_site.init_app(app, allowed_origins=settings.allowed_origins)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(system.bp)
     app.register_blueprint(batches_api.bp)

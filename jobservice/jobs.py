@@ -143,6 +143,16 @@ def mark_enqueued(session: Session, job_id: uuid.UUID, *, at: datetime | None = 
     )
 
 
+def mark_unsent(session: Session, job_id: uuid.UUID) -> None:
+    """Forget that a message was sent (the send failed), so the reaper sends one."""
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id)
+        .values(enqueued_at=None)
+        .execution_options(synchronize_session=False)
+    )
+
+
 def claim_job(session: Session, job_id: uuid.UUID, *, worker_id: str, lease_seconds: float) -> Job | None:
     """Move a queued job to running for ``worker_id``; None if it is not claimable (already taken)."""
     now = utcnow()
@@ -395,6 +405,8 @@ def requeue_job(session: Session, job_id: uuid.UUID, *, owner: Owner, reason: st
             "heartbeat_at": None,
             "enqueued_at": None,
         },
+        # A cancel that arrived meanwhile wins: the reaper cancels the run instead of requeueing it.
+        extra_where=Job.cancel_requested_at.is_(None),
     )
     if not ok:
         raise _refuse(session, job_id, JobStatus.QUEUED, owner)

@@ -76,6 +76,8 @@ def parse_devices(spec: str) -> DeviceContext:
             indices.append(int(part))
         else:
             raise DeviceSpecError(f"bad card number '{part}'")
+    if not indices:
+        raise DeviceSpecError(f"{kind} needs card numbers, e.g. {kind}:0")
     if len(set(indices)) != len(indices):
         raise DeviceSpecError(f"card listed twice in '{spec}'")
     return DeviceContext(kind=kind, indices=tuple(indices), torch_device=f"{kind}:0")
@@ -173,13 +175,14 @@ def unavailable_reason(spec: ModelSpec, device: DeviceContext) -> str | None:
     missing = [name for name in spec.requires if importlib.util.find_spec(name) is None]
     if missing:
         return f"missing Python packages: {', '.join(missing)}"
-    absent = [f"{name} {path}" for name, path in spec.required_paths if not _exists(path)]
+    # Named by their deployment-file keys only: /models and /readyz publish this reason.
+    absent = [name for name, path in spec.required_paths if not path_exists(path)]
     if absent:
         return f"not found on this host: {'; '.join(absent)} (check the deployment file)"
     return None
 
 
-def _exists(path: str) -> bool:
+def path_exists(path: str) -> bool:
     """A file or folder that exists, or a bare command name found on PATH."""
     if "/" not in path:
         return shutil.which(path) is not None

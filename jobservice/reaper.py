@@ -94,6 +94,28 @@ def reap_expired_leases(db: Database, send: Sender, result: ReapResult) -> None:
         _send(db, send, row.id, row.model, row.priority, result.requeued)
 
 
+def cancel_stranded_requests(db: Database, result: ReapResult) -> None:
+    """Cancel queued jobs that carry a cancel request (a cancel that raced a requeue)."""
+    with db.session() as session:
+        stranded = list(
+            session.scalars(
+                select(Job.id).where(Job.status == JobStatus.QUEUED, Job.cancel_requested_at.is_not(None))
+            )
+        )
+    for job_id in stranded:
+        try:
+            with db.session() as session:
+                mark_canceled(
+                    session,
+                    job_id,
+                    from_statuses=frozenset({JobStatus.QUEUED}),
+                    detail="canceled while requeued",
+                )
+        except InvalidTransition:
+            continue
+        result.canceled.append(str(job_id))
+
+
 def resend_lost_messages(
     db: Database,
     send: Sender,
@@ -148,5 +170,6 @@ def reap(
     """One reaper pass."""
     result = ReapResult()
     reap_expired_leases(db, send, result)
+    cancel_stranded_requests(db, result)
     resend_lost_messages(db, send, pending, resend_after_seconds=resend_after_seconds, result=result)
     return result

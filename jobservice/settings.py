@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     api_workers: int = Field(default=2, ge=1)
     api_threads: int = Field(default=8, ge=1)
     public_base_url: str | None = None
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Other sites whose pages may POST to this service (e.g. https://portal.example.com).",
+    )
     secret_key: SecretStr | None = Field(
         default=None,
         description="Signs web-session cookies (CSRF); unset: generated once into var_dir/secret_key.",

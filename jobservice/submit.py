@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from jobservice.catalog import ModelSpec
 from jobservice.errors import ApiError
-from jobservice.jobs import record_created
+from jobservice.jobs import mark_unsent, record_created
 from jobservice.models import Job, utcnow
 from jobservice.queueing import send_job
 from jobservice.services import Services
@@ -56,6 +56,9 @@ class Submission:
 def resolve_model(services: Services, task: str | None, model: str | None) -> ModelSpec:
     """The catalog entry a request asks for, with a clear refusal when it does not fit."""
     catalog = services.catalog
+    for name, value in (("task", task), ("model", model)):
+        if value is not None and not isinstance(value, str):
+            raise ApiError(422, f"invalid_{name}", f"'{name}' must be a string.")
     if task is not None and task not in {"audio2video", "text2video"}:
         raise ApiError(422, "invalid_task", f"Unknown task '{task}'; use audio2video or text2video.")
     if model:
@@ -155,7 +158,10 @@ def submit_job(services: Services, sub: Submission) -> tuple[Job, bool]:
             input_keys[name] = key
     except StoreUnavailable as exc:
         services.store.delete_prefix(prefix)
-        raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
+        log.error("job %s: storing inputs failed: %s", job_id, exc)
+        raise ApiError(
+            503, "storage_unavailable", "The object store is unavailable; try again shortly."
+        ) from None
 
     now = utcnow()
     job = Job(
@@ -194,14 +200,17 @@ def submit_job(services: Services, sub: Submission) -> tuple[Job, bool]:
         raise
     except OperationalError as exc:
         _cleanup(services, prefix)
-        raise ApiError(503, "database_unavailable", f"The jobs database is unavailable: {exc.orig}") from None
+        log.error("job %s: the database refused the new row: %s", job_id, exc.orig)
+        raise ApiError(
+            503, "database_unavailable", "The jobs database is unavailable; try again shortly."
+        ) from None
 
     try:
         send_job(services.celery, job_id=job_id, model=spec.id, priority=sub.priority)
     except Exception as exc:  # noqa: BLE001 - any broker failure: the reaper re-sends from the table
         log.warning("job %s: queue message not sent (%s); the reaper will re-send it", job_id, exc)
         with services.db.session() as session:
-            session.execute(update(Job).where(Job.id == job_id).values(enqueued_at=None))
+            mark_unsent(session, job_id)
         job.enqueued_at = None
     return job, True
 
@@ -232,8 +241,9 @@ def resubmit_job(services: Services, job: Job, *, source: str = "web") -> Job:
                     409, "inputs_missing", f"Job {job.id}'s input '{name}' is no longer in the object store."
                 ) from None
             except StoreUnavailable as exc:
+                log.error("job %s: reading input %s failed: %s", job.id, key, exc)
                 raise ApiError(
-                    503, "storage_unavailable", f"The object store is unavailable: {exc}"
+                    503, "storage_unavailable", "The object store is unavailable; try again shortly."
                 ) from None
             extension = path.suffix.lstrip(".")
             uploads[name] = CheckedUpload(

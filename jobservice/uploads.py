@@ -180,7 +180,9 @@ def check_image(field: str, spool: SpoolFile, settings: Settings) -> CheckedUplo
         ) from None
     except UnidentifiedImageError:
         # Pillow's message names our spool file; say what matters to the sender instead.
-        raise ApiError(422, "invalid_image", "The file is not a readable image; send PNG, JPEG or WebP.") from None
+        raise ApiError(
+            422, "invalid_image", "The file is not a readable image; send PNG, JPEG or WebP."
+        ) from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise ApiError(422, "invalid_image", f"The image could not be decoded: {exc}.") from None
     extension, mime = IMAGE_FORMATS[fmt]

@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from jobservice.models import WorkerRecord, utcnow
+from jobservice.settings import Settings
 
 
 def announce_worker(
@@ -55,6 +56,11 @@ def retire_worker(session: Session, worker_id: str) -> None:
     record = session.get(WorkerRecord, worker_id)
     if record is not None:
         record.stopped_at = utcnow()
+
+
+def stale_after(settings: Settings) -> float:
+    """How long a worker may stay silent before it counts as offline (three missed rounds)."""
+    return max(15.0, settings.reap_interval_seconds * 3 + 5)
 
 
 def online_workers(

@@ -31,11 +31,18 @@ UP_PID=$!
 stop() { kill -INT "$UP_PID" 2>/dev/null || true; wait "$UP_PID" 2>/dev/null || true; }
 trap 'stop; exit 130' INT TERM
 
+healthy() { "$VENV/bin/python" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)" "$URL/healthz" >/dev/null 2>&1; }
+up=0
 for _ in $(seq 1 120); do
-  curl -fsS "$URL/healthz" >/dev/null 2>&1 && break
+  if healthy; then up=1; break; fi
   kill -0 "$UP_PID" 2>/dev/null || { echo "jobservice up exited; see var/logs/" >&2; exit 1; }
   sleep 0.5
 done
+if [ "$up" != 1 ]; then
+  echo "the API did not answer on $URL within 60 s; see var/logs/" >&2
+  stop
+  exit 1
+fi
 
 status=0
 say "audio2video: samples/portrait.png + samples/speech.wav -> reference-talking-head"

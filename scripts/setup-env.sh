@@ -31,7 +31,12 @@ ensure_venv() {
   local stamp="$VENV/.jobservice-$extras"
   if [ ! -x "$VENV/bin/python" ]; then
     say "creating $VENV"
-    "$PY" -m venv "$VENV"
+    if ! "$PY" -m venv "$VENV" 2>/dev/null; then
+      # Debian's own python3 ships venv's pip bootstrap separately (python3-venv).
+      rm -rf "$VENV"
+      apt_install python3-venv
+      "$PY" -m venv "$VENV"
+    fi
   fi
   if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
     say "installing jobservice[$extras] into .venv (first time: a minute or two)"

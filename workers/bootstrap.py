@@ -14,7 +14,7 @@ from typing import Any
 
 from celery import Celery, signals
 
-from jobservice.placement import inventory
+from jobservice.placement import inventory, parse_devices
 from jobservice.services import Services, build_services
 from jobservice.settings import Settings
 from workers.maintenance import Maintenance
@@ -43,6 +43,7 @@ class WorkerProcess:
     def on_child_start(self, **_: Any) -> None:
         """Prefork child start: fresh runtime, thread budget, optional preload."""
         runtime = self.runtime()
+        versions()  # cached per process: keep git/ffmpeg/driver probes off the first job's tail
         threads = self.services.settings.torch_threads
         if threads or os.environ.get("JOBSERVICE_WORKER_PRELOAD") == "1":
             import torch  # noqa: PLC0415 - only in the child, never in the parent
@@ -52,8 +53,12 @@ class WorkerProcess:
         if os.environ.get("JOBSERVICE_WORKER_PRELOAD") == "1":
             for model_id in runtime.models:
                 spec = self.services.catalog.get(model_id)
-                if spec is not None:
+                if spec is None:
+                    continue
+                try:
                     runtime.resident.get(spec)
+                except Exception:  # noqa: BLE001 - a model that fails to preload fails its jobs clearly later
+                    log.exception("preloading %s failed; the other models still preload", model_id)
 
     def on_child_stop(self, **_: Any) -> None:
         """Prefork child exit: release resident models."""
@@ -64,8 +69,6 @@ class WorkerProcess:
         """Parent ready: announce the worker and start the maintenance loop."""
         settings = self.services.settings
         node = os.environ.get("JOBSERVICE_WORKER_NODE")
-        from jobservice.placement import parse_devices
-
         device = parse_devices(settings.worker_devices)
         self.maintenance = Maintenance(
             self.services,
@@ -96,6 +99,12 @@ def bootstrap(settings: Settings | None = None) -> Celery:
     # Celery's hard limit must not cut a model that a deployment file allows to run longer.
     model_limits = [spec.timeout_seconds or 0.0 for spec in services.catalog.all()]
     longest = max([services.settings.job_timeout_seconds, *model_limits])
+    if longest + 120 >= services.settings.visibility_timeout_seconds:
+        # Redis would re-deliver a job that runs that long while it still runs (stack-probe section 2).
+        raise SystemExit(
+            f"a model may run {longest:g} s but JOBSERVICE_VISIBILITY_TIMEOUT_SECONDS is "
+            f"{services.settings.visibility_timeout_seconds}: raise it above the longest job"
+        )
     register_tasks(app, process.runtime, hard_time_limit=longest + 120)
     signals.worker_process_init.connect(process.on_child_start, weak=False)
     signals.worker_process_shutdown.connect(process.on_child_stop, weak=False)

@@ -9,15 +9,18 @@ import logging
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
 from jobservice.catalog import ModelSpec
 from jobservice.jobs import (
     InvalidTransition,
-    LeaseLost,
     Owner,
     claim_job,
     mark_canceled,
@@ -27,6 +30,7 @@ from jobservice.jobs import (
 from jobservice.models import Job, Stage, utcnow
 from jobservice.report import RunReport, Validation
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutput
+from workers.devices import reset_peak_memory
 from workers.heartbeat import Heartbeat
 from workers.reporting import build_report, failed_check_message, validation_summary
 from workers.run_context import LeaseLostError, PipelineContext
@@ -72,7 +76,7 @@ class JobRun:
         self.spec: ModelSpec | None = self.services.catalog.get(self.job.model)
         self.clock0 = time.perf_counter()
         self.scratch = self.settings.resolved_scratch_dir() / f"{self.job.id}-{self.job.attempts}"
-        timeout = (self.spec.timeout_seconds if self.spec else None) or self.settings.job_timeout_seconds
+        self.timeout = (self.spec.timeout_seconds if self.spec else None) or self.settings.job_timeout_seconds
         self.heartbeat = Heartbeat(
             self.services.db,
             self.job.id,
@@ -80,9 +84,10 @@ class JobRun:
             lease_seconds=self.settings.lease_seconds,
             beat_seconds=self.settings.heartbeat_seconds,
             progress_interval=self.settings.progress_min_interval_seconds,
-            deadline_seconds=timeout,
+            deadline_seconds=self.timeout,
         )
         self.ctx: PipelineContext | None = None
+        self.written: list[str] = []  # object keys this run stored (deleted again if it loses the job)
 
     # --- the run -------------------------------------------------------------------------
     def execute(self) -> str:
@@ -119,6 +124,7 @@ class JobRun:
                 "model_unavailable", f"Model '{self.job.model}' is not in this worker's catalog."
             )
         self.scratch.mkdir(parents=True, exist_ok=True)
+        reset_peak_memory(self.runtime.device)
         self._start_log()
         t = time.perf_counter()
         inputs = self._fetch_inputs()
@@ -141,17 +147,26 @@ class JobRun:
         self.generate_started_at = utcnow()
         self.ctx.check_cancel()
         self.output = loaded.adapter.run(loaded.handle, inputs, self.ctx)
-        loaded.runs += 1
         self.ctx.check_cancel()
         t = self._lap("generate_ms", t)
 
         video_path = self._finish_video()
         t = time.perf_counter()
         self._stage(Stage.UPLOADING, 0.97)
-        output_key = f"jobs/{self.job.id}/output.mp4"
+        self.ctx.check_cancel()  # still ours? a requeued job's new owner must not be overwritten
+        output_key = self.key("output.mp4")
         self.services.store.put_file(output_key, video_path, content_type="video/mp4")
+        self.written.append(output_key)
         self._lap("upload_ms", t)
         return self._record_outcome(output_key, video_path)
+
+    def key(self, name: str) -> str:
+        """Object key of one of this run's files: ``jobs/<id>/<name>`` for the first attempt,
+        ``jobs/<id>/attempt-<n>/<name>`` for a retry, so a run that lost its lease can never
+        overwrite what the job's current owner stores."""
+        if self.job.attempts <= 1:
+            return f"jobs/{self.job.id}/{name}"
+        return f"jobs/{self.job.id}/attempt-{self.job.attempts}/{name}"
 
     def _fetch_inputs(self) -> JobInputs:
         files: dict[str, Path] = {}
@@ -165,6 +180,7 @@ class JobRun:
             params=dict(self.job.params),
             files=files,
             scratch=self.scratch,
+            meta={name: dict(meta) for name, meta in (self.job.input_meta or {}).items()},
         )
 
     def _expectation(self) -> Expectation:
@@ -231,22 +247,21 @@ class JobRun:
                 f"attempt {self.job.attempts} on {self.runtime.worker_id} ({self.runtime.device.label})\n"
             )
 
-    def _store_log(self, report: RunReport) -> None:
+    def _store_log(self, outcome: str) -> None:
+        """Store the run's log beside its report (after the final transition: off the tail)."""
         if not self.log_path.exists():
             return
-        outcome = report.status + (f" ({report.error.code}): {report.error.message}" if report.error else "")
         try:
             with self.log_path.open("a", encoding="utf-8") as out:
                 out.write(f"{utcnow().isoformat()} finished: {outcome}\n")
             self.services.store.put_file(
-                f"jobs/{self.job.id}/log.txt", self.log_path, content_type="text/plain; charset=utf-8"
+                self.key("log.txt"), self.log_path, content_type="text/plain; charset=utf-8"
             )
         except Exception:  # noqa: BLE001 - the job outcome matters more than its log
             log.exception("job %s: could not store the log", self.job.id)
 
     def _store_report(self, report: RunReport) -> str | None:
-        self._store_log(report)
-        key = f"jobs/{self.job.id}/report.json"
+        key = self.key("report.json")
         try:
             self.services.store.put_bytes(
                 key, report.model_dump_json(indent=2).encode(), content_type="application/json"
@@ -254,7 +269,30 @@ class JobRun:
         except Exception:  # noqa: BLE001 - the job outcome matters more than its report
             log.exception("job %s: could not store the report", self.job.id)
             return None
+        self.written.append(key)
         return key
+
+    def _finish(self, transition: Callable[[Session], None], report: RunReport) -> bool:
+        """Make the final transition (retrying database hiccups); False if the job is no longer ours."""
+        for delay in (0.5, 1.0, 2.0, 4.0, None):
+            try:
+                with self.services.db.session() as session:
+                    transition(session)
+            except InvalidTransition:
+                self._lease_lost()
+                return False
+            except OperationalError:
+                if delay is None:
+                    raise
+                log.warning("job %s: database unavailable for the final transition; retrying", self.job.id)
+                time.sleep(delay)
+                continue
+            outcome = report.status + (
+                f" ({report.error.code}): {report.error.message}" if report.error else ""
+            )
+            self._store_log(outcome)
+            return True
+        return False
 
     def _record_outcome(self, output_key: str, video_path: Path) -> str:
         assert self.validation is not None
@@ -271,15 +309,16 @@ class JobRun:
             "validation_summary": validation_summary(self.validation),
             "cold_start": self.cold,
         }
-        try:
-            with self.services.db.session() as session:
-                if passed:
-                    mark_succeeded(session, self.job.id, **common)
-                else:
-                    assert error is not None
-                    mark_failed(session, self.job.id, code=error[0], message=error[1], **common)
-        except LeaseLost:
-            return self._lease_lost()
+
+        def transition(session: Session) -> None:
+            if passed:
+                mark_succeeded(session, self.job.id, **common)
+            else:
+                assert error is not None
+                mark_failed(session, self.job.id, code=error[0], message=error[1], **common)
+
+        if not self._finish(transition, report):
+            return "lease_lost"
         log.info(
             "job %s: %s in %.0f ms",
             self.job.id,
@@ -293,53 +332,51 @@ class JobRun:
             self.ctx.abort()
         report = self._report("failed", error=(code, message))
         report_key = self._store_report(report)
-        try:
-            with self.services.db.session() as session:
-                mark_failed(
-                    session,
-                    self.job.id,
-                    code=code,
-                    message=message,
-                    owner=self.owner,
-                    report_key=report_key,
-                    timings=summary_timings(report),
-                    cold_start=self.cold,
-                )
-        except InvalidTransition:
-            return self._lease_lost()
+
+        def transition(session: Session) -> None:
+            mark_failed(
+                session,
+                self.job.id,
+                code=code,
+                message=message,
+                owner=self.owner,
+                report_key=report_key,
+                timings=summary_timings(report),
+                cold_start=self.cold,
+            )
+
+        if not self._finish(transition, report):
+            return "lease_lost"
         log.warning("job %s: failed (%s): %s", self.job.id, code, message)
         return f"failed:{code}"
 
     def _canceled(self, reason: str) -> str:
         if reason == "timeout":
-            timeout = (
-                self.spec.timeout_seconds
-                if self.spec and self.spec.timeout_seconds
-                else self.settings.job_timeout_seconds
-            )
             return self._failed(
-                "timeout", f"The job ran longer than its limit of {timeout:g} s and was stopped."
+                "timeout", f"The job ran longer than its limit of {self.timeout:g} s and was stopped."
             )
         if self.ctx is not None:
             self.ctx.abort()
         report = self._report("canceled", error=("canceled", "Canceled at the user's request."))
         report_key = self._store_report(report)
-        try:
-            with self.services.db.session() as session:
-                mark_canceled(
-                    session,
-                    self.job.id,
-                    owner=self.owner,
-                    detail="canceled while running",
-                    report_key=report_key,
-                )
-        except InvalidTransition:
-            return self._lease_lost()
+
+        def transition(session: Session) -> None:
+            mark_canceled(
+                session, self.job.id, owner=self.owner, detail="canceled while running", report_key=report_key
+            )
+
+        if not self._finish(transition, report):
+            return "lease_lost"
         log.info("job %s: canceled while running", self.job.id)
         return "canceled"
 
     def _lease_lost(self) -> str:
         log.warning("job %s: this worker lost the job's lease; leaving it to its new owner", self.job.id)
+        for key in self.written:  # nothing points at them: the job's row names its owner's files
+            try:
+                self.services.store.delete(key)
+            except Exception:  # noqa: BLE001 - an orphan is harmless; keep going
+                log.warning("job %s: could not delete orphan %s", self.job.id, key)
         return "lease_lost"
 
 

@@ -27,8 +27,6 @@ class Loaded:
     adapter: Adapter
     handle: Any
     load_ms: float
-    loaded_at: float
-    runs: int = 0
 
 
 class ResidentModels:
@@ -78,7 +76,6 @@ class ResidentModels:
             adapter=adapter,
             handle=handle,
             load_ms=(time.perf_counter() - started) * 1000,
-            loaded_at=time.time(),
         )
         self._loaded[spec.id] = loaded
         log.info("loaded %s on %s in %.0f ms", spec.id, self.device.label, loaded.load_ms)

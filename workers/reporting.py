@@ -75,7 +75,7 @@ def build_report(
         artifacts.append(
             Artifact(
                 kind="video",
-                key=f"jobs/{job.id}/output.mp4",
+                key=run.key("output.mp4"),
                 mime="video/mp4",
                 size_bytes=video_path.stat().st_size,
                 width=probe.video.width if probe.video else None,

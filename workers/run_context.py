@@ -20,7 +20,7 @@ from jobservice.models import Stage, utcnow
 from jobservice.report import ChunkTelemetry
 from workers.adapters.base import AdapterError, JobCanceled, VideoFormat
 from workers.heartbeat import Heartbeat
-from workers.media.encoder import EncodeResult, StreamingEncoder
+from workers.media.encoder import EncoderError, EncodeResult, StreamingEncoder
 
 # Progress of the whole job: fetch/load take the first slice, the model most of it, the tail the rest.
 GENERATE_FROM, GENERATE_TO = 0.05, 0.95
@@ -42,6 +42,17 @@ def to_uint8_frames(frames: Any) -> np.ndarray:
     if array.dtype != np.uint8:
         raise AdapterError("model_error", f"the model produced {array.dtype} frames, not uint8")
     return np.ascontiguousarray(array)
+
+
+def _encoder_problem(exc: EncoderError) -> str:
+    """What went wrong in ffmpeg, without this worker's scratch paths."""
+    text = str(exc)
+    for marker in ("/scratch/", "/tmp/"):
+        while marker in text:
+            start = text.rfind(" ", 0, text.index(marker)) + 1
+            end = text.find(":", text.index(marker))
+            text = text[:start] + "<file>" + (text[end:] if end != -1 else "")
+    return f"Encoding the video failed: {text}"
 
 
 class PipelineContext:
@@ -116,7 +127,10 @@ class PipelineContext:
             self.frame_hashes.extend(hashlib.sha256(memoryview(f)).hexdigest()[:16] for f in array)
         self._throttle()
         started = time.perf_counter()
-        self.encoder.write(array)
+        try:
+            self.encoder.write(array)
+        except EncoderError as exc:
+            raise AdapterError("encode_failed", _encoder_problem(exc)) from exc
         self.write_ms += (time.perf_counter() - started) * 1000
         now = utcnow()
         if self.first_frame_at is None:
@@ -181,7 +195,10 @@ class PipelineContext:
         if self.encoder is None:
             raise AdapterError("model_error", "the model returned without producing any video")
         self._heartbeat.update(stage=Stage.ENCODING.value)
-        return self.encoder.finish()
+        try:
+            return self.encoder.finish()
+        except EncoderError as exc:
+            raise AdapterError("encode_failed", _encoder_problem(exc)) from exc
 
     def abort(self) -> None:
         """Stop the encoder and drop partial output (cancel, failure)."""

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, redirect, request, send_file
 
 from jobservice.errors import ApiError
+from jobservice.idempotency import parse_idempotency_key
 from jobservice.jobs import InvalidTransition, events_of, get_job, request_cancel
 from jobservice.models import Job, JobStatus
 from jobservice.services import Services
@@ -18,6 +20,7 @@ from jobservice.uploads import CheckedUpload, check_audio, check_image, spool_of
 from jobservice.views import job_view, list_jobs
 
 bp = Blueprint("jobs", __name__)
+log = logging.getLogger(__name__)
 
 FILE_CHECKS = {"image": check_image, "audio": check_audio}
 POLL_AFTER_MS = "1000"
@@ -112,12 +115,8 @@ def parse_submission(source: str = "api") -> Submission:
             "unsupported_media_type",
             "Send text2video as application/json and audio2video as multipart/form-data.",
         )
-    key = request.headers.get("Idempotency-Key")
-    if key is not None:
-        key = key.strip()
-        if not key or len(key) > 255 or not key.isascii():
-            raise ApiError(400, "invalid_idempotency_key", "Idempotency-Key must be 1-255 ASCII characters.")
-        sub.idempotency_key = key
+    # Stored as "api:<key>": batch slots use "batch:..." keys in the same column.
+    sub.idempotency_key = parse_idempotency_key(request.headers.get("Idempotency-Key"))
     sub.source = source
     return sub
 
@@ -153,7 +152,7 @@ def index_jobs() -> Response:
                     422, "invalid_status", f"Unknown status '{value}'; use one of {allowed}."
                 ) from None
     raw_limit = request.args.get("limit", "20")
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 100:
+    if not raw_limit.isdecimal() or not raw_limit.isascii() or not 1 <= int(raw_limit) <= 100:
         raise ApiError(422, "invalid_limit", "limit must be a whole number from 1 to 100.")
     model = request.args.get("model") or None
     with services().db.session() as session:
@@ -241,11 +240,15 @@ def job_log(job_id: str) -> Response:
     if not job.report_key:
         raise ApiError(404, "log_not_ready", f"Job {job.id} has no log yet (it is {job.status}).")
     try:
-        data = services().store.get_bytes(f"jobs/{job.id}/log.txt")
+        # A run stores its log beside its report (jobs/<id>/ or jobs/<id>/attempt-<n>/).
+        data = services().store.get_bytes(job.report_key.rsplit("/", 1)[0] + "/log.txt")
     except ObjectNotFound:
         raise ApiError(404, "log_missing", "This run kept no log.") from None
     except StoreUnavailable as exc:
-        raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
+        log.error("job %s: reading from the object store failed: %s", job.id, exc)
+        raise ApiError(
+            503, "storage_unavailable", "The object store is unavailable; try again shortly."
+        ) from None
     return Response(data, mimetype="text/plain")
 
 
@@ -262,5 +265,8 @@ def job_report(job_id: str) -> Response:
             404, "report_missing", "The report is recorded but missing from the object store."
         ) from None
     except StoreUnavailable as exc:
-        raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
+        log.error("job %s: reading from the object store failed: %s", job.id, exc)
+        raise ApiError(
+            503, "storage_unavailable", "The object store is unavailable; try again shortly."
+        ) from None
     return Response(json.dumps(json.loads(data), indent=2), mimetype="application/json")

@@ -10,19 +10,15 @@ from sqlalchemy import text
 from jobservice.api.jobs import services
 from jobservice.api.openapi import build_openapi
 from jobservice.queueing import BrokerInspector
-from jobservice.workers_registry import online_workers, worker_view
+from jobservice.workers_registry import online_workers, stale_after, worker_view
 
 bp = Blueprint("system", __name__)
 
 
-def _stale_after() -> float:
-    settings = services().settings
-    return max(15.0, settings.reap_interval_seconds * 3 + 5)
-
-
 def _workers() -> list[dict[str, Any]]:
+    silence = stale_after(services().settings)
     with services().db.session() as session:
-        return [worker_view(w) for w in online_workers(session, stale_after_seconds=_stale_after())]
+        return [worker_view(w) for w in online_workers(session, stale_after_seconds=silence)]
 
 
 @bp.get("/models")

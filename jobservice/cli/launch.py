@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from jobservice.catalog import queue_for
-from jobservice.placement import DeviceContext, parse_devices, pinning_env, servable_models
+from jobservice.placement import DeviceContext, parse_devices, path_exists, pinning_env, servable_models
 from jobservice.services import build_services
 from jobservice.settings import Settings
 
@@ -75,8 +75,13 @@ def exec_worker(
     """Pin the environment to ``devices`` and replace this process with a Celery worker."""
     device = parse_devices(devices)
     serve, skipped = worker_plan(settings, device, models)
+    catalog = build_services(settings).catalog
     for model, why in skipped.items():
         print(f"worker {device.label}: not serving {model}: {why}", file=sys.stderr)
+        spec = catalog.get(model)
+        for name, path in spec.required_paths if spec else ():
+            if not path_exists(path):  # the paths go to this operator's terminal, never to the API
+                print(f"    {name} = {path} (missing)", file=sys.stderr)
     if not serve:
         raise SystemExit(f"worker {device.label}: no model can be served on these devices")
     node = name or f"{device.label}@{socket.gethostname()}"

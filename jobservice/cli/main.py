@@ -190,11 +190,12 @@ def devices(as_json: bool) -> None:
     workers: list[dict[str, Any]] = []
     try:
         from jobservice.db import Database
-        from jobservice.workers_registry import online_workers, worker_view
+        from jobservice.workers_registry import online_workers, stale_after, worker_view
 
         settings = Settings()
         with Database(settings.resolved_database_url()).session() as session:
-            workers = [worker_view(w) for w in online_workers(session, stale_after_seconds=60)]
+            online = online_workers(session, stale_after_seconds=stale_after(settings))
+            workers = [worker_view(w) for w in online]
     except Exception as exc:  # noqa: BLE001 - the local view is still useful
         found["workers_error"] = str(exc).splitlines()[0]
     found["workers"] = workers

@@ -26,6 +26,10 @@ def test_kill_9_worker_mid_job_then_job_completes_once(stack: Stack) -> None:
     job = stack.wait(job_id, timeout=90)
     assert job.status == "succeeded", (job.error_code, job.error_message, survivor.log_text()[-3000:])
     assert job.attempts == 2 and job.worker_id and job.worker_id.startswith("survivor@test#")
+    # A retried run keeps its files apart, so a run that lost its lease cannot overwrite them.
+    assert job.output_key == f"jobs/{job_id}/attempt-2/output.mp4"
+    assert job.report_key == f"jobs/{job_id}/attempt-2/report.json"
+    assert stack.client.get(f"/jobs/{job_id}/log").get_data(as_text=True).count("attempt 2") == 1
     moves = transitions(stack, job_id)
     assert moves.count(("queued", "running")) == 2
     assert moves.count(("running", "queued")) == 1

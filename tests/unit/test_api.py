@@ -399,3 +399,36 @@ def test_api_process_never_imports_torch(tmp_path: Path, clean_redis: str) -> No
     )
     assert out.stdout.split()[0] == "False", "the API imported torch"
     redis.Redis.from_url(clean_redis).flushdb()
+
+
+def test_cross_site_posts_are_refused_but_same_site_and_non_browsers_pass(client: Any, services: Any) -> None:
+    body = {"task": "text2video", "prompt": "x"}
+    assert_error(
+        client.post("/jobs", json=body, headers={"Origin": "https://evil.example"}), 403, "cross_site_request"
+    )
+    assert_error(
+        client.post("/jobs", data=body, headers={"Sec-Fetch-Site": "cross-site"}), 403, "cross_site_request"
+    )
+    assert_error(client.post("/jobs", json=body, headers={"Origin": "null"}), 403, "cross_site_request")
+    assert job_count(services) == 0
+    assert client.post("/jobs", json=body, headers={"Origin": "http://localhost"}).status_code == 202
+    assert client.post("/jobs", json=body, headers={"Sec-Fetch-Site": "same-origin"}).status_code == 202
+    assert client.post("/jobs", json=body).status_code == 202  # curl, SDKs, the CLI
+    assert client.get("/jobs", headers={"Origin": "https://evil.example"}).status_code == 200
+
+
+def test_odd_json_types_and_limits_are_4xx(client: Any) -> None:
+    assert_error(client.post("/jobs", json={"task": ["text2video"], "prompt": "x"}), 422, "invalid_task")
+    assert_error(
+        client.post("/jobs", json={"task": "text2video", "model": {}, "prompt": "x"}), 422, "invalid_model"
+    )
+    assert_error(client.get("/jobs?limit=²"), 422, "invalid_limit")
+
+
+def test_api_idempotency_keys_cannot_collide_with_batch_slots(client: Any, services: Any) -> None:
+    response = client.post(
+        "/jobs", json={"task": "text2video", "prompt": "x"}, headers={"Idempotency-Key": "batch:1:case:0"}
+    )
+    assert response.status_code == 202
+    with services.db.session() as s:
+        assert s.query(Job).one().idempotency_key == "api:batch:1:case:0"

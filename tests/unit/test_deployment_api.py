@@ -50,7 +50,11 @@ def test_models_show_the_real_models_and_why_a_worker_skipped_one(
     upgrade(settings.resolved_database_url())
     serve, skipped = worker_plan(settings, parse_devices("npu:2,3"), None)
     assert serve == ["wan2.1-t2v-1.3b"], "the group's models, minus the one whose weights are missing"
-    assert "ckpt_dir" in skipped["soulx-flashhead-1.3b"] and "missing-ckpt" in skipped["soulx-flashhead-1.3b"]
+    # The published reason names the deployment key, never the host's paths.
+    assert (
+        "ckpt_dir" in skipped["soulx-flashhead-1.3b"]
+        and "missing-ckpt" not in skipped["soulx-flashhead-1.3b"]
+    )
     services = build_services(settings)
     with services.db.session() as session:
         announce_worker(
@@ -99,6 +103,7 @@ def test_a_worker_refuses_to_start_when_nothing_can_be_served(tmp_path: Path, de
     )
     assert done.returncode != 0
     assert "not serving soulx-flashhead-1.3b: not found on this host: ckpt_dir" in done.stderr
+    assert "missing-ckpt (missing)" in done.stderr  # the operator's terminal does show the path
     assert "no model can be served" in done.stderr
 
 

@@ -30,7 +30,9 @@ def test_parse_devices(spec: str, kind: str, indices: tuple[int, ...], torch_dev
     assert device.count == max(1, len(indices))
 
 
-@pytest.mark.parametrize("spec", ["", "tpu:0", "cuda", "cuda:", "cpu:0", "npu:3-1", "cuda:0,0", "cuda:a"])
+@pytest.mark.parametrize(
+    "spec", ["", "tpu:0", "cuda", "cuda:", "cpu:0", "npu:3-1", "cuda:0,0", "cuda:a", "cuda:,"]
+)
 def test_bad_device_specs(spec: str) -> None:
     with pytest.raises(DeviceSpecError):
         parse_devices(spec)

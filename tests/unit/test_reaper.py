@@ -152,3 +152,28 @@ def test_owner_identity_matters(db: Database) -> None:
     job_id = running(db, worker="w1")
     assert Owner("w1", 1) != Owner("w1", 2)
     assert status(db, job_id).worker_id == "w1"
+
+
+def test_cancel_racing_a_requeue_still_cancels(db: Database) -> None:
+    """A cancel that lands while the reaper requeues must not leave the job queued forever."""
+    from jobservice.jobs import InvalidTransition, requeue_job
+
+    job_id = running(db)
+    expire(db, job_id)
+    with db.session() as s:
+        request_cancel(s, job_id)  # arrives after the reaper read the expired row...
+    with pytest.raises(InvalidTransition), db.session() as s:  # ...so its requeue is refused
+        requeue_job(s, job_id, owner=Owner("w1", 1), reason="test")
+    result = reap(db, Recorder(), None, resend_after_seconds=60)
+    assert result.canceled == [str(job_id)]
+    assert status(db, job_id).status == JobStatus.CANCELED
+
+
+def test_queued_job_with_a_stranded_cancel_request_is_canceled(db: Database) -> None:
+    job_id = new_job(db)
+    with db.session() as s:
+        s.execute(update(Job).where(Job.id == job_id).values(cancel_requested_at=utcnow()))
+    send = Recorder()
+    result = reap(db, send, lambda queues: set(), resend_after_seconds=0)
+    assert result.canceled == [str(job_id)] and send.sent == []
+    assert status(db, job_id).status == JobStatus.CANCELED

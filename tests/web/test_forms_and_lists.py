@@ -136,7 +136,7 @@ def test_refused_form_shows_errors_next_to_fields_and_keeps_values(
     assert response.status_code == 422
     html = response.get_data(as_text=True)
     errors = field_errors(html)
-    assert "could not be decoded" in errors["image"]
+    assert "not a readable image" in errors["image"]
     assert "less than or equal to 60" in errors["fps"] and "max_size" in errors
     assert 'value="500"' in html and 'aria-invalid="true"' in html
     assert "audio" not in errors and "choose the file again" in html

@@ -55,6 +55,9 @@ class JobInputs:
     params: dict[str, Any]
     files: dict[str, Path]  # e.g. {"image": ..., "audio": ...}
     scratch: Path  # a private folder for this run
+    # What the API learned when it checked each input, e.g. meta["audio"]["duration_s"],
+    # meta["image"]["width"]: adapters need not probe the inputs again.
+    meta: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from jobservice.models import Job, utcnow
 from jobservice.queueing import send_job
 from jobservice.services import Services
 from jobservice.storage import ObjectNotFound, StoreUnavailable
-from jobservice.uploads import AUDIO_FORMATS, IMAGE_FORMATS, CheckedUpload
+from jobservice.uploads import CheckedUpload, stored_upload
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,6 @@ def resubmit_job(services: Services, job: Job, *, source: str = "web") -> Job:
     The stored inputs are copied to the new job's prefix through a temporary folder, so this works
     on any object store and the new job goes through ``submit_job`` like any other.
     """
-    mimes = dict(IMAGE_FORMATS.values()) | dict(AUDIO_FORMATS.values())
     spool = services.settings.resolved_spool_dir()
     spool.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=spool, prefix="resubmit-") as tmp:
@@ -245,14 +244,7 @@ def resubmit_job(services: Services, job: Job, *, source: str = "web") -> Job:
                 raise ApiError(
                     503, "storage_unavailable", "The object store is unavailable; try again shortly."
                 ) from None
-            extension = path.suffix.lstrip(".")
-            uploads[name] = CheckedUpload(
-                name=name,
-                path=path,
-                extension=extension,
-                content_type=mimes.get(extension, "application/octet-stream"),
-                meta=dict((job.input_meta or {}).get(name) or {}),
-            )
+            uploads[name] = stored_upload(name, path, (job.input_meta or {}).get(name) or {})
         sub = Submission(
             task=job.task,
             model=job.model,

@@ -243,3 +243,22 @@ def check_audio(field: str, spool: SpoolFile, settings: Settings) -> CheckedUplo
         "sha256": spool.sha256(),
     }
     return CheckedUpload(name=field, path=path, extension=extension, content_type=mime, meta=meta)
+
+
+FILE_CHECKS = {"image": check_image, "audio": check_audio}
+"""The content check of each file input, by form field name."""
+
+MIME_BY_EXTENSION = dict(IMAGE_FORMATS.values()) | dict(AUDIO_FORMATS.values())
+"""Content type of a stored input, by the extension the checks gave it."""
+
+
+def stored_upload(name: str, path: Path, meta: dict[str, Any]) -> CheckedUpload:
+    """An input that passed its checks earlier (copied back from the object store) as an upload."""
+    extension = path.suffix.lstrip(".")
+    return CheckedUpload(
+        name=name,
+        path=path,
+        extension=extension,
+        content_type=MIME_BY_EXTENSION.get(extension, "application/octet-stream"),
+        meta=dict(meta),
+    )

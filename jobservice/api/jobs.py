@@ -16,13 +16,12 @@ from jobservice.models import Job, JobStatus
 from jobservice.services import Services
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.submit import Submission, submit_job
-from jobservice.uploads import CheckedUpload, check_audio, check_image, spool_of
+from jobservice.uploads import FILE_CHECKS, CheckedUpload, spool_of
 from jobservice.views import job_view, list_jobs
 
 bp = Blueprint("jobs", __name__)
 log = logging.getLogger(__name__)
 
-FILE_CHECKS = {"image": check_image, "audio": check_audio}
 POLL_AFTER_MS = "1000"
 
 
@@ -51,8 +50,11 @@ def load_job(raw_id: str) -> Job:
 
 def render(job: Job, status: int = 200) -> Response:
     """A job view response, with a polling hint while the job is unfinished."""
-    with services().db.session() as session:
-        view = job_view(job, session=session)
+    if JobStatus(job.status) == JobStatus.QUEUED:  # only a queued job needs a query (its position)
+        with services().db.session() as session:
+            view = job_view(job, session=session)
+    else:
+        view = job_view(job)
     response = jsonify(view.model_dump(mode="json"))
     response.status_code = status
     if not JobStatus(job.status).is_terminal:

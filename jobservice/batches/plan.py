@@ -22,9 +22,7 @@ from jobservice.services import Services
 from jobservice.settings import Settings
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.submit import resolve_model, validate_params
-from jobservice.uploads import CheckedUpload, SpoolFile, check_audio, check_image
-
-FILE_CHECKS = {"image": check_image, "audio": check_audio}
+from jobservice.uploads import FILE_CHECKS, CheckedUpload, SpoolFile
 
 
 @dataclass

@@ -33,7 +33,7 @@ from jobservice.models import TERMINAL_STATUSES, Batch, Job, JobStatus
 from jobservice.services import Services
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.submit import Submission, submit_job
-from jobservice.uploads import AUDIO_FORMATS, IMAGE_FORMATS, CheckedUpload
+from jobservice.uploads import CheckedUpload, stored_upload
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +308,6 @@ def _discard_inputs(services: Services, batch_id: uuid.UUID) -> None:
 
 
 def _fetch_inputs(services: Services, case: dict[str, Any], folder: Path) -> dict[str, CheckedUpload]:
-    mimes = dict(IMAGE_FORMATS.values()) | dict(AUDIO_FORMATS.values())
     uploads: dict[str, CheckedUpload] = {}
     for name, entry in (case.get("inputs") or {}).items():
         key = str(entry["key"])
@@ -321,12 +320,5 @@ def _fetch_inputs(services: Services, case: dict[str, Any], folder: Path) -> dic
             ) from None
         except StoreUnavailable as exc:
             raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
-        extension = path.suffix.lstrip(".")
-        uploads[name] = CheckedUpload(
-            name=name,
-            path=path,
-            extension=extension,
-            content_type=mimes.get(extension, "application/octet-stream"),
-            meta=dict(entry.get("meta") or {}),
-        )
+        uploads[name] = stored_upload(name, path, entry.get("meta") or {})
     return uploads

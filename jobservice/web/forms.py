@@ -19,11 +19,10 @@ from jobservice.errors import ApiError
 from jobservice.services import Services
 from jobservice.settings import Settings
 from jobservice.submit import Submission, resolve_model, validate_params
-from jobservice.uploads import CheckedUpload, check_audio, check_image, spool_of
+from jobservice.uploads import FILE_CHECKS, CheckedUpload, spool_of
 
 FORM_LEVEL = "__all__"
 CONTROL_FIELDS = {"csrf_token", "task", "model", "change_model"}
-FILE_CHECKS = {"image": check_image, "audio": check_audio}
 TASKS = {
     "audio2video": "Talking head (audio2video)",
     "text2video": "Text to video (text2video)",

@@ -23,7 +23,7 @@ from jobservice.models import Job, JobStatus
 from jobservice.report import RunReport
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.submit import resubmit_job
-from jobservice.uploads import AUDIO_FORMATS, IMAGE_FORMATS
+from jobservice.uploads import MIME_BY_EXTENSION
 from jobservice.views import job_view, list_jobs
 from jobservice.web.blueprint import bp
 from jobservice.web.charts import failed_first, stage_bar, timeline
@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZES = (20, 50, 100)
 REFRESH_SECONDS = 3
-INPUT_MIMES = dict(IMAGE_FORMATS.values()) | dict(AUDIO_FORMATS.values())
 
 
 @dataclass(frozen=True)
@@ -213,7 +212,7 @@ def job_input(job_id: str, name: str) -> Any:
     if path is not None:
         if not path.exists():
             raise ApiError(404, "input_missing", "The input is recorded but missing from the object store.")
-        mimetype = INPUT_MIMES.get(path.suffix.lstrip("."), "application/octet-stream")
+        mimetype = MIME_BY_EXTENSION.get(path.suffix.lstrip("."), "application/octet-stream")
         return send_file(path, mimetype=mimetype, conditional=True, max_age=3600)
     url = store.presigned_url(key)
     if url is None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from flask import Flask
 
 from jobservice import web
@@ -11,6 +9,7 @@ from jobservice.api import cross_site, errors, jobs, system
 from jobservice.batches import api as batches_api
 from jobservice.batches import web as batches_web
 from jobservice.catalog import Catalog
+from jobservice.logs import configure_logging
 from jobservice.services import Services, build_services
 from jobservice.settings import Settings
 from jobservice.storage import ObjectStore
@@ -27,7 +26,7 @@ def create_app(
     """Build the API (and, when present, the web pages) from ``settings``."""
     services = services or build_services(settings, store=store, catalog=catalog)
     settings = services.settings
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level, settings.log_format)
 
     app = Flask(__name__, template_folder="../templates")
     app.config.update(

@@ -101,6 +101,9 @@ class Settings(BaseSettings):
         description="Signs web-session cookies (CSRF); unset: generated once into var_dir/secret_key.",
     )
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="`json`: every process writes one JSON object per log line."
+    )
 
     # --- nightly batches (jobservice.batches) ----------------------------------------------
     batch_priority: int = Field(

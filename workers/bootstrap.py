@@ -14,6 +14,7 @@ from typing import Any
 
 from celery import Celery, signals
 
+from jobservice.logs import install_on
 from jobservice.placement import inventory, parse_devices
 from jobservice.services import Services, build_services
 from jobservice.settings import Settings
@@ -106,6 +107,14 @@ def bootstrap(settings: Settings | None = None) -> Celery:
             f"{services.settings.visibility_timeout_seconds}: raise it above the longest job"
         )
     register_tasks(app, process.runtime, hard_time_limit=longest + 120)
+    fmt = services.settings.log_format
+
+    def use_our_format(logger: logging.Logger, **_: Any) -> None:
+        for handler in logger.handlers:  # Celery's handlers: our format, and the job id on each line
+            install_on(handler, fmt)
+
+    signals.after_setup_logger.connect(use_our_format, weak=False)
+    signals.after_setup_task_logger.connect(use_our_format, weak=False)
     signals.worker_process_init.connect(process.on_child_start, weak=False)
     signals.worker_process_shutdown.connect(process.on_child_stop, weak=False)
     signals.worker_ready.connect(process.on_ready, weak=False)

@@ -27,6 +27,7 @@ from jobservice.jobs import (
     mark_failed,
     mark_succeeded,
 )
+from jobservice.logs import job_log_context
 from jobservice.models import Job, Stage, utcnow
 from jobservice.report import RunReport, Validation
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutput
@@ -53,8 +54,9 @@ def run_job(runtime: WorkerRuntime, raw_job_id: str) -> str:
     if job is None:
         log.info("job %s: not queued any more (taken, canceled or finished); message dropped", job_id)
         return "dropped"
-    log.info("job %s: claimed by %s (attempt %d)", job_id, runtime.worker_id, job.attempts)
-    return JobRun(runtime, job).execute()
+    with job_log_context(job_id, job.attempts):
+        log.info("job %s: claimed by %s (attempt %d)", job_id, runtime.worker_id, job.attempts)
+        return JobRun(runtime, job).execute()
 
 
 @dataclass

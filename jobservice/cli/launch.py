@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sys
 from typing import Any
 
 from jobservice.catalog import queue_for
+from jobservice.logs import install_on
 from jobservice.placement import DeviceContext, parse_devices, path_exists, pinning_env, servable_models
 from jobservice.services import build_services
 from jobservice.settings import Settings
@@ -39,7 +41,11 @@ def serve_api(settings: Settings, *, host: str, port: int, workers: int, threads
                 self.cfg.set(key, value)
 
         def load(self) -> Any:
-            return create_app(settings)
+            app = create_app(settings)
+            for name in ("gunicorn.error", "gunicorn.access"):  # gunicorn's own lines in our format too
+                for handler in logging.getLogger(name).handlers:
+                    install_on(handler, settings.log_format)
+            return app
 
     _Gunicorn().run()
 

@@ -11,6 +11,7 @@ import click
 
 from jobservice.batches.cli import batch_group, beat_command
 from jobservice.cli.workers_cmd import workers_command
+from jobservice.logs import configure_logging
 from jobservice.settings import Settings
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -23,6 +24,11 @@ def _settings(var_dir: str | None = None) -> Settings:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """jobservice: queue-backed audio2video and text2video jobs with validated outputs."""
+    try:
+        settings = Settings()
+    except ValueError:  # a bad setting is reported by the command that needs it, not here
+        return
+    configure_logging(settings.log_level, settings.log_format)
 
 
 @cli.command()

@@ -18,12 +18,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from celery import Celery
 from celery.schedules import crontab, schedule
+from croniter import CroniterBadDateError, croniter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from sqlalchemy import select
 
@@ -40,7 +41,7 @@ TICK_TASK = "jobservice.batch.tick"
 STALE_CREATING_SECONDS = 60.0
 # A task may run a little "before" its fire time when a second beat's clock is ahead of this one's.
 CLOCK_SKEW_SECONDS = 5.0
-LOOKBACK_DAYS = 8 * 366  # a cron firing more rarely (29 February on Mondays) falls back to the minute
+LOOKBACK_YEARS = 8  # a cron firing more rarely (29 February on Mondays) falls back to the minute
 
 
 class ScheduleEntry(BaseModel):
@@ -118,27 +119,22 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
 
 
 def last_fire_time(cron: str, now: datetime) -> datetime | None:
-    """The latest time at or before ``now`` (aware, in the schedule's zone) that ``cron`` fires.
+    """The latest minute at or before ``now`` (aware, in the schedule's zone) at which ``cron`` fires.
 
-    Day of month and day of week must both match, as in Celery's crontab. None when the cron did
-    not fire in the last ``LOOKBACK_DAYS`` days.
+    Day of month and day of week must both match, as in Celery's crontab (``day_or=False``). None
+    when the cron did not fire in the last ``LOOKBACK_YEARS`` years.
     """
-    when = cron_schedule(cron)
-    times = sorted(((h, m) for h in when.hour for m in when.minute), reverse=True)
-    today = now.date()
-    for back in range(LOOKBACK_DAYS):
-        day = today - timedelta(days=back)
-        if not _fires_on(when, day):
-            continue
-        for hour, minute in times:
-            if back or (hour, minute) <= (now.hour, now.minute):
-                return datetime(day.year, day.month, day.day, hour, minute, tzinfo=now.tzinfo)
-    return None
-
-
-def _fires_on(when: crontab, day: date) -> bool:
-    weekday = day.isoweekday() % 7  # crontab counts from Sunday = 0
-    return day.month in when.month_of_year and day.day in when.day_of_month and weekday in when.day_of_week
+    cron_schedule(cron)  # the same five-field check as the beat's own schedule
+    # croniter's get_prev is strictly before its start; start at the next minute so a cron that
+    # fires in the current minute counts as fired.
+    start = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    try:
+        fired = croniter(cron, start, day_or=False, max_years_between_matches=LOOKBACK_YEARS).get_prev(
+            datetime
+        )
+    except CroniterBadDateError:
+        return None
+    return fired if isinstance(fired, datetime) else None
 
 
 def schedule_slot(*, cron: str | None, period_seconds: float, timezone: str, now: float | None = None) -> str:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up and runs the whole suite: .venv with the project and its dev tools, ffmpeg and espeak-ng,
 # a Redis and a PostgreSQL to test against (the ones on 127.0.0.1 if they answer, else started
-# here), then lint, type checks and pytest. Extra arguments go to pytest.
+# here), then lint, type checks, the unit tier (no services) and the integration tier. Extra
+# arguments go to pytest instead (one run of what they select).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup-env.sh"
 cd "$ROOT"
@@ -11,7 +12,7 @@ command -v espeak-ng >/dev/null || apt_install espeak-ng || true
 # The browser tests drive Debian's chromium (never a downloaded browser); without it they fail.
 [ -x /usr/bin/chromium ] || apt_install chromium || true
 # diffusers: the Wan2.1 diffusers back end is tested for real (a tiny random pipeline on the CPU).
-ensure_venv "worker,dev,diffusers"
+ensure_venv "worker,dev,diffusers,embedded"
 PYBIN="$VENV/bin/python"
 SERVICES="$ROOT/var/test-services"
 mkdir -p "$SERVICES"
@@ -50,9 +51,17 @@ if [ -z "${JOBSERVICE_TEST_PG_URL:-}" ]; then
 fi
 
 say "lint and types"
-"$VENV/bin/ruff" check jobservice workers tests scripts migrations
-"$VENV/bin/ruff" format --check jobservice workers tests scripts migrations
+"$VENV/bin/ruff" check jobservice workers tests scripts
+"$VENV/bin/ruff" format --check jobservice workers tests scripts
 "$VENV/bin/mypy"
 
-say "tests (Redis: $JOBSERVICE_TEST_REDIS_URL; PostgreSQL: ${JOBSERVICE_TEST_PG_URL%%@*}@...)"
-"$VENV/bin/pytest" "$@"
+if [ "$#" -gt 0 ]; then  # a chosen subset: one run against the real services
+  say "tests (Redis: $JOBSERVICE_TEST_REDIS_URL; PostgreSQL: ${JOBSERVICE_TEST_PG_URL%%@*}@...)"
+  exec "$VENV/bin/pytest" "$@"
+fi
+# The unit tier runs with every service pointed at a closed port: it must need none of them.
+say "unit tier (no Redis, no PostgreSQL, no S3 server)"
+JOBSERVICE_TEST_REDIS_URL="redis://127.0.0.1:1/0" JOBSERVICE_TEST_PG_URL="postgresql+psycopg://nobody@127.0.0.1:1/none" \
+  "$VENV/bin/pytest" -m "not integration"
+say "integration tier (Redis: $JOBSERVICE_TEST_REDIS_URL; PostgreSQL: ${JOBSERVICE_TEST_PG_URL%%@*}@...)"
+"$VENV/bin/pytest" -m integration

@@ -31,6 +31,20 @@ REDIS_URL = os.environ.get("JOBSERVICE_TEST_REDIS_URL", "redis://127.0.0.1:6379/
 PG_URL = os.environ.get("JOBSERVICE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 
 
+SERVICE_FIXTURES = {"redis_url": "Redis", "pg_server_url": "PostgreSQL", "moto_server": "S3 (moto)"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tiers: a test that reaches a service (by its fixtures) is an integration test.
+
+    ``pytest -m "not integration"`` is then the unit tier, which needs no Redis, PostgreSQL or
+    S3 server (scripts/test.sh runs it with every service pointed at a closed port).
+    """
+    for item in items:
+        if SERVICE_FIXTURES.keys() & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
 # --- services -------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def redis_url() -> str:
@@ -119,11 +133,26 @@ def make_settings(var_dir: Path, **overrides: object) -> Settings:
     return Settings(**values)  # type: ignore[arg-type]
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated once per session; tests get copies of it."""
+    path = tmp_path_factory.mktemp("template") / "jobservice.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+def fresh_sqlite(template: Path, var_dir: Path) -> Settings:
+    """Settings under ``var_dir`` whose SQLite database is a copy of the migrated template."""
+    var_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, var_dir / "jobservice.db")
+    return make_settings(var_dir)
+
+
 @pytest.fixture
-def settings(tmp_path: Path, clean_redis: str) -> Settings:
-    """Settings on SQLite + local store in tmp, and the test Redis."""
-    s = make_settings(tmp_path / "var", broker_url=clean_redis)
-    upgrade(s.resolved_database_url())
+def settings(tmp_path: Path, clean_redis: str, migrated_sqlite: Path) -> Settings:
+    """Settings on SQLite + local store in tmp, and the test Redis (flushed)."""
+    s = fresh_sqlite(migrated_sqlite, tmp_path / "var")
+    assert s.broker_url == clean_redis
     return s
 
 

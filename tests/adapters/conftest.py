@@ -120,7 +120,7 @@ def speech_clip(tmp_path: Path) -> Path:
     """The first 3 s of samples/speech.wav (speech, then the start of the pause)."""
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
-        pytest.skip("ffmpeg is not installed")
+        pytest.fail("ffmpeg is required (apt-get install -y ffmpeg)")
     out = tmp_path / "speech3s.wav"
     subprocess.run(
         [ffmpeg, "-v", "error", "-i", str(SAMPLES / "speech.wav"), "-t", "3", "-c:a", "pcm_s16le", str(out)],

@@ -146,7 +146,7 @@ def test_never_black_and_never_frozen_even_in_silence(animate: Callable[..., Any
     # And the real gate's detectors agree on the encoded stream.
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
-        pytest.skip("ffmpeg is not installed")
+        pytest.fail("ffmpeg is required (apt-get install -y ffmpeg)")
     video = tmp_path / "silence.mp4"
     height, width = frames.shape[1:3]
     encode = [

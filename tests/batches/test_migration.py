@@ -15,7 +15,7 @@ from jobservice.migrate import alembic_config, heads, upgrade
 
 
 def test_one_head() -> None:
-    assert heads() == ["0002"]
+    assert len(heads()) == 1, f"the migration graph has {len(heads())} heads: {heads()}"
 
 
 def test_sqlite_upgrade_keeps_jobs_and_their_events(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ AAC = ["-c:a", "aac", "-b:a", "96k"]
 @pytest.fixture(autouse=True)
 def _needs_ffmpeg() -> None:
     if shutil.which("ffmpeg") is None or shutil.which("ffprobe") is None:
-        pytest.skip("ffmpeg/ffprobe are not installed")
+        pytest.fail("ffmpeg/ffprobe are required (apt-get install -y ffmpeg)")
 
 
 def ffmpeg(*args: str) -> None:

@@ -45,7 +45,7 @@ def media_children() -> list[psutil.Process]:
 
 def test_streams_with_audio_and_passes(tmp_path: Path, policy: ValidationPolicy) -> None:
     if shutil.which("espeak-ng") is None:
-        pytest.skip("espeak-ng is not installed")
+        pytest.fail("espeak-ng is required (apt-get install -y espeak-ng)")
     speech = tmp_path / "speech.wav"
     subprocess.run(["espeak-ng", "-w", str(speech), "the gate checks every frame"], check=True)
     audio = probe_media(speech).audio

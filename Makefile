@@ -11,13 +11,13 @@ test: ## set up and run the whole suite (lint, types, pytest)
 	./scripts/test.sh
 
 lint: ## ruff and mypy
-	$(VENV)/bin/ruff check jobservice workers tests scripts migrations
-	$(VENV)/bin/ruff format --check jobservice workers tests scripts migrations
+	$(VENV)/bin/ruff check jobservice workers tests scripts
+	$(VENV)/bin/ruff format --check jobservice workers tests scripts
 	$(VENV)/bin/mypy
 
 format: ## ruff format and autofix
-	$(VENV)/bin/ruff format jobservice workers tests scripts migrations
-	$(VENV)/bin/ruff check --fix jobservice workers tests scripts migrations
+	$(VENV)/bin/ruff format jobservice workers tests scripts
+	$(VENV)/bin/ruff check --fix jobservice workers tests scripts
 
 bench: ## service overhead around warm reference jobs (scripts/bench_overhead.py)
 	$(VENV)/bin/python scripts/bench_overhead.py

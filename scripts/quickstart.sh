@@ -19,7 +19,7 @@ done
 
 cd "$ROOT"
 ensure_ffmpeg
-ensure_venv worker
+ensure_venv worker,embedded
 JS="$VENV/bin/jobservice"
 URL="http://127.0.0.1:$PORT"
 OUT="$ROOT/var/quickstart"

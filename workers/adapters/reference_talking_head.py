@@ -30,7 +30,7 @@ from workers.adapters.base import (
     RunOutput,
     VideoFormat,
 )
-from workers.adapters.face import FaceDetector, FaceLayout, fallback_box
+from workers.adapters.face import FaceBox, FaceDetector, FaceLayout, fallback_box
 from workers.adapters.reference_common import Stopwatch, resolve_device, to_uint8_frames
 from workers.adapters.talking_head_motion import MotionPlan, MotionState, carry, continue_motion, rest_frames
 from workers.adapters.talking_head_render import PortraitRenderer
@@ -137,83 +137,108 @@ class ReferenceTalkingHeadAdapter(Adapter):
         """Render the video chunk by chunk, streaming frames through ``ctx``."""
         h: TalkingHeadHandle = handle
         p = inputs.params
-        fps, seed = int(p["fps"]), int(p["seed"])
+        fps = int(p["fps"])
         chunk_frames, motion_frames = int(p["chunk_frames"]), int(p["motion_frames"])
         clock = Stopwatch(h.device)
-
-        samples = decode_audio(inputs.files["audio"], h.ffmpeg)
-        duration = samples.size / SAMPLE_RATE
-        num_frames = round(duration * fps)
-        if num_frames < 1:
-            raise AdapterError("invalid_audio", f"The audio lasts {duration:.3f} s, shorter than one frame.")
-        ctx.add_timing("audio_decode_ms", clock.lap())
-
-        portrait = load_portrait(inputs.files["image"], int(p["max_size"]))
-        height, width = portrait.shape[:2]
-        ctx.add_timing("image_load_ms", clock.lap())
-        box = h.detector.detect(portrait) or fallback_box(width, height)
-        ctx.add_timing("face_detect_ms", clock.lap())
-        ctx.start_video(
-            VideoFormat(
-                width=width,
-                height=height,
-                fps=float(fps),
-                num_frames=num_frames,
-                audio_path=inputs.files["audio"],
-            )
-        )
+        job = _prepare(h, inputs, ctx, clock)
         ctx.check_cancel()
-
-        stride = chunk_frames - motion_frames
-        mouth_values: list[float] = []
-        with torch.inference_mode():
-            audio = torch.from_numpy(samples).to(h.device)
-            image = torch.from_numpy(portrait).to(h.device).permute(2, 0, 1).float() / 255.0
-            renderer = PortraitRenderer(
-                image, FaceLayout.from_box(box, portrait), float(p["mouth_scale"]), float(p["motion_scale"])
-            )
-            plan = MotionPlan(seed, duration, float(p["motion_scale"]))
-            carried: list[MotionState] = rest_frames(motion_frames)
-            ctx.add_timing("prepare_ms", clock.lap())
-
-            for index, first in enumerate(range(0, num_frames, stride)):
-                started = time.perf_counter()
-                clock.restart()  # the previous chunk's hand-off to the encoder is not this chunk's audio
-                new = min(stride, num_frames - first)
-                raw = h.envelope.openness(audio, first, new, fps).tolist()
-                audio_ms = clock.lap()
-                window = carried + continue_motion(plan, carried, raw, first, fps)
-                host, core_ms, copy_ms = render_frames(renderer, window[len(carried) :], clock)
-                ctx.emit_frames(host)
-                carried = carry(window, motion_frames)
-                mouth_values.extend(s.mouth for s in window[-new:])
-                total_ms = (time.perf_counter() - started) * 1000.0
-                ctx.record_chunk(
-                    ChunkTelemetry(
-                        index=index,
-                        frames=new,
-                        audio_embedding_ms=audio_ms,
-                        core_ms=core_ms,
-                        copy_ms=copy_ms,
-                        total_ms=total_ms,
-                    )
-                )
-                ctx.progress((first + new) / num_frames, "render")
-                ctx.check_cancel()
-
+        mouth_values = _render_chunks(h, job, p, ctx, clock)
         return RunOutput(
-            frames_generated=num_frames,
-            media_duration_s=num_frames / fps,
+            frames_generated=job.num_frames,
+            media_duration_s=job.num_frames / fps,
             extra={
-                "face_detector": box.detector,
-                "face_box": box.as_list(),
-                "audio_duration_s": round(duration, 4),
-                "output_size": [width, height],
+                "face_detector": job.box.detector,
+                "face_box": job.box.as_list(),
+                "audio_duration_s": round(job.duration, 4),
+                "output_size": [job.portrait.shape[1], job.portrait.shape[0]],
                 "chunk_frames": chunk_frames,
                 "motion_frames": motion_frames,
-                "new_frames_per_chunk": stride,
+                "new_frames_per_chunk": chunk_frames - motion_frames,
                 "mouth_open_mean": round(float(np.mean(mouth_values)), 4),
                 "speaking_fraction": round(float(np.mean(np.asarray(mouth_values) > 0.1)), 4),
                 "device": str(h.device),
             },
         )
+
+
+@dataclass
+class _Prepared:
+    """A job's decoded speech, portrait and face, and its frame count."""
+
+    samples: np.ndarray
+    duration: float
+    num_frames: int
+    portrait: np.ndarray
+    box: FaceBox
+
+
+def _prepare(h: TalkingHeadHandle, inputs: JobInputs, ctx: RunContext, clock: Stopwatch) -> _Prepared:
+    """Decode the speech, load the portrait, find the face, and open the video."""
+    p = inputs.params
+    fps = int(p["fps"])
+    samples = decode_audio(inputs.files["audio"], h.ffmpeg)
+    duration = samples.size / SAMPLE_RATE
+    num_frames = round(duration * fps)
+    if num_frames < 1:
+        raise AdapterError("invalid_audio", f"The audio lasts {duration:.3f} s, shorter than one frame.")
+    ctx.add_timing("audio_decode_ms", clock.lap())
+
+    portrait = load_portrait(inputs.files["image"], int(p["max_size"]))
+    height, width = portrait.shape[:2]
+    ctx.add_timing("image_load_ms", clock.lap())
+    box = h.detector.detect(portrait) or fallback_box(width, height)
+    ctx.add_timing("face_detect_ms", clock.lap())
+    ctx.start_video(
+        VideoFormat(
+            width=width,
+            height=height,
+            fps=float(fps),
+            num_frames=num_frames,
+            audio_path=inputs.files["audio"],
+        )
+    )
+    return _Prepared(samples, duration, num_frames, portrait, box)
+
+
+def _render_chunks(
+    h: TalkingHeadHandle, job: _Prepared, p: dict[str, Any], ctx: RunContext, clock: Stopwatch
+) -> list[float]:
+    """Generate chunk after chunk, carrying motion frames as FlashTalk does; the mouth openness per frame."""
+    fps, seed = int(p["fps"]), int(p["seed"])
+    chunk_frames, motion_frames = int(p["chunk_frames"]), int(p["motion_frames"])
+    stride, num_frames = chunk_frames - motion_frames, job.num_frames
+    mouth_values: list[float] = []
+    with torch.inference_mode():
+        audio = torch.from_numpy(job.samples).to(h.device)
+        image = torch.from_numpy(job.portrait).to(h.device).permute(2, 0, 1).float() / 255.0
+        layout = FaceLayout.from_box(job.box, job.portrait)
+        renderer = PortraitRenderer(image, layout, float(p["mouth_scale"]), float(p["motion_scale"]))
+        plan = MotionPlan(seed, job.duration, float(p["motion_scale"]))
+        carried: list[MotionState] = rest_frames(motion_frames)
+        ctx.add_timing("prepare_ms", clock.lap())
+
+        for index, first in enumerate(range(0, num_frames, stride)):
+            started = time.perf_counter()
+            clock.restart()  # the previous chunk's hand-off to the encoder is not this chunk's audio
+            new = min(stride, num_frames - first)
+            raw = h.envelope.openness(audio, first, new, fps).tolist()
+            audio_ms = clock.lap()
+            window = carried + continue_motion(plan, carried, raw, first, fps)
+            host, core_ms, copy_ms = render_frames(renderer, window[len(carried) :], clock)
+            ctx.emit_frames(host)
+            carried = carry(window, motion_frames)
+            mouth_values.extend(s.mouth for s in window[-new:])
+            total_ms = (time.perf_counter() - started) * 1000.0
+            ctx.record_chunk(
+                ChunkTelemetry(
+                    index=index,
+                    frames=new,
+                    audio_embedding_ms=audio_ms,
+                    core_ms=core_ms,
+                    copy_ms=copy_ms,
+                    total_ms=total_ms,
+                )
+            )
+            ctx.progress((first + new) / num_frames, "render")
+            ctx.check_cancel()
+    return mouth_values

@@ -104,32 +104,12 @@ class PortraitRenderer:
 
     def render(self, states: list[MotionState]) -> torch.Tensor:
         """Frames [N, 3, H, W] in 0..1 for the given motion states."""
-        n, box, (px, py) = len(states), self.layout.box, self.layout.pivot
-        roll = self._per_frame([s.roll for s in states])
-        scale = self._per_frame([1.0 + s.scale for s in states])
+        n, box = len(states), self.layout.box
         breath_px = self._per_frame([BREATH_AMPLITUDE * box.h * s.breath for s in states])
-        tx = self._per_frame([s.tx * box.w for s in states])
-        ty = self._per_frame([s.ty * box.h for s in states]) - HEAD_BREATH * breath_px
         drop = self._per_frame(
             [min(MAX_JAW_DROP, JAW_DROP * self.mouth_scale * s.mouth) * box.h for s in states]
         )
-
-        # Inverse head transform (output pixel -> portrait pixel) q = A p + b about the pivot; the
-        # grid stores the displacement q - p = (A - I) p + b in normalised units.
-        cos, sin = torch.cos(roll) / scale, torch.sin(roll) / scale
-        bx = px - (cos * (px + tx) + sin * (py + ty))
-        by = py - (-sin * (px + tx) + cos * (py + ty))
-        zero, one = torch.zeros_like(cos), torch.ones_like(cos)
-        rows = [(cos - 1.0, -sin), (sin, cos - 1.0), (bx, by), (zero, breath_px)]  # head x, y, 1; chest
-        to_unit = torch.tensor([2.0 / self.width, 2.0 / self.height], device=self.device)
-        warp = torch.stack(
-            [torch.stack(r, -1) * to_unit for r in rows]
-            + [torch.stack((one, zero), -1), torch.stack((zero, one), -1)],
-            dim=1,
-        )
-        # One GEMM for all frames: [H*W, 6] @ [6, N*2] -> [N, H, W, 2].
-        grid = (self.basis @ warp.permute(1, 0, 2).reshape(6, n * 2)).view(self.height, self.width, n, 2)
-        grid = grid.permute(2, 0, 1, 3).contiguous()
+        grid = self._head_grid(states, breath_px)
 
         # How far any point of the face moves this chunk bounds where the features can be.
         reach = math.hypot(box.w, box.h)
@@ -141,19 +121,7 @@ class PortraitRenderer:
             + float(breath_px.abs().max())
         )
         mouth_roi, eye_roi = self._roi(self.mouth_box, margin), self._roi(self.eye_box, margin)
-
-        # Jaw drop around the mouth: rows below the lips sample from higher up, moving down.
-        my_, mx_ = mouth_roi
-        mx, my = self.layout.mouth
-        qx = ((grid[:, my_, mx_, 0] + 1.0) * self.width - 1.0) / 2.0
-        qy = ((grid[:, my_, mx_, 1] + 1.0) * self.height - 1.0) / 2.0
-        across = 1.0 - smoothstep(0.45 * JAW_HALF_WIDTH * box.w, JAW_HALF_WIDTH * box.w, (qx - mx).abs())
-        below = smoothstep(my - 0.02 * box.h, my + 0.16 * box.h, qy)
-        above_chin = 1.0 - smoothstep(
-            self.layout.chin_y - 0.02 * box.h, self.layout.chin_y + 0.28 * box.h, qy
-        )
-        jaw = drop[:, None, None] * across * below * above_chin
-        grid[:, my_, mx_, 1] -= jaw * (2.0 / self.height)
+        qx, qy = self._drop_jaw(grid, mouth_roi, drop)
 
         frames = F.grid_sample(
             self.image.expand(n, -1, -1, -1),
@@ -170,6 +138,51 @@ class PortraitRenderer:
             ey = ((grid[:, ey_, ex_, 1] + 1.0) * self.height - 1.0) / 2.0
             self._draw_eyelids(frames, eye_roi, ex, ey, self._per_frame(blink))
         return frames
+
+    def _head_grid(self, states: list[MotionState], breath_px: torch.Tensor) -> torch.Tensor:
+        """The sampling grid [N, H, W, 2] of the head's pose and the chest's breathing."""
+        n, box, (px, py) = len(states), self.layout.box, self.layout.pivot
+        roll = self._per_frame([s.roll for s in states])
+        scale = self._per_frame([1.0 + s.scale for s in states])
+        tx = self._per_frame([s.tx * box.w for s in states])
+        ty = self._per_frame([s.ty * box.h for s in states]) - HEAD_BREATH * breath_px
+        # Inverse head transform (output pixel -> portrait pixel) q = A p + b about the pivot; the
+        # grid stores the displacement q - p = (A - I) p + b in normalised units.
+        cos, sin = torch.cos(roll) / scale, torch.sin(roll) / scale
+        bx = px - (cos * (px + tx) + sin * (py + ty))
+        by = py - (-sin * (px + tx) + cos * (py + ty))
+        zero, one = torch.zeros_like(cos), torch.ones_like(cos)
+        rows = [(cos - 1.0, -sin), (sin, cos - 1.0), (bx, by), (zero, breath_px)]  # head x, y, 1; chest
+        to_unit = torch.tensor([2.0 / self.width, 2.0 / self.height], device=self.device)
+        warp = torch.stack(
+            [torch.stack(r, -1) * to_unit for r in rows]
+            + [torch.stack((one, zero), -1), torch.stack((zero, one), -1)],
+            dim=1,
+        )
+        # One GEMM for all frames: [H*W, 6] @ [6, N*2] -> [N, H, W, 2].
+        grid = (self.basis @ warp.permute(1, 0, 2).reshape(6, n * 2)).view(self.height, self.width, n, 2)
+        return grid.permute(2, 0, 1, 3).contiguous()
+
+    def _drop_jaw(
+        self, grid: torch.Tensor, mouth_roi: tuple[slice, slice], drop: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Jaw drop around the mouth (rows below the lips sample from higher up, moving down), in place.
+
+        Returns the portrait coordinates the mouth region samples, for drawing the mouth.
+        """
+        box = self.layout.box
+        my_, mx_ = mouth_roi
+        mx, my = self.layout.mouth
+        qx = ((grid[:, my_, mx_, 0] + 1.0) * self.width - 1.0) / 2.0
+        qy = ((grid[:, my_, mx_, 1] + 1.0) * self.height - 1.0) / 2.0
+        across = 1.0 - smoothstep(0.45 * JAW_HALF_WIDTH * box.w, JAW_HALF_WIDTH * box.w, (qx - mx).abs())
+        below = smoothstep(my - 0.02 * box.h, my + 0.16 * box.h, qy)
+        above_chin = 1.0 - smoothstep(
+            self.layout.chin_y - 0.02 * box.h, self.layout.chin_y + 0.28 * box.h, qy
+        )
+        jaw = drop[:, None, None] * across * below * above_chin
+        grid[:, my_, mx_, 1] -= jaw * (2.0 / self.height)
+        return qx, qy
 
     def _draw_mouth(
         self,

@@ -57,6 +57,17 @@ class EncodeResult:
     probe_error: str | None = None
 
 
+def _check_format(
+    width: int, height: int, fps: float, audio_path: Path | None, duration_s: float | None
+) -> None:
+    if width <= 0 or height <= 0 or width % 2 or height % 2:
+        raise ValueError(f"width and height must be positive and even for yuv420p, got {width}x{height}")
+    if fps <= 0:
+        raise ValueError(f"fps must be positive, got {fps}")
+    if audio_path is not None and (duration_s is None or duration_s <= 0):
+        raise ValueError("duration_s (num_frames / fps) is required with audio_path: the audio is cut to it")
+
+
 class StreamingEncoder:
     """Encodes streamed RGB frames to MP4 while the detectors decode the same bitstream.
 
@@ -78,14 +89,7 @@ class StreamingEncoder:
         crf: int = 20,
     ) -> None:
         """Start the encoder, decoder and probe processes; ``duration_s`` is required with ``audio_path``."""
-        if width <= 0 or height <= 0 or width % 2 or height % 2:
-            raise ValueError(f"width and height must be positive and even for yuv420p, got {width}x{height}")
-        if fps <= 0:
-            raise ValueError(f"fps must be positive, got {fps}")
-        if audio_path is not None and (duration_s is None or duration_s <= 0):
-            raise ValueError(
-                "duration_s (num_frames / fps) is required with audio_path: the audio is cut to it"
-            )
+        _check_format(width, height, fps, audio_path, duration_s)
         self.out_path = Path(out_path).resolve()
         self.width, self.height, self.fps = width, height, float(fps)
         self.frames_written = 0
@@ -105,9 +109,11 @@ class StreamingEncoder:
             preset=preset,
             crf=crf,
         )
-        decode = decoder_argv(ffmpeg, policy)
-
         self.out_path.parent.mkdir(parents=True, exist_ok=True)
+        self._start(encode, decoder_argv(ffmpeg, policy))
+
+    def _start(self, encode: list[str], decode: list[str]) -> None:
+        """Start the encoder with the decoder reading its output, the probe, and the pipe readers."""
         self._encoder = subprocess.Popen(
             encode, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
@@ -176,6 +182,13 @@ class StreamingEncoder:
         except OSError:
             pass  # the encoder died (broken pipe on the last flush); its exit status says how
         deadline = time.monotonic() + timeout
+        self._wait_for_encoder(timeout)
+        dec_rc, cpu_ms, probe_box = self._drain(deadline, timeout)
+        self._finished = True
+        return self._result(started, dec_rc, cpu_ms, probe_box)
+
+    def _wait_for_encoder(self, timeout: float) -> None:
+        """The encoder's exit, which must be clean (else abort and say why)."""
         try:
             enc_rc = self._encoder.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -186,6 +199,8 @@ class StreamingEncoder:
             self.abort()
             raise EncoderError(message)
 
+    def _drain(self, deadline: float, timeout: float) -> tuple[int, float | None, dict[str, Any]]:
+        """Probe the finished MP4 while the decoder drains; the decoder's status, CPU time and the probe."""
         # The MP4 is complete now: probe it while the decoder drains the last frames.
         probe_box: dict[str, Any] = {}
         prober = threading.Thread(target=self._probe_into, args=(probe_box,), name="final-probe", daemon=True)
@@ -200,8 +215,12 @@ class StreamingEncoder:
         self._enc_err.join(5.0)
         prober.join(max(0.1, deadline - time.monotonic()))
         self._probe.close()  # only does something if the probe overran the deadline
-        self._finished = True
+        return dec_rc, cpu_ms, probe_box
 
+    def _result(
+        self, started: float, dec_rc: int, cpu_ms: float | None, probe_box: dict[str, Any]
+    ) -> EncodeResult:
+        """What the decode pass found, as an EncodeResult."""
         log = self._dec_err.text()
         stream_end = self.frames_written / self.fps
         found = parse_detections(log, stream_end_s=stream_end, frame_s=1.0 / self.fps)

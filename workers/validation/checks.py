@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobservice.catalog import ValidationPolicy
-from jobservice.report import Check, ProbeFacts, Segment
+from jobservice.report import Check, ProbeFacts, Segment, StreamFacts
 from workers.validation.detect import freeze_beyond_black, total_seconds
 
 STREAMED_CODECS = ("h264",)
@@ -58,6 +58,18 @@ def build_checks(
         return checks, []
 
     checks.append(_check("video_codec", video.codec_name in codecs, list(codecs), video.codec_name))
+    checks.extend(_stream_checks(found, expect, policy, video))
+    checks.extend(_duration_checks(expect, policy, probe))
+    frozen = freeze_beyond_black(found.freeze, found.black, policy.freeze_min_seconds)
+    checks.extend(_content_checks(found, policy, frozen))
+    return checks, frozen
+
+
+def _stream_checks(
+    found: Findings, expect: Expectation, policy: ValidationPolicy, video: StreamFacts
+) -> list[Check]:
+    """Size, rate, frame counts (container and decoded) and decode errors of the video stream."""
+    checks: list[Check] = []
     if expect.width is not None:
         checks.append(_check("width", video.width == expect.width, expect.width, video.width))
     if expect.height is not None:
@@ -76,16 +88,16 @@ def build_checks(
             )
         )
     checks.append(_decoded_check(found, video.nb_frames, video.nb_read_packets))
-    checks.append(
-        _check(
-            "decode_errors",
-            not found.decoder_errors,
-            0,
-            len(found.decoder_errors),
-            "; ".join(found.decoder_errors[:5]),
-        )
-    )
+    errors = found.decoder_errors
+    checks.append(_check("decode_errors", not errors, 0, len(errors), "; ".join(errors[:5])))
+    return checks
 
+
+def _duration_checks(expect: Expectation, policy: ValidationPolicy, probe: ProbeFacts) -> list[Check]:
+    """The video's duration, and the audio's presence and duration when the job has speech."""
+    checks: list[Check] = []
+    video = probe.video
+    assert video is not None  # the container check returned early without one
     video_duration = video.duration_s if video.duration_s is not None else probe.duration_s
     if expect.duration_s is not None:
         checks.append(_duration_check("duration", video_duration, expect.duration_s, policy))
@@ -95,30 +107,30 @@ def build_checks(
         if audio is not None and expect.duration_s is not None:
             audio_duration = audio.duration_s if audio.duration_s is not None else probe.duration_s
             checks.append(_duration_check("audio_duration", audio_duration, expect.duration_s, policy))
+    return checks
 
+
+def _content_checks(found: Findings, policy: ValidationPolicy, frozen: list[Segment]) -> list[Check]:
+    """Black and frozen stretches (frozen time inside black counts as black only)."""
     black_total = total_seconds(found.black)
-    checks.append(
+    frozen_total = total_seconds(frozen)
+    note = "frozen time inside black segments counts as black only" if found.black else ""
+    return [
         _check(
             "black",
             black_total <= policy.max_black_seconds + 1e-6,
             f"<= {policy.max_black_seconds:g} s",
             black_total,
             _describe(found.black),
-        )
-    )
-    frozen = freeze_beyond_black(found.freeze, found.black, policy.freeze_min_seconds)
-    frozen_total = total_seconds(frozen)
-    note = "frozen time inside black segments counts as black only" if found.black else ""
-    checks.append(
+        ),
         _check(
             "freeze",
             frozen_total <= policy.max_freeze_seconds + 1e-6,
             f"<= {policy.max_freeze_seconds:g} s",
             frozen_total,
             "; ".join(part for part in (_describe(frozen), note) if part),
-        )
-    )
-    return checks, frozen
+        ),
+    ]
 
 
 def _decoded_check(found: Findings, nb_frames: int | None, nb_read_packets: int | None) -> Check:

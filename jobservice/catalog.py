@@ -4,16 +4,18 @@ Lives on the API side (no torch). The API validates requests against a model's p
 schema; workers subscribe to the queue of each model they can serve and look up the adapter
 named here. Parameter schemas are pydantic models, so ``/models`` and ``/openapi.json`` show
 their defaults and limits as JSON Schema.
+
+A leaf: the data types only (``ModelSpec``, ``ModelParams``, ``ValidationPolicy``, ``WorkerGroup``,
+``Catalog``); it imports nothing of the project, and anything may import it. The models
+themselves come from ``jobservice.backends`` (the built-in ones and a deployment file's).
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 Task = Literal["audio2video", "text2video"]
 Maturity = Literal["reference", "contract-tested", "hardware-verified"]
@@ -38,48 +40,10 @@ class ValidationPolicy(BaseModel):
     fps_tolerance: float = Field(default=0.01, ge=0)
 
 
-class _Params(BaseModel):
+class ModelParams(BaseModel):
+    """Base of every model's parameter schema: unknown parameters are refused."""
+
     model_config = ConfigDict(extra="forbid")
-
-
-class ReferenceT2VParams(_Params):
-    """Parameters of the built-in reference text2video model."""
-
-    prompt: str = Field(min_length=1, max_length=2000, description="What the clip should show.")
-    negative_prompt: str = Field(default="", max_length=2000, description="What the clip should avoid.")
-    width: int = Field(default=512, ge=64, le=1280, multiple_of=16, description="Pixels; a multiple of 16.")
-    height: int = Field(default=320, ge=64, le=1280, multiple_of=16, description="Pixels; a multiple of 16.")
-    num_frames: int = Field(default=49, ge=8, le=241, description="Frames to generate.")
-    fps: int = Field(default=16, ge=4, le=60, description="Playback frame rate of the clip.")
-    num_inference_steps: int = Field(default=20, ge=1, le=100, description="Denoising steps.")
-    guidance_scale: float = Field(default=5.0, ge=0.0, le=20.0, description="Classifier-free guidance scale.")
-    seed: int | None = Field(default=None, ge=0, le=2**32 - 1, description="Random seed; chosen if absent.")
-
-    @model_validator(mode="after")
-    def _area_cap(self) -> ReferenceT2VParams:
-        if self.width * self.height > 1280 * 720:
-            raise ValueError("width x height must not exceed 1280 x 720 pixels")
-        return self
-
-
-class ReferenceTalkingHeadParams(_Params):
-    """Parameters of the built-in reference talking-head (audio2video) model."""
-
-    seed: int = Field(default=42, ge=0, le=2**32 - 1, description="Seed of head motion and blinks.")
-    fps: int = Field(default=25, ge=10, le=60, description="Output frame rate.")
-    max_size: int = Field(
-        default=512, ge=128, le=1280, multiple_of=16, description="Longest output side; a multiple of 16."
-    )
-    motion_scale: float = Field(default=1.0, ge=0.0, le=3.0, description="Strength of head motion.")
-    mouth_scale: float = Field(default=1.0, ge=0.0, le=3.0, description="Strength of mouth opening.")
-    chunk_frames: int = Field(default=33, ge=8, le=129, description="Frames per generated chunk.")
-    motion_frames: int = Field(default=5, ge=0, le=16, description="Frames carried into the next chunk.")
-
-    @model_validator(mode="after")
-    def _chunking(self) -> ReferenceTalkingHeadParams:
-        if self.motion_frames >= self.chunk_frames:
-            raise ValueError("motion_frames must be smaller than chunk_frames")
-        return self
 
 
 @dataclass(frozen=True)
@@ -91,7 +55,7 @@ class ModelSpec:
     title: str
     summary: str
     maturity: Maturity
-    params: type[_Params]
+    params: type[ModelParams]
     adapter: str  # "module:Class" under workers.adapters, imported only by workers
     inputs: tuple[str, ...] = ()
     cards: int = 1
@@ -100,7 +64,7 @@ class ModelSpec:
     execution_mode: str = "resident"
     validation: ValidationPolicy = field(default_factory=ValidationPolicy)
     timeout_seconds: float | None = None
-    # --- set by a deployment file (jobservice.deployment) for the real model families ---------
+    # --- set by a deployment file (jobservice.backends) for the real model families -----------
     backend: str = "builtin"  # adapter family: builtin, flashhead, flashtalk, omnirt, vllm-omni, diffusers
     config: dict[str, Any] = field(default_factory=dict)  # handed to Adapter.load as ``params``
     min_memory_gb: float | None = None  # free device memory needed before loading
@@ -135,36 +99,6 @@ class ModelSpec:
 def queue_for(model_id: str) -> str:
     """Queue name of a model: one queue per model."""
     return f"model.{model_id}"
-
-
-REFERENCE_T2V = ModelSpec(
-    id="reference-t2v",
-    task="text2video",
-    title="Reference text2video (built in)",
-    summary=(
-        "A small built-in diffusion model: a real denoising loop with classifier-free guidance, "
-        "conditioned on the prompt and seed. It demonstrates the pipeline honestly; it is not Wan2.1."
-    ),
-    maturity="reference",
-    params=ReferenceT2VParams,
-    adapter="workers.adapters.reference_t2v:ReferenceT2VAdapter",
-    requires=("torch", "numpy"),
-)
-
-REFERENCE_TALKING_HEAD = ModelSpec(
-    id="reference-talking-head",
-    task="audio2video",
-    title="Reference talking head (built in)",
-    summary=(
-        "Animates a portrait from speech: the mouth follows the audio's loudness envelope, with head "
-        "motion and blinks, generated in chunks with carried motion frames. A reference model, not FlashTalk."
-    ),
-    maturity="reference",
-    params=ReferenceTalkingHeadParams,
-    adapter="workers.adapters.reference_talking_head:ReferenceTalkingHeadAdapter",
-    inputs=("image", "audio"),
-    requires=("torch", "numpy", "cv2"),
-)
 
 
 class Catalog:
@@ -219,11 +153,6 @@ class Catalog:
         return {**spec.config, **override}
 
 
-def default_catalog() -> Catalog:
-    """The built-in catalog: the two reference models."""
-    return Catalog([REFERENCE_TALKING_HEAD, REFERENCE_T2V])
-
-
 @dataclass(frozen=True)
 class WorkerGroup:
     """A card group of a deployment file: one worker on ``devices`` serving ``models``."""
@@ -232,25 +161,3 @@ class WorkerGroup:
     models: tuple[str, ...]
     name: str | None = None
     config: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-model config overrides
-
-
-def build_catalog(extra: list[str] | None = None, *, deployment_file: Path | None = None) -> Catalog:
-    """The built-in models, those of a deployment file, and those of each ``module:function`` in ``extra``."""
-    specs = default_catalog().all()
-    defaults: dict[str, str] = {}
-    groups: list[WorkerGroup] = []
-    if deployment_file is not None:
-        # Imported here: the deployment module builds on this one.
-        from jobservice.deployment import load_deployment
-
-        deployment = load_deployment(deployment_file)
-        if not deployment.reference_models:
-            specs = []
-        specs.extend(deployment.specs())
-        defaults = deployment.default_models()
-        groups = deployment.worker_groups()
-    for ref in extra or []:
-        module_name, _, function = ref.partition(":")
-        provider = getattr(importlib.import_module(module_name), function or "specs")
-        specs.extend(provider())
-    return Catalog(specs, defaults=defaults, groups=groups)

@@ -1,25 +1,119 @@
-"""The API's error type: every refusal is a 4xx with a machine-readable code and a human sentence."""
+"""Refusals: what went wrong, in a machine-readable code and a sentence for people.
+
+Services raise a ``DomainError`` of the kind that fits (not found, conflict, invalid...) and never
+pick an HTTP status; ``jobservice.api.errors`` answers every kind, and every outage, in one place.
+Each kind names the status it is answered with, so the HTTP layer needs no table of codes.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
 
-class ApiError(Exception):
-    """An error answered as ``{"error": {"code", "message", "details"?}}`` with ``status``."""
+
+class DomainError(Exception):
+    """A refusal: ``code`` for machines, ``message`` for people, ``field`` when one input is at fault."""
+
+    status = 400
 
     def __init__(
-        self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None
+        self,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        details: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(message)
-        self.status = status
         self.code = code
         self.message = message
+        self.field = field
         self.details = details or []
 
     def body(self) -> dict[str, Any]:
-        """The JSON body of the error response."""
+        """The JSON body of the error response: ``{"error": {"code", "message", "details"?}}``."""
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.details:
             error["details"] = self.details
         return {"error": error}
+
+
+class Malformed(DomainError):
+    """The request cannot be read at all (broken JSON, a bad header)."""
+
+    status = 400
+
+
+class Forbidden(DomainError):
+    """The request is understood but not allowed from where it came."""
+
+    status = 403
+
+
+class NotFound(DomainError):
+    """The thing named does not exist."""
+
+    status = 404
+
+
+class Conflict(DomainError):
+    """The thing exists but its state does not allow the action."""
+
+    status = 409
+
+
+class TooLarge(DomainError):
+    """A body or file is over its size limit."""
+
+    status = 413
+
+
+class Unsupported(DomainError):
+    """The content type is not one this endpoint reads."""
+
+    status = 415
+
+
+class Invalid(DomainError):
+    """Well-formed but wrong: a bad value, a missing or unexpected input."""
+
+    status = 422
+
+
+class Unavailable(DomainError):
+    """A dependency (object store, database, media tools) cannot serve the request now."""
+
+    status = 503
+
+
+class Unexpected(DomainError):
+    """A bug: answered as a 500 without details."""
+
+    status = 500
+
+
+def pydantic_problems(exc: ValidationError, *, root: str = "(body)") -> tuple[str, list[dict[str, Any]]]:
+    """A pydantic error as (first problem in a sentence, every problem as field/message/type).
+
+    The one place a pydantic error becomes words: ``root`` names a problem with no location.
+    """
+    details = [
+        {
+            "field": ".".join(str(p) for p in err["loc"]) or root,
+            "message": err["msg"],
+            "type": err["type"],
+        }
+        for err in exc.errors(include_url=False, include_context=False)
+    ]
+    first = details[0]
+    message = f"'{first['field']}': {first['message']}."
+    if len(details) > 1:
+        message += f" ({len(details) - 1} more problem(s) in details.)"
+    return message, details
+
+
+def invalid_parameters(exc: ValidationError) -> Invalid:
+    """A model's parameters refused by its schema: 422 ``invalid_parameters`` with every problem."""
+    message, details = pydantic_problems(exc)
+    return Invalid("invalid_parameters", f"Invalid parameter {message}", details=details)

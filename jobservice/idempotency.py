@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from jobservice.errors import ApiError
+from jobservice.errors import Malformed
 
 MAX_IDEMPOTENCY_KEY = 255  # the column's width
 
@@ -19,8 +19,7 @@ def parse_idempotency_key(header: str | None) -> str | None:
         return None
     key = header.strip()
     if not key or len(key) > MAX_IDEMPOTENCY_KEY or not key.isascii():
-        raise ApiError(
-            400,
+        raise Malformed(
             "invalid_idempotency_key",
             f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} ASCII characters.",
         )

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.0.0"
+SCHEMA_VERSION = "1.1.0"
 
 
 class _Base(BaseModel):
@@ -138,6 +138,13 @@ class RunReport(_Base):
     attempt: int = 1
     status: Literal["succeeded", "failed", "canceled"]
     cold_start: bool = Field(description="True when this run loaded the model.")
+    model_residency: Literal["resident", "per_run"] | None = Field(
+        default=None,
+        description="per_run: the back end loads the model in every run (a process per job: FlashHead, "
+        "OmniRT's CLI mode), so every run's figures are cold ones; resident: the model stays loaded "
+        "between runs and only the run that loaded it is cold. Absent from reports before 1.1.0 "
+        "(see ``model_residency_of``).",
+    )
     queue_wait_ms: float
     timings: dict[str, float] = Field(
         default_factory=dict,
@@ -195,3 +202,21 @@ def summarize_chunks(chunks: list[ChunkTelemetry]) -> dict[str, float]:
         "chunk_total_ms_avg": avg([c.total_ms for c in chunks]),
         "steady_chunk_total_ms_avg": avg([c.total_ms for c in steady]),
     }
+
+
+def residency_for(execution_mode: str, cold_start: bool) -> Literal["resident", "per_run"]:
+    """Whether a run's model was loaded for that run alone.
+
+    The catalog's ``execution_mode`` says how a back end runs its model: "subprocess" is a process
+    per job (FlashHead's script, OmniRT's CLI), which loads the model when that run says it was a
+    cold start; every other mode (in-process, a resident worker, a server) keeps it loaded.
+    """
+    return "per_run" if execution_mode == "subprocess" and cold_start else "resident"
+
+
+def model_residency_of(report: dict[str, Any]) -> Literal["resident", "per_run"]:
+    """A stored report's ``model_residency``, worked out for reports written before it existed."""
+    value = report.get("model_residency")
+    if value in ("resident", "per_run"):
+        return value
+    return residency_for(str(report.get("execution_mode") or "resident"), bool(report.get("cold_start")))

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from jobservice.catalog import Catalog, build_catalog
+from jobservice.backends.deployment import build_catalog
+from jobservice.catalog import Catalog
 from jobservice.db import Database
 from jobservice.settings import Settings
 from jobservice.storage import ObjectStore, make_store

@@ -122,12 +122,6 @@ class Settings(BaseSettings):
         default=30.0, gt=0, description="How often the beat finishes batches and resumes interrupted ones."
     )
     batch_history: int = Field(default=14, ge=2, le=365, description="Runs in a batch report's trend charts.")
-    test_slowdown: float = Field(
-        default=1.0,
-        ge=1.0,
-        le=10.0,
-        description="TEST ONLY: workers stretch generation by this factor (regression-detection tests).",
-    )
 
     @model_validator(mode="after")
     def _redelivery_after_timeout(self) -> Settings:

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from jobservice.catalog import ModelSpec
-from jobservice.errors import ApiError
+from jobservice.errors import Conflict, DomainError, Invalid, NotFound, invalid_parameters
 from jobservice.jobs import mark_unsent, record_created
 from jobservice.models import Job, utcnow
 from jobservice.queueing import send_job
@@ -58,24 +58,22 @@ def resolve_model(services: Services, task: str | None, model: str | None) -> Mo
     catalog = services.catalog
     for name, value in (("task", task), ("model", model)):
         if value is not None and not isinstance(value, str):
-            raise ApiError(422, f"invalid_{name}", f"'{name}' must be a string.")
+            raise Invalid(f"invalid_{name}", f"'{name}' must be a string.")
     if task is not None and task not in {"audio2video", "text2video"}:
-        raise ApiError(422, "invalid_task", f"Unknown task '{task}'; use audio2video or text2video.")
+        raise Invalid("invalid_task", f"Unknown task '{task}'; use audio2video or text2video.")
     if model:
         spec = catalog.get(model)
         if spec is None:
             known = ", ".join(catalog.ids())
-            raise ApiError(404, "unknown_model", f"There is no model '{model}'. Known models: {known}.")
+            raise NotFound("unknown_model", f"There is no model '{model}'. Known models: {known}.")
         if task and spec.task != task:
-            raise ApiError(422, "model_task_mismatch", f"Model '{model}' performs {spec.task}, not {task}.")
+            raise Invalid("model_task_mismatch", f"Model '{model}' performs {spec.task}, not {task}.")
         return spec
     if not task:
-        raise ApiError(
-            422, "missing_task", "Say which task to run: 'task' must be audio2video or text2video."
-        )
+        raise Invalid("missing_task", "Say which task to run: 'task' must be audio2video or text2video.")
     spec = catalog.default_for(task)
     if spec is None:
-        raise ApiError(404, "unknown_model", f"No model is configured for {task}.")
+        raise NotFound("unknown_model", f"No model is configured for {task}.")
     return spec
 
 
@@ -85,19 +83,7 @@ def validate_params(spec: ModelSpec, raw: dict[str, Any]) -> dict[str, Any]:
     try:
         params = spec.params.model_validate(cleaned)
     except ValidationError as exc:
-        details = [
-            {
-                "field": ".".join(str(p) for p in err["loc"]) or "(body)",
-                "message": err["msg"],
-                "type": err["type"],
-            }
-            for err in exc.errors(include_url=False, include_context=False)
-        ]
-        first = details[0]
-        message = f"Invalid parameter '{first['field']}': {first['message']}."
-        if len(details) > 1:
-            message += f" ({len(details) - 1} more problem(s) in details.)"
-        raise ApiError(422, "invalid_parameters", message, details) from None
+        raise invalid_parameters(exc) from None
     resolved = params.model_dump(mode="json")
     if "seed" in resolved and resolved["seed"] is None:
         resolved["seed"] = secrets.randbelow(2**32)
@@ -113,16 +99,56 @@ def _fingerprint(spec: ModelSpec, raw: dict[str, Any], uploads: dict[str, Checke
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _check_inputs(spec: ModelSpec, uploads: dict[str, CheckedUpload]) -> None:
+def input_problems(spec: ModelSpec, uploads: dict[str, CheckedUpload]) -> list[DomainError]:
+    """What is wrong with the files of a submission for ``spec``: missing ones, then unexpected ones."""
+    problems: list[DomainError] = []
     missing = [name for name in spec.inputs if name not in uploads]
     if missing:
         names = " and ".join(f"'{m}'" for m in missing)
-        raise ApiError(
-            422, "missing_input", f"Model '{spec.id}' needs the file {names} (multipart/form-data)."
+        problems.append(
+            Invalid(
+                "missing_input",
+                f"Model '{spec.id}' needs the file {names} (multipart/form-data).",
+                field=missing[0],
+                details=[
+                    {"field": m, "message": "This file is required.", "type": "missing"} for m in missing
+                ],
+            )
         )
-    extra = [name for name in uploads if name not in spec.inputs]
-    if extra:
-        raise ApiError(422, "unexpected_input", f"Model '{spec.id}' takes no file '{extra[0]}'.")
+    problems.extend(
+        Invalid("unexpected_input", f"Model '{spec.id}' takes no file '{name}'.")
+        for name in uploads
+        if name not in spec.inputs
+    )
+    return problems
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A submission checked against its model: the model and parameters, or every problem found."""
+
+    spec: ModelSpec | None
+    params: dict[str, Any]
+    problems: list[DomainError]
+
+
+def check_submission(services: Services, sub: Submission) -> Checked:
+    """Resolve the model, validate the parameters once and check the files, collecting the problems.
+
+    Problems come in the order the API reports them (it answers the first); the web form shows all.
+    """
+    try:
+        spec = resolve_model(services, sub.task, sub.model)
+    except DomainError as exc:
+        return Checked(spec=None, params={}, problems=[exc])
+    problems: list[DomainError] = []
+    params: dict[str, Any] = {}
+    try:
+        params = validate_params(spec, sub.params)
+    except Invalid as exc:
+        problems.append(exc)
+    problems.extend(input_problems(spec, sub.uploads))
+    return Checked(spec=spec, params=params, problems=problems)
 
 
 def _existing(services: Services, key: str, fingerprint: str) -> Job | None:
@@ -131,17 +157,20 @@ def _existing(services: Services, key: str, fingerprint: str) -> Job | None:
     if job is None:
         return None
     if job.request_fingerprint != fingerprint:
-        raise ApiError(
-            409, "idempotency_conflict", "This Idempotency-Key was already used for a different request."
+        raise Conflict(
+            "idempotency_conflict", "This Idempotency-Key was already used for a different request."
         )
     return job
 
 
-def submit_job(services: Services, sub: Submission) -> tuple[Job, bool]:
-    """Accept ``sub`` and return (job, created); created is False for an idempotent replay."""
-    spec = resolve_model(services, sub.task, sub.model)
-    params = validate_params(spec, sub.params)
-    _check_inputs(spec, sub.uploads)
+def submit_job(services: Services, sub: Submission, *, checked: Checked | None = None) -> tuple[Job, bool]:
+    """Accept ``sub`` and return (job, created); created is False for an idempotent replay.
+    ``checked`` is ``check_submission``'s answer when the caller already has it (the web form)."""
+    checked = checked or check_submission(services, sub)
+    if checked.problems:
+        raise checked.problems[0]
+    spec, params = checked.spec, checked.params
+    assert spec is not None  # a submission without problems has a model
     fingerprint = _fingerprint(spec, sub.params, sub.uploads)
     if sub.idempotency_key:
         existing = _existing(services, sub.idempotency_key, fingerprint)
@@ -150,19 +179,7 @@ def submit_job(services: Services, sub: Submission) -> tuple[Job, bool]:
 
     job_id = uuid.uuid4()
     prefix = f"jobs/{job_id}/"
-    input_keys: dict[str, str] = {}
-    try:
-        for name, upload in sub.uploads.items():
-            key = f"{prefix}inputs/{name}.{upload.extension}"
-            services.store.put_file(key, upload.path, content_type=upload.content_type)
-            input_keys[name] = key
-    except StoreUnavailable as exc:
-        services.store.delete_prefix(prefix)
-        log.error("job %s: storing inputs failed: %s", job_id, exc)
-        raise ApiError(
-            503, "storage_unavailable", "The object store is unavailable; try again shortly."
-        ) from None
-
+    input_keys = _store_inputs(services, job_id, sub.uploads)
     now = utcnow()
     job = Job(
         id=job_id,
@@ -201,18 +218,37 @@ def submit_job(services: Services, sub: Submission) -> tuple[Job, bool]:
     except OperationalError as exc:
         _cleanup(services, prefix)
         log.error("job %s: the database refused the new row: %s", job_id, exc.orig)
-        raise ApiError(
-            503, "database_unavailable", "The jobs database is unavailable; try again shortly."
-        ) from None
+        raise  # answered as 503 database_unavailable by jobservice.api.errors
 
-    try:
-        send_job(services.celery, job_id=job_id, model=spec.id, priority=sub.priority)
-    except Exception as exc:  # noqa: BLE001 - any broker failure: the reaper re-sends from the table
-        log.warning("job %s: queue message not sent (%s); the reaper will re-send it", job_id, exc)
-        with services.db.session() as session:
-            mark_unsent(session, job_id)
-        job.enqueued_at = None
+    _enqueue(services, job)
     return job, True
+
+
+def _enqueue(services: Services, job: Job) -> None:
+    """Send the recorded job to its queue; a broker failure leaves it to the reaper to re-send."""
+    try:
+        send_job(services.celery, job_id=job.id, model=job.model, priority=job.priority)
+    except Exception as exc:  # noqa: BLE001 - any broker failure: the reaper re-sends from the table
+        log.warning("job %s: queue message not sent (%s); the reaper will re-send it", job.id, exc)
+        with services.db.session() as session:
+            mark_unsent(session, job.id)
+        job.enqueued_at = None
+
+
+def _store_inputs(services: Services, job_id: uuid.UUID, uploads: dict[str, CheckedUpload]) -> dict[str, str]:
+    """Put the job's checked files in the object store; on an outage, delete what was put and re-raise."""
+    prefix = f"jobs/{job_id}/"
+    input_keys: dict[str, str] = {}
+    try:
+        for name, upload in uploads.items():
+            key = f"{prefix}inputs/{name}.{upload.extension}"
+            services.store.put_file(key, upload.path, content_type=upload.content_type)
+            input_keys[name] = key
+    except StoreUnavailable as exc:
+        _cleanup(services, prefix)
+        log.error("job %s: storing inputs failed: %s", job_id, exc)
+        raise  # answered as 503 storage_unavailable by jobservice.api.errors
+    return input_keys
 
 
 def _cleanup(services: Services, prefix: str) -> None:
@@ -236,14 +272,12 @@ def resubmit_job(services: Services, job: Job, *, source: str = "web") -> Job:
             try:
                 path = services.store.get_file(key, Path(tmp) / Path(key).name)
             except ObjectNotFound:
-                raise ApiError(
-                    409, "inputs_missing", f"Job {job.id}'s input '{name}' is no longer in the object store."
+                raise Conflict(
+                    "inputs_missing", f"Job {job.id}'s input '{name}' is no longer in the object store."
                 ) from None
             except StoreUnavailable as exc:
                 log.error("job %s: reading input %s failed: %s", job.id, key, exc)
-                raise ApiError(
-                    503, "storage_unavailable", "The object store is unavailable; try again shortly."
-                ) from None
+                raise
             uploads[name] = stored_upload(name, path, (job.input_meta or {}).get(name) or {})
         sub = Submission(
             task=job.task,

@@ -19,7 +19,7 @@ from typing import IO, Any
 from flask import Request
 from PIL import Image, UnidentifiedImageError
 
-from jobservice.errors import ApiError
+from jobservice.errors import DomainError, Invalid, Malformed, TooLarge, Unavailable, Unsupported
 from jobservice.probe import MediaToolMissing, ProbeError, probe_media
 from jobservice.settings import Settings
 
@@ -53,9 +53,7 @@ class SpoolFile:
         """Append ``data``; refuses to grow past the per-file ceiling."""
         self.size += len(data)
         if self.size > self.max_bytes:
-            raise ApiError(
-                413, "file_too_large", f"An uploaded file is larger than {self.max_bytes // 2**20} MB."
-            )
+            raise TooLarge("file_too_large", f"An uploaded file is larger than {self.max_bytes // 2**20} MB.")
         self._hash.update(data)
         return self._file.write(data)
 
@@ -130,9 +128,7 @@ def spool_of(storage: Any) -> SpoolFile:
     """The SpoolFile behind a Werkzeug FileStorage."""
     stream = storage.stream
     if not isinstance(stream, SpoolFile):
-        raise ApiError(
-            400, "invalid_upload", f"The '{storage.name}' part could not be read as a file upload."
-        )
+        raise Malformed("invalid_upload", f"The '{storage.name}' part could not be read as a file upload.")
     stream.flush()
     return stream
 
@@ -141,9 +137,9 @@ def check_image(field: str, spool: SpoolFile, settings: Settings) -> CheckedUplo
     """Open and fully decode an uploaded image; refuse unknown formats, bombs and tiny images."""
     limit = settings.max_image_mb * 2**20
     if spool.size > limit:
-        raise ApiError(413, "file_too_large", f"The image is larger than {settings.max_image_mb} MB.")
+        raise TooLarge("file_too_large", f"The image is larger than {settings.max_image_mb} MB.")
     if spool.size == 0:
-        raise ApiError(422, "invalid_image", "The image file is empty.")
+        raise Invalid("invalid_image", "The image file is empty.")
     path = Path(spool.name)
     try:
         with warnings.catch_warnings():
@@ -152,39 +148,32 @@ def check_image(field: str, spool: SpoolFile, settings: Settings) -> CheckedUplo
                 fmt = image.format or ""
                 width, height = image.size
                 if fmt not in IMAGE_FORMATS:
-                    raise ApiError(
-                        415,
+                    raise Unsupported(
                         "unsupported_image_type",
                         f"The image is {fmt or 'not a known image format'}; send PNG, JPEG or WebP.",
                     )
                 if width * height > settings.max_image_pixels:
-                    raise ApiError(
-                        422,
+                    raise Invalid(
                         "image_too_large",
                         f"The image is {width}x{height} pixels; "
                         f"at most {settings.max_image_pixels:,} pixels are accepted.",
                     )
                 if min(width, height) < settings.min_image_side:
-                    raise ApiError(
-                        422,
+                    raise Invalid(
                         "image_too_small",
                         f"The image is {width}x{height}; "
                         f"each side must be at least {settings.min_image_side} pixels.",
                     )
                 image.load()  # a full decode: truncated or corrupt files fail here
-    except ApiError:
+    except DomainError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise ApiError(
-            422, "image_too_large", "The image declares too many pixels to be decoded safely."
-        ) from None
+        raise Invalid("image_too_large", "The image declares too many pixels to be decoded safely.") from None
     except UnidentifiedImageError:
         # Pillow's message names our spool file; say what matters to the sender instead.
-        raise ApiError(
-            422, "invalid_image", "The file is not a readable image; send PNG, JPEG or WebP."
-        ) from None
+        raise Invalid("invalid_image", "The file is not a readable image; send PNG, JPEG or WebP.") from None
     except (OSError, SyntaxError, ValueError) as exc:
-        raise ApiError(422, "invalid_image", f"The image could not be decoded: {exc}.") from None
+        raise Invalid("invalid_image", f"The image could not be decoded: {exc}.") from None
     extension, mime = IMAGE_FORMATS[fmt]
     meta = {"format": fmt, "width": width, "height": height, "bytes": spool.size, "sha256": spool.sha256()}
     return CheckedUpload(name=field, path=path, extension=extension, content_type=mime, meta=meta)
@@ -194,41 +183,38 @@ def check_audio(field: str, spool: SpoolFile, settings: Settings) -> CheckedUplo
     """Decode an uploaded audio file under ffprobe; refuse non-audio and out-of-range durations."""
     limit = settings.max_audio_mb * 2**20
     if spool.size > limit:
-        raise ApiError(413, "file_too_large", f"The audio is larger than {settings.max_audio_mb} MB.")
+        raise TooLarge("file_too_large", f"The audio is larger than {settings.max_audio_mb} MB.")
     if spool.size == 0:
-        raise ApiError(422, "invalid_audio", "The audio file is empty.")
+        raise Invalid("invalid_audio", "The audio file is empty.")
     path = Path(spool.name)
     try:
         facts = probe_media(path, count_frames=True, timeout=60.0)
     except MediaToolMissing as exc:
-        raise ApiError(503, "media_tools_missing", str(exc)) from None
+        raise Unavailable("media_tools_missing", str(exc)) from None
     except ProbeError as exc:
-        raise ApiError(422, "invalid_audio", f"The audio could not be decoded: {exc}") from None
+        raise Invalid("invalid_audio", f"The audio could not be decoded: {exc}") from None
     audio = facts.audio
     if audio is None:
-        raise ApiError(422, "invalid_audio", "The file has no audio stream.")
+        raise Invalid("invalid_audio", "The file has no audio stream.")
     fmt = facts.format_name or ""
     if fmt not in AUDIO_FORMATS:
-        raise ApiError(
-            415,
+        raise Unsupported(
             "unsupported_audio_type",
             f"The audio container is {fmt or 'unknown'}; send WAV, MP3, FLAC, OGG or M4A.",
         )
     decoded = getattr(audio, "nb_read_frames", None)
     if decoded is not None and decoded <= 0:
-        raise ApiError(422, "invalid_audio", "The audio stream holds no decodable frames.")
+        raise Invalid("invalid_audio", "The audio stream holds no decodable frames.")
     duration = audio.duration_s or facts.duration_s
     if duration is None:
-        raise ApiError(422, "invalid_audio", "The audio's duration could not be determined.")
+        raise Invalid("invalid_audio", "The audio's duration could not be determined.")
     if duration < settings.min_audio_seconds:
-        raise ApiError(
-            422,
+        raise Invalid(
             "audio_too_short",
             f"The audio lasts {duration:.2f} s; at least {settings.min_audio_seconds} s is needed.",
         )
     if duration > settings.max_audio_seconds:
-        raise ApiError(
-            422,
+        raise Invalid(
             "audio_too_long",
             f"The audio lasts {duration:.1f} s; at most {settings.max_audio_seconds:g} s is accepted.",
         )

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
-from jobservice.errors import ApiError
+from jobservice.errors import Malformed
 from jobservice.jobs import queue_position
 from jobservice.models import Job, JobStatus
 
@@ -61,6 +61,11 @@ class JobView(BaseModel):
     updated_at: datetime | None = None
     error: ErrorView | None = None
     validation: ValidationView | None = None
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the run did differently from the request (e.g. a preset the model's "
+        "checkout did not honour); details in the report's extra.",
+    )
     timings: dict[str, Any] = Field(default_factory=dict)
     cold_start: bool | None = None
     links: dict[str, str]
@@ -81,8 +86,10 @@ def job_view(job: Job, *, session: Session | None = None, position: int | None =
         links["log"] = f"/jobs/{job.id}/log"  # stored with the report by every run that got that far
     error = ErrorView(code=job.error_code, message=job.error_message or "") if job.error_code else None
     validation = None
+    warnings: list[str] = []
     if job.verdict:
         summary = dict(job.validation_summary or {})
+        warnings = [str(w) for w in summary.pop("warnings", [])]
         validation = ValidationView(
             verdict=job.verdict, failed_checks=list(summary.pop("failed_checks", [])), summary=summary
         )
@@ -107,6 +114,7 @@ def job_view(job: Job, *, session: Session | None = None, position: int | None =
         updated_at=job.updated_at,
         error=error,
         validation=validation,
+        warnings=warnings,
         timings=dict(job.timings or {}),
         cold_start=job.cold_start,
         links=links,
@@ -126,7 +134,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         created, job_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
         return datetime.fromisoformat(created), uuid.UUID(job_id)
     except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
-        raise ApiError(400, "invalid_cursor", "The cursor is not one this API produced.") from None
+        raise Malformed("invalid_cursor", "The cursor is not one this API produced.") from None
 
 
 def list_jobs(

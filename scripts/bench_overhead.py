@@ -42,7 +42,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobservice.catalog import default_catalog  # noqa: E402
+from jobservice.backends.deployment import default_catalog  # noqa: E402
 from jobservice.cli.embedded import Child, start_redis, wait_http  # noqa: E402
 from jobservice.db import Database  # noqa: E402
 from jobservice.jobs import get_job  # noqa: E402

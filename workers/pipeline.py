@@ -144,7 +144,6 @@ class JobRun:
             scratch=self.scratch,
             policy=self.spec.validation,
             hash_frames=self.job.batch_id is not None,  # batches compare outputs frame by frame
-            slowdown=self.settings.test_slowdown,
         )
         self.generate_started_at = utcnow()
         self.ctx.check_cancel()
@@ -308,7 +307,9 @@ class JobRun:
             "report_key": report_key or "",
             "verdict": self.validation.verdict,
             "timings": summary_timings(report),
-            "validation_summary": validation_summary(self.validation),
+            "validation_summary": validation_summary(
+                self.validation, warnings=self.ctx.extra.get("warnings") if self.ctx else None
+            ),
             "cold_start": self.cold,
         }
 

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobservice.models import utcnow
-from jobservice.report import Artifact, ReportError, RunReport, Validation, summarize_chunks
+from jobservice.report import (
+    Artifact,
+    ReportError,
+    RunReport,
+    Validation,
+    residency_for,
+    summarize_chunks,
+)
 from workers.devices import memory_report
 from workers.runtime import versions
 
@@ -33,15 +40,20 @@ def failed_check_message(validation: Validation) -> str:
     return "The output video failed validation: " + "; ".join(parts) + "."
 
 
-def validation_summary(validation: Validation) -> dict[str, Any]:
-    """What the jobs table keeps of the gate's findings."""
-    return {
+def validation_summary(validation: Validation, *, warnings: list[str] | None = None) -> dict[str, Any]:
+    """What the jobs table keeps of the gate's findings, plus the adapter's warnings (the report's
+    ``extra.warnings``: e.g. a requested preset that the model's checkout did not honour), which
+    the job's view shows as ``warnings``."""
+    summary: dict[str, Any] = {
         "failed_checks": [c.name for c in validation.failed_checks],
         "black_seconds": round(sum(s.duration_s for s in validation.black_segments), 3),
         "freeze_seconds": round(sum(s.duration_s for s in validation.freeze_segments), 3),
         "decoded_frames": validation.decoded_frames,
         "mode": validation.mode,
     }
+    if warnings:
+        summary["warnings"] = [str(w) for w in warnings]
+    return summary
 
 
 def build_report(
@@ -86,6 +98,7 @@ def build_report(
             )
         )
     device = run.runtime.device
+    execution_mode = run.spec.execution_mode if run.spec else "resident"
     return RunReport(
         run_id=str(uuid.uuid4()),
         job_id=str(job.id),
@@ -93,10 +106,11 @@ def build_report(
         model=job.model,
         backend=device.kind,
         worker_id=run.runtime.worker_id,
-        execution_mode=run.spec.execution_mode if run.spec else "resident",  # type: ignore[arg-type]
+        execution_mode=execution_mode,  # type: ignore[arg-type]
         attempt=job.attempts,
         status=status,  # type: ignore[arg-type]
         cold_start=run.cold,
+        model_residency=residency_for(execution_mode, run.cold),
         queue_wait_ms=queue_wait_ms,
         timings=timings,
         step_ms=list(ctx.step_ms) if ctx else [],

@@ -65,13 +65,10 @@ class PipelineContext:
         scratch: Path,
         policy: ValidationPolicy,
         hash_frames: bool = False,
-        slowdown: float = 1.0,
     ) -> None:
         self._heartbeat = heartbeat
         # Per-frame digests of the raw frames (batch jobs): deterministic outputs compare exactly.
         self.frame_hashes: list[str] | None = [] if hash_frames else None
-        self._slowdown = slowdown
-        self._throttled_at = time.perf_counter()
         self._scratch = scratch
         self._policy = policy
         self.encoder: StreamingEncoder | None = None
@@ -125,7 +122,6 @@ class PipelineContext:
             )
         if self.frame_hashes is not None:
             self.frame_hashes.extend(hashlib.sha256(memoryview(f)).hexdigest()[:16] for f in array)
-        self._throttle()
         started = time.perf_counter()
         try:
             self.encoder.write(array)
@@ -141,16 +137,8 @@ class PipelineContext:
 
     def progress(self, fraction: float, stage: str | None = None) -> None:
         """Map the model's 0..1 onto the job's progress bar."""
-        self._throttle()
         fraction = min(1.0, max(0.0, float(fraction)))
         self._heartbeat.update(progress=GENERATE_FROM + (GENERATE_TO - GENERATE_FROM) * fraction)
-
-    def _throttle(self) -> None:
-        """TEST ONLY (``JOBSERVICE_TEST_SLOWDOWN``): stretch generation as a slower model would."""
-        if self._slowdown <= 1.0:
-            return
-        time.sleep((self._slowdown - 1.0) * (time.perf_counter() - self._throttled_at))
-        self._throttled_at = time.perf_counter()
 
     def check_cancel(self) -> None:
         """Raise at a boundary when the job was canceled, timed out, or given away."""

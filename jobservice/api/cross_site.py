@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from flask import Flask, request
 
-from jobservice.errors import ApiError
+from jobservice.errors import Forbidden
 
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
@@ -37,8 +37,7 @@ def init_app(app: Flask, *, allowed_origins: list[str]) -> None:
         # Compare hosts only: behind a TLS proxy the scheme we see differs from the browser's.
         if host is not None and (host == request.host.lower() or host in trusted):
             return
-        raise ApiError(
-            403,
+        raise Forbidden(
             "cross_site_request",
             "This request came from another site; send it from this service's own pages or a non-browser "
             "client (set JOBSERVICE_ALLOWED_ORIGINS to trust another site).",

@@ -9,14 +9,13 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, redirect, request, send_file
 
-from jobservice.errors import ApiError
-from jobservice.idempotency import parse_idempotency_key
+from jobservice.api.submission import parse_submission
+from jobservice.errors import Conflict, Invalid, NotFound
 from jobservice.jobs import InvalidTransition, events_of, get_job, request_cancel
 from jobservice.models import Job, JobStatus
 from jobservice.services import Services
 from jobservice.storage import ObjectNotFound, StoreUnavailable
-from jobservice.submit import Submission, submit_job
-from jobservice.uploads import FILE_CHECKS, CheckedUpload, spool_of
+from jobservice.submit import submit_job
 from jobservice.views import job_view, list_jobs
 
 bp = Blueprint("jobs", __name__)
@@ -35,7 +34,7 @@ def parse_job_id(raw: str) -> uuid.UUID:
     try:
         return uuid.UUID(raw)
     except ValueError:
-        raise ApiError(404, "job_not_found", f"There is no job '{raw}'.") from None
+        raise NotFound("job_not_found", f"There is no job '{raw}'.") from None
 
 
 def load_job(raw_id: str) -> Job:
@@ -44,7 +43,7 @@ def load_job(raw_id: str) -> Job:
     with services().db.session() as session:
         job = get_job(session, job_id)
     if job is None:
-        raise ApiError(404, "job_not_found", f"There is no job '{raw_id}'.")
+        raise NotFound("job_not_found", f"There is no job '{raw_id}'.")
     return job
 
 
@@ -62,71 +61,10 @@ def render(job: Job, status: int = 200) -> Response:
     return response
 
 
-def _json_submission() -> Submission:
-    body = request.get_json(silent=True)
-    if body is None:
-        raise ApiError(400, "invalid_json", "The request body is not valid JSON.")
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_json", "The request body must be a JSON object.")
-    return Submission(task=body.get("task"), model=body.get("model"), params=dict(body))
-
-
-def form_submission(source: str) -> Submission:
-    """Parse a multipart/urlencoded submission, checking each uploaded file by its content."""
-    form = request.form
-    files = request.files
-    uploads: dict[str, CheckedUpload] = {}
-    settings = services().settings
-    for name in files:
-        parts = files.getlist(name)
-        if len(parts) > 1:
-            raise ApiError(422, "duplicate_input", f"Send one '{name}' file, not {len(parts)}.")
-        storage = parts[0]
-        if name not in FILE_CHECKS:
-            raise ApiError(
-                422, "unexpected_input", f"No model takes a file named '{name}'; send 'image' and 'audio'."
-            )
-        if not storage.filename and spool_of(storage).size == 0:
-            continue  # an empty file input of an HTML form
-        uploads[name] = FILE_CHECKS[name](name, spool_of(storage), settings)
-    params: dict[str, Any] = {}
-    for key in form:
-        values = form.getlist(key)
-        if len(values) > 1:
-            raise ApiError(422, "invalid_parameters", f"Parameter '{key}' was given {len(values)} times.")
-        params[key] = values[0]
-    return Submission(
-        task=form.get("task") or None,
-        model=form.get("model") or None,
-        params=params,
-        uploads=uploads,
-        source=source,
-    )
-
-
-def parse_submission(source: str = "api") -> Submission:
-    """A Submission from a JSON or form request."""
-    mimetype = request.mimetype
-    if mimetype == "application/json":
-        sub = _json_submission()
-    elif mimetype in {"multipart/form-data", "application/x-www-form-urlencoded"}:
-        sub = form_submission(source)
-    else:
-        raise ApiError(
-            415,
-            "unsupported_media_type",
-            "Send text2video as application/json and audio2video as multipart/form-data.",
-        )
-    # Stored as "api:<key>": batch slots use "batch:..." keys in the same column.
-    sub.idempotency_key = parse_idempotency_key(request.headers.get("Idempotency-Key"))
-    sub.source = source
-    return sub
-
-
 @bp.post("/jobs")
 def create_job() -> Response:
     """Accept a job: 202 with its view and Location, or 200 for an idempotent replay."""
-    job, created = submit_job(services(), parse_submission("api"))
+    job, created = submit_job(services(), parse_submission(request, services().settings, source="api"))
     response = render(job, 202 if created else 200)
     response.headers["Location"] = f"/jobs/{job.id}"
     if not created:
@@ -150,12 +88,10 @@ def index_jobs() -> Response:
                 statuses.append(JobStatus(value))
             except ValueError:
                 allowed = ", ".join(s.value for s in JobStatus)
-                raise ApiError(
-                    422, "invalid_status", f"Unknown status '{value}'; use one of {allowed}."
-                ) from None
+                raise Invalid("invalid_status", f"Unknown status '{value}'; use one of {allowed}.") from None
     raw_limit = request.args.get("limit", "20")
     if not raw_limit.isdecimal() or not raw_limit.isascii() or not 1 <= int(raw_limit) <= 100:
-        raise ApiError(422, "invalid_limit", "limit must be a whole number from 1 to 100.")
+        raise Invalid("invalid_limit", "limit must be a whole number from 1 to 100.")
     model = request.args.get("model") or None
     with services().db.session() as session:
         rows, next_cursor = list_jobs(
@@ -178,9 +114,7 @@ def cancel_job(job_id: str) -> Response:
             request_cancel(session, job.id)
     except InvalidTransition as exc:
         state = exc.current.value if exc.current else "gone"
-        raise ApiError(
-            409, "job_finished", f"The job is already {state}; there is nothing to cancel."
-        ) from None
+        raise Conflict("job_finished", f"The job is already {state}; there is nothing to cancel.") from None
     return render(load_job(job_id), 202)
 
 
@@ -213,14 +147,14 @@ def job_video(job_id: str) -> Any:
     """The output video: streamed with Range support (local store) or a presigned redirect (S3)."""
     job = load_job(job_id)
     if not job.output_key:
-        raise ApiError(404, "video_not_ready", f"Job {job.id} has no video yet (it is {job.status}).")
+        raise NotFound("video_not_ready", f"Job {job.id} has no video yet (it is {job.status}).")
     store = services().store
     download = request.args.get("download") in {"1", "true", "yes"}
     name = f"{job.id}.mp4"
     path = store.local_path(job.output_key)
     if path is not None:
         if not path.exists():
-            raise ApiError(404, "video_missing", "The video is recorded but missing from the object store.")
+            raise NotFound("video_missing", "The video is recorded but missing from the object store.")
         return send_file(
             path,
             mimetype="video/mp4",
@@ -231,7 +165,7 @@ def job_video(job_id: str) -> Any:
         )
     url = store.presigned_url(job.output_key, filename=name if download else None)
     if url is None:
-        raise ApiError(404, "video_missing", "The object store cannot hand out this video.")
+        raise NotFound("video_missing", "The object store cannot hand out this video.")
     return redirect(url, code=302)
 
 
@@ -240,17 +174,15 @@ def job_log(job_id: str) -> Response:
     """The log of the job's last run: the worker's notes and the model process's stdout/stderr."""
     job = load_job(job_id)
     if not job.report_key:
-        raise ApiError(404, "log_not_ready", f"Job {job.id} has no log yet (it is {job.status}).")
+        raise NotFound("log_not_ready", f"Job {job.id} has no log yet (it is {job.status}).")
     try:
         # A run stores its log beside its report (jobs/<id>/ or jobs/<id>/attempt-<n>/).
         data = services().store.get_bytes(job.report_key.rsplit("/", 1)[0] + "/log.txt")
     except ObjectNotFound:
-        raise ApiError(404, "log_missing", "This run kept no log.") from None
+        raise NotFound("log_missing", "This run kept no log.") from None
     except StoreUnavailable as exc:
         log.error("job %s: reading from the object store failed: %s", job.id, exc)
-        raise ApiError(
-            503, "storage_unavailable", "The object store is unavailable; try again shortly."
-        ) from None
+        raise
     return Response(data, mimetype="text/plain")
 
 
@@ -259,16 +191,14 @@ def job_report(job_id: str) -> Response:
     """The RunReport JSON of the job's last run."""
     job = load_job(job_id)
     if not job.report_key:
-        raise ApiError(404, "report_not_ready", f"Job {job.id} has no report yet (it is {job.status}).")
+        raise NotFound("report_not_ready", f"Job {job.id} has no report yet (it is {job.status}).")
     try:
         data = services().store.get_bytes(job.report_key)
     except ObjectNotFound:
-        raise ApiError(
-            404, "report_missing", "The report is recorded but missing from the object store."
+        raise NotFound(
+            "report_missing", "The report is recorded but missing from the object store."
         ) from None
     except StoreUnavailable as exc:
         log.error("job %s: reading from the object store failed: %s", job.id, exc)
-        raise ApiError(
-            503, "storage_unavailable", "The object store is unavailable; try again shortly."
-        ) from None
+        raise
     return Response(json.dumps(json.loads(data), indent=2), mimetype="application/json")

@@ -1,4 +1,9 @@
-"""The OpenAPI 3.1 description, with schemas generated from the same pydantic models the API uses."""
+"""The OpenAPI 3.1 description, built from the route tables and the pydantic models the API uses.
+
+The tables (``ROUTES`` here, ``BATCH_ROUTES`` in ``jobservice.batches.openapi``) say what each
+route reads and answers; request and response bodies are the same pydantic models the views
+parse and serialize, and every catalog model's parameters are added when the document is built.
+"""
 
 from __future__ import annotations
 
@@ -7,249 +12,186 @@ from typing import Any
 from pydantic import BaseModel
 
 from jobservice import __version__
-from jobservice.batches.openapi import batch_paths
+from jobservice.api.doc import REF, Route, Schema, answer, idempotency_key, in_path, in_query, ref, refused
+from jobservice.api.submission import JobCreate
+from jobservice.batches.openapi import BATCH_MODELS, BATCH_ROUTES
 from jobservice.catalog import Catalog
 from jobservice.report import RunReport
 from jobservice.views import JobView
 
-REF = "#/components/schemas/{model}"
-
-
-def _schema(model: type[BaseModel], components: dict[str, Any]) -> dict[str, Any]:
-    schema = model.model_json_schema(ref_template=REF)
-    components.update(schema.pop("$defs", {}))
-    components[model.__name__] = schema
-    return {"$ref": REF.format(model=model.__name__)}
-
-
-def _error_response(description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": REF.format(model="Error")}}},
-    }
-
-
-def _job_response(description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": REF.format(model="JobView")}}},
-    }
-
-
-def build_openapi(catalog: Catalog) -> dict[str, Any]:
-    """The whole document for ``GET /openapi.json``."""
-    components: dict[str, Any] = {
-        "Error": {
+ERROR: Schema = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
             "type": "object",
-            "required": ["error"],
+            "required": ["code", "message"],
             "properties": {
-                "error": {
-                    "type": "object",
-                    "required": ["code", "message"],
-                    "properties": {
-                        "code": {
-                            "type": "string",
-                            "description": "Machine-readable, e.g. invalid_parameters.",
-                        },
-                        "message": {"type": "string", "description": "A sentence for people."},
-                        "details": {"type": "array", "items": {"type": "object"}},
-                    },
-                }
+                "code": {"type": "string", "description": "Machine-readable, e.g. invalid_parameters."},
+                "message": {"type": "string", "description": "A sentence for people."},
+                "details": {"type": "array", "items": {"type": "object"}},
             },
         }
-    }
-    _schema(JobView, components)
-    _schema(RunReport, components)
-    t2v_refs: list[dict[str, Any]] = []
-    a2v_refs: list[dict[str, Any]] = []
-    for spec in catalog.all():
-        ref = _schema(spec.params, components)
-        (t2v_refs if spec.task == "text2video" else a2v_refs).append(ref)
-    id_param = {
-        "name": "job_id",
-        "in": "path",
-        "required": True,
-        "schema": {"type": "string", "format": "uuid"},
-    }
-    not_found = _error_response("No such job.")
-    t2v_body = {
-        "allOf": [
-            {
-                "type": "object",
-                "properties": {
-                    "task": {"const": "text2video"},
-                    "model": {"type": "string", "default": "reference-t2v"},
-                },
-            },
-            {"oneOf": t2v_refs} if t2v_refs else {},
-        ]
-    }
-    a2v_body = {
+    },
+}
+MODELS: tuple[type[BaseModel], ...] = (JobView, RunReport, JobCreate, *BATCH_MODELS)
+
+
+def _job_body(catalog: Catalog) -> Schema:
+    """text2video as JSON (JobCreate and one model's parameters), audio2video as multipart."""
+    t2v = [ref(spec.params.__name__) for spec in catalog.all() if spec.task == "text2video"]
+    audio = {"type": "string", "format": "binary", "description": "WAV, MP3, FLAC, OGG or M4A speech."}
+    a2v = {
         "type": "object",
         "required": ["image", "audio"],
         "properties": {
             "task": {"const": "audio2video"},
             "model": {"type": "string", "default": "reference-talking-head"},
             "image": {"type": "string", "format": "binary", "description": "PNG, JPEG or WebP portrait."},
-            "audio": {
-                "type": "string",
-                "format": "binary",
-                "description": "WAV, MP3, FLAC, OGG or M4A speech.",
-            },
+            "audio": audio,
         },
         "additionalProperties": {"type": "string", "description": "Model parameters (see /models)."},
     }
-    paths: dict[str, Any] = {
-        "/jobs": {
-            "post": {
-                "summary": "Submit a job",
-                "parameters": [
-                    {
-                        "name": "Idempotency-Key",
-                        "in": "header",
-                        "required": False,
-                        "schema": {"type": "string", "maxLength": 255},
-                    }
-                ],
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {"schema": t2v_body},
-                        "multipart/form-data": {"schema": a2v_body},
-                    },
-                },
-                "responses": {
-                    "202": _job_response("Accepted; poll the Location."),
-                    "200": _job_response("Idempotent replay of an earlier submission."),
-                    "400": _error_response("Malformed request."),
-                    "404": _error_response("Unknown model."),
-                    "409": _error_response("Idempotency-Key reused for a different request."),
-                    "413": _error_response("Upload too large."),
-                    "415": _error_response("Unsupported content or file type."),
-                    "422": _error_response("Invalid parameters or input files."),
-                    "503": _error_response("A dependency is unavailable."),
-                },
-            },
-            "get": {
-                "summary": "List jobs, newest first",
-                "parameters": [
-                    {
-                        "name": "status",
-                        "in": "query",
-                        "schema": {"type": "string"},
-                        "description": "Comma-separated.",
-                    },
-                    {"name": "model", "in": "query", "schema": {"type": "string"}},
-                    {
-                        "name": "limit",
-                        "in": "query",
-                        "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
-                    },
-                    {"name": "cursor", "in": "query", "schema": {"type": "string"}},
-                ],
-                "responses": {
-                    "200": {
-                        "description": "A page of jobs.",
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "properties": {
-                                        "jobs": {
-                                            "type": "array",
-                                            "items": {"$ref": REF.format(model="JobView")},
-                                        },
-                                        "next_cursor": {"type": ["string", "null"]},
-                                    },
-                                }
-                            }
-                        },
-                    },
-                    "422": _error_response("Bad filter or limit."),
-                },
-            },
-        },
-        "/jobs/{job_id}": {
-            "get": {
-                "summary": "A job",
-                "parameters": [id_param],
-                "responses": {"200": _job_response("The job."), "404": not_found},
-            }
-        },
-        "/jobs/{job_id}/cancel": {
-            "post": {
-                "summary": "Cancel a job (queued: at once; running: at the next step or chunk)",
-                "parameters": [id_param],
-                "responses": {
-                    "202": _job_response("Canceled or cancel requested."),
-                    "404": not_found,
-                    "409": _error_response("Already finished."),
-                },
-            }
-        },
-        "/jobs/{job_id}/events": {
-            "get": {
-                "summary": "A job's transitions",
-                "parameters": [id_param],
-                "responses": {"200": {"description": "Events."}, "404": not_found},
-            }
-        },
-        "/jobs/{job_id}/video": {
-            "get": {
-                "summary": "The output video (Range requests locally; 302 to a presigned URL on S3)",
-                "parameters": [id_param, {"name": "download", "in": "query", "schema": {"type": "boolean"}}],
-                "responses": {
-                    "200": {"description": "MP4", "content": {"video/mp4": {}}},
-                    "206": {"description": "Partial content", "content": {"video/mp4": {}}},
-                    "302": {"description": "Redirect to a presigned URL"},
-                    "404": _error_response("No video yet."),
-                },
-            }
-        },
-        "/jobs/{job_id}/report": {
-            "get": {
-                "summary": "The RunReport",
-                "parameters": [id_param],
-                "responses": {
-                    "200": {
-                        "description": "RunReport",
-                        "content": {"application/json": {"schema": {"$ref": REF.format(model="RunReport")}}},
-                    },
-                    "404": _error_response("No report yet."),
-                },
-            }
-        },
-        "/jobs/{job_id}/log": {
-            "get": {
-                "summary": "The run's log: the worker's notes and the model process's stdout/stderr",
-                "parameters": [id_param],
-                "responses": {
-                    "200": {
-                        "description": "Plain text.",
-                        "content": {"text/plain": {"schema": {"type": "string"}}},
-                    },
-                    "404": _error_response("No log yet, or the run kept none."),
-                },
-            }
-        },
-        "/models": {
-            "get": {
-                "summary": "The model catalog with parameter schemas and worker presence",
-                "responses": {"200": {"description": "Models."}},
-            }
-        },
-        "/healthz": {"get": {"summary": "Process up", "responses": {"200": {"description": "OK"}}}},
-        "/readyz": {
-            "get": {
-                "summary": "Database, broker and object store reachable",
-                "responses": {"200": {"description": "Ready"}, "503": {"description": "Not ready"}},
-            }
-        },
-        "/openapi.json": {
-            "get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3.1"}}}
-        },
+    return {
+        "application/json": {"schema": {"allOf": [ref("JobCreate"), {"oneOf": t2v} if t2v else {}]}},
+        "multipart/form-data": {"schema": a2v},
     }
-    paths.update(batch_paths(components))
+
+
+JOB = "/jobs/{job_id}"
+NO_JOB = refused("No such job.")
+JOB_PAGE = {
+    "type": "object",
+    "properties": {
+        "jobs": {"type": "array", "items": ref("JobView")},
+        "next_cursor": {"type": ["string", "null"]},
+    },
+}
+LIMIT = {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "post",
+        "/jobs",
+        "Submit a job",
+        parameters=(idempotency_key({"type": "string", "maxLength": 255}),),
+        body=_job_body,
+        responses={
+            "202": answer("Accepted; poll the Location.", "JobView"),
+            "200": answer("Idempotent replay of an earlier submission.", "JobView"),
+            "400": refused("Malformed request."),
+            "404": refused("Unknown model."),
+            "409": refused("Idempotency-Key reused for a different request."),
+            "413": refused("Upload too large."),
+            "415": refused("Unsupported content or file type."),
+            "422": refused("Invalid parameters or input files."),
+            "503": refused("A dependency is unavailable."),
+        },
+    ),
+    Route(
+        "get",
+        "/jobs",
+        "List jobs, newest first",
+        parameters=(
+            in_query("status", description="Comma-separated."),
+            in_query("model"),
+            in_query("limit", LIMIT),
+            in_query("cursor"),
+        ),
+        responses={
+            "200": {"description": "A page of jobs.", "content": {"application/json": {"schema": JOB_PAGE}}},
+            "422": refused("Bad filter or limit."),
+        },
+    ),
+    Route(
+        "get",
+        JOB,
+        "A job",
+        parameters=(in_path("job_id"),),
+        responses={"200": answer("The job.", "JobView"), "404": NO_JOB},
+    ),
+    Route(
+        "post",
+        JOB + "/cancel",
+        "Cancel a job (queued: at once; running: at the next step or chunk)",
+        parameters=(in_path("job_id"),),
+        responses={
+            "202": answer("Canceled or cancel requested.", "JobView"),
+            "404": NO_JOB,
+            "409": refused("Already finished."),
+        },
+    ),
+    Route(
+        "get",
+        JOB + "/events",
+        "A job's transitions",
+        parameters=(in_path("job_id"),),
+        responses={"200": answer("Events."), "404": NO_JOB},
+    ),
+    Route(
+        "get",
+        JOB + "/video",
+        "The output video (Range requests locally; 302 to a presigned URL on S3)",
+        parameters=(in_path("job_id"), in_query("download", {"type": "boolean"})),
+        responses={
+            "200": {"description": "MP4", "content": {"video/mp4": {}}},
+            "206": {"description": "Partial content", "content": {"video/mp4": {}}},
+            "302": answer("Redirect to a presigned URL"),
+            "404": refused("No video yet."),
+        },
+    ),
+    Route(
+        "get",
+        JOB + "/report",
+        "The RunReport",
+        parameters=(in_path("job_id"),),
+        responses={
+            "200": answer("RunReport", "RunReport"),
+            "404": refused("No report yet."),
+            "503": refused("The object store is unavailable."),
+        },
+    ),
+    Route(
+        "get",
+        JOB + "/log",
+        "The run's log: the worker's notes and the model process's stdout/stderr",
+        parameters=(in_path("job_id"),),
+        responses={
+            "200": {"description": "Plain text.", "content": {"text/plain": {"schema": {"type": "string"}}}},
+            "404": refused("No log yet, or the run kept none."),
+            "503": refused("The object store is unavailable."),
+        },
+    ),
+    Route(
+        "get",
+        "/models",
+        "The model catalog with parameter schemas and worker presence",
+        responses={"200": answer("Models.")},
+    ),
+    Route("get", "/healthz", "Process up", responses={"200": answer("OK")}),
+    Route(
+        "get",
+        "/readyz",
+        "Database, broker and object store reachable",
+        responses={"200": answer("Ready"), "503": answer("Not ready")},
+    ),
+    Route("get", "/openapi.json", "This document", responses={"200": answer("OpenAPI 3.1")}),
+)
+
+
+def _components(catalog: Catalog) -> dict[str, Any]:
+    components: dict[str, Any] = {"Error": ERROR}
+    for model in (*MODELS, *(spec.params for spec in catalog.all())):
+        schema = model.model_json_schema(ref_template=REF)
+        components.update(schema.pop("$defs", {}))
+        components[model.__name__] = schema
+    return components
+
+
+def build_openapi(catalog: Catalog) -> dict[str, Any]:
+    """The whole document for ``GET /openapi.json``: every route of the tables, every model's schema."""
+    paths: dict[str, dict[str, Any]] = {}
+    for route in (*ROUTES, *BATCH_ROUTES):
+        paths.setdefault(route.path, {})[route.method] = route.operation(catalog)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -258,5 +200,5 @@ def build_openapi(catalog: Catalog) -> dict[str, Any]:
             "description": "Queue-backed batch video jobs.",
         },
         "paths": paths,
-        "components": {"schemas": components},
+        "components": {"schemas": _components(catalog)},
     }

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from jobservice.api.jobs import services
@@ -29,7 +30,7 @@ from jobservice.batches.spec import (
 )
 from jobservice.batches.states import BatchStatus
 from jobservice.batches.views import batch_jobs, batch_view, list_batches, list_views
-from jobservice.errors import ApiError
+from jobservice.errors import Conflict, DomainError, Invalid, Malformed, TooLarge, Unsupported
 from jobservice.idempotency import parse_idempotency_key
 from jobservice.models import Batch
 from jobservice.views import job_view
@@ -42,49 +43,69 @@ REPORT_TYPES = {"json": "application/json", "csv": "text/csv", "md": "text/markd
 MAX_BODY_BYTES = 2 * MAX_SPEC_BYTES  # a spec of the largest size, escaped inside JSON
 
 
-def _spec_error(exc: SpecError) -> ApiError:
-    return ApiError(422, "invalid_spec", exc.message, exc.details)
+class BatchCreate(BaseModel):
+    """The JSON body of ``POST /batches``: exactly one of the three ways to give a spec."""
+
+    spec: dict[str, Any] | None = Field(None, description="The spec itself, as JSON.")
+    spec_yaml: str | None = Field(None, description="The spec as YAML text.")
+    spec_path: str | None = Field(None, description="A spec file, relative to the batch root.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _exactly_one(cls, body: Any) -> Any:
+        if isinstance(body, dict) and sum(body.get(k) is not None for k in SPEC_FIELDS) != 1:
+            raise ValueError("exactly one spec")
+        return body
+
+
+SPEC_FIELDS = ("spec", "spec_yaml", "spec_path")
+# The sentence for each way a BatchCreate body can be wrong ("": not exactly one of them).
+CREATE_PROBLEMS = {
+    "": "Give exactly one of 'spec', 'spec_yaml' or 'spec_path'.",
+    "spec": "A batch spec must be a mapping with 'name' and 'cases'.",
+    "spec_yaml": "'spec_yaml' must be a string of YAML.",
+    "spec_path": "'spec_path' must be a path under the batch root.",
+}
+
+
+def _spec_error(exc: SpecError) -> DomainError:
+    return Invalid("invalid_spec", exc.message, details=exc.details)
 
 
 def _loaded_spec() -> LoadedSpec:
     """The spec of a POST /batches: YAML text, or JSON with one of spec / spec_yaml / spec_path."""
     root = services().settings.batch_root.resolve()
     if request.mimetype not in YAML_TYPES and request.mimetype != "application/json":
-        raise ApiError(
-            415, "unsupported_media_type", "Send the spec as application/yaml, or JSON with 'spec'."
-        )
+        raise Unsupported("unsupported_media_type", "Send the spec as application/yaml, or JSON with 'spec'.")
     raw = _body()
     if request.mimetype in YAML_TYPES:
         try:
             return parse_spec_text(raw.decode("utf-8"), origin="api")
         except UnicodeDecodeError:
-            raise ApiError(400, "invalid_yaml", "The spec must be UTF-8 text.") from None
+            raise Malformed("invalid_yaml", "The spec must be UTF-8 text.") from None
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError):
         body = None
     if not isinstance(body, dict):
-        raise ApiError(400, "invalid_json", "The request body must be a JSON object.")
-    given = [k for k in ("spec", "spec_yaml", "spec_path") if body.get(k) is not None]
-    if len(given) != 1:
-        raise ApiError(422, "invalid_spec", "Give exactly one of 'spec', 'spec_yaml' or 'spec_path'.")
-    if "spec" in given:
-        return parse_spec(body["spec"], origin="api")
-    if "spec_yaml" in given:
-        if not isinstance(body["spec_yaml"], str):
-            raise ApiError(422, "invalid_spec", "'spec_yaml' must be a string of YAML.")
-        return parse_spec_text(body["spec_yaml"], origin="api")
-    if not isinstance(body["spec_path"], str):
-        raise ApiError(422, "invalid_spec", "'spec_path' must be a path under the batch root.")
-    path = resolve_under(root, body["spec_path"], what="spec path")
-    loaded = load_spec_file(path)
-    return LoadedSpec(loaded.spec, loaded.text, loaded.digest, body["spec_path"], loaded.base_dir)
+        raise Malformed("invalid_json", "The request body must be a JSON object.")
+    try:
+        create = BatchCreate.model_validate(body)
+    except ValidationError as exc:
+        loc = exc.errors()[0]["loc"]
+        raise Invalid("invalid_spec", CREATE_PROBLEMS[str(loc[0]) if loc else ""]) from None
+    if create.spec is not None:
+        return parse_spec(create.spec, origin="api")
+    if create.spec_yaml is not None:
+        return parse_spec_text(create.spec_yaml, origin="api")
+    assert create.spec_path is not None  # BatchCreate holds exactly one
+    loaded = load_spec_file(resolve_under(root, create.spec_path, what="spec path"))
+    return LoadedSpec(loaded.spec, loaded.text, loaded.digest, create.spec_path, loaded.base_dir)
 
 
 def _body() -> bytes:
     """The request body, refused with a 413 past ``MAX_BODY_BYTES`` (before it is all read)."""
-    too_large = ApiError(
-        413,
+    too_large = TooLarge(
         "spec_too_large",
         f"The request is larger than {MAX_BODY_BYTES // 2**20} MB; a spec is much smaller.",
     )
@@ -103,7 +124,7 @@ def parse_limit(raw: str, *, most: int = 100) -> int:
     """A list's ``?limit=``: a whole number from 1 to ``most``, else a 422."""
     limit = int(raw) if raw.isdecimal() and len(raw) <= 6 else 0  # isdigit() would accept "²"
     if not 1 <= limit <= most:
-        raise ApiError(422, "invalid_limit", f"limit must be a whole number from 1 to {most}.")
+        raise Invalid("invalid_limit", f"limit must be a whole number from 1 to {most}.")
     return limit
 
 
@@ -166,7 +187,7 @@ def compare() -> Response:
     ids = {k: request.args.get(k) for k in ("baseline", "candidate")}
     missing = [k for k, v in ids.items() if not v]
     if missing:
-        raise ApiError(422, "missing_parameter", f"Give '{missing[0]}' (a batch id).")
+        raise Invalid("missing_parameter", f"Give '{missing[0]}' (a batch id).")
     baseline, candidate = (_finished(str(ids[k])) for k in ("baseline", "candidate"))
     result = compare_results(baseline.results, candidate.results, spec=candidate.spec)
     result.update(baseline_id=str(baseline.id), candidate_id=str(candidate.id))
@@ -177,7 +198,7 @@ def _finished(raw_id: str) -> Batch:
     batch = _load(raw_id)
     if batch.status != BatchStatus.FINISHED:
         message = f"Batch {batch.id} is {batch.status}; it has no report yet."
-        raise ApiError(409, "batch_not_finished", message)
+        raise Conflict("batch_not_finished", message)
     return batch
 
 
@@ -206,7 +227,7 @@ def report(batch_id: str) -> Response:
     """The report: ``?format=json`` (default), ``csv`` or ``md``."""
     fmt = request.args.get("format", "json")
     if fmt not in REPORT_TYPES:
-        raise ApiError(422, "invalid_format", "format must be json, csv or md.")
+        raise Invalid("invalid_format", "format must be json, csv or md.")
     batch = _finished(batch_id)
     body = {"json": render_json, "csv": render_csv, "md": render_markdown}[fmt](batch)
     response = Response(body, mimetype=REPORT_TYPES[fmt])

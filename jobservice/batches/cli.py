@@ -21,9 +21,10 @@ import click
 from sqlalchemy.exc import OperationalError
 
 from jobservice.batches.states import BatchStatus
-from jobservice.errors import ApiError
+from jobservice.errors import Conflict, DomainError
 from jobservice.services import Services, build_services
 from jobservice.settings import Settings
+from jobservice.storage import StoreUnavailable
 
 GOOD = ("passed", "no_baseline")
 
@@ -47,8 +48,10 @@ def clear_errors() -> Iterator[None]:
     except SpecError as exc:
         lines = [exc.message] + [f"  {d['field']}: {d['message']}" for d in exc.details[1:]]
         raise click.ClickException("\n".join(lines)) from None
-    except ApiError as exc:
+    except DomainError as exc:
         raise click.ClickException(f"{exc.code}: {exc.message}") from None
+    except StoreUnavailable as exc:
+        raise click.ClickException(f"storage_unavailable: The object store is unavailable: {exc}") from None
     except OperationalError as exc:
         hint = " (run `jobservice db upgrade`)" if "no such table" in str(exc.orig) else ""
         raise click.ClickException(f"the jobs database is unavailable: {exc.orig}{hint}") from None
@@ -231,7 +234,7 @@ def _finished(services: Services, raw_id: str) -> Any:
 
     batch = refresh_batch(services, parse_batch_id(raw_id))
     if batch.status != BatchStatus.FINISHED:
-        raise ApiError(409, "batch_not_finished", f"batch {batch.id} is {batch.status}; it has no report yet")
+        raise Conflict("batch_not_finished", f"batch {batch.id} is {batch.status}; it has no report yet")
     return batch
 
 

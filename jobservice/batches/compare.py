@@ -4,6 +4,10 @@ Pure functions over the ``results`` both batches stored when they finished, so a
 batches can be compared at any time (``jobservice batch compare A B``). A case is compared only
 when its digest (model, resolved parameters, input contents) is the same on both sides; otherwise
 it is reported as ``changed`` rather than judged on numbers that measure different work.
+
+A run figure (generate time, fps, RTF, first frame, chunks) is compared only when both sides'
+figures are of the same kind (``figures``: warm runs of a resident back end, or the cold runs of
+one that loads the model every run; see metrics.py); otherwise it is ``n/a`` and says why.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import logging
 from typing import Any
 
 from jobservice.batches.metrics import METRICS, Metric
-from jobservice.batches.stats import Comparison, compare_samples
+from jobservice.batches.stats import Comparison, compare_samples, summarize
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +90,38 @@ def _amount(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
+def case_figures(case: dict[str, Any]) -> str:
+    """The kind of a case's run figures; results stored before kinds existed had warm ones only."""
+    return str(case.get("figures") or "warm")
+
+
+def metric_figures(metric: Metric, case: dict[str, Any]) -> str | None:
+    """The kind of ``metric``'s samples in ``case``: its run figures' kind, cold, or None (any run)."""
+    if metric.runs == "run":
+        return case_figures(case)
+    return "cold" if metric.runs == "cold" else None
+
+
+def compare_metric(
+    metric: Metric, baseline: dict[str, Any], candidate: dict[str, Any], *, spec: dict[str, Any]
+) -> Comparison:
+    """One metric of one case: n/a (and why) unless both sides have samples of the same kind."""
+    old = (baseline.get("samples") or {}).get(metric.name) or []
+    new = (candidate.get("samples") or {}).get(metric.name) or []
+    old_kind, new_kind = metric_figures(metric, baseline), metric_figures(metric, candidate)
+    if old and new and (old_kind != new_kind or new_kind == "mixed"):
+        a, b = summarize(old), summarize(new)
+        note = f"baseline figures are {old_kind}, these are {new_kind}: not compared"
+        return Comparison("n/a", a.median, b.median, None, None, a.n, b.n, None, note)
+    result = compare_samples(old, new, better=metric.better, **thresholds_for(spec, metric.name))
+    if result.verdict == "n/a":
+        side = baseline if not old else candidate
+        why = (side.get("unavailable") or {}).get(metric.name)
+        if why:
+            return Comparison(**{**result.as_dict(), "note": f"{result.note}: {why}"})
+    return result
+
+
 def compare_case(
     baseline: dict[str, Any] | None, candidate: dict[str, Any], *, spec: dict[str, Any]
 ) -> dict[str, Any]:
@@ -101,14 +137,15 @@ def compare_case(
     metrics = []
     for name in tracked_metrics(spec):
         metric = METRICS[name]
-        entry = {"metric": name, "label": metric.label, "unit": metric.unit, "better": metric.better}
+        entry = {
+            "metric": name,
+            "label": metric.label,
+            "unit": metric.unit,
+            "better": metric.better,
+            "figures": metric_figures(metric, candidate),
+        }
         try:
-            result = compare_samples(
-                (baseline.get("samples") or {}).get(name) or [],
-                (candidate.get("samples") or {}).get(name) or [],
-                better=metric.better,
-                **thresholds_for(spec, name),
-            )
+            result = compare_metric(metric, baseline, candidate, spec=spec)
             why = regression_reason(metric, result) if result.verdict == "regression" else None
         except Exception as exc:  # noqa: BLE001 - one unreadable metric must not stop the comparison
             log.exception("case %s: metric %s could not be compared", candidate["name"], name)

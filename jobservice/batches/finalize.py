@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from jobservice.batches.compare import compare_results
 from jobservice.batches.environment import environment_changes, runs_environment
-from jobservice.batches.metrics import METRICS, RunFacts, run_facts, samples_of
+from jobservice.batches.metrics import METRICS, RunFacts, figures_of, run_facts, samples_of, unavailable
 from jobservice.batches.render import render_csv, render_json, render_markdown
 from jobservice.batches.service import (
     abandon_if_incomplete,
@@ -167,6 +167,9 @@ def case_results(case: dict[str, Any], runs: list[RunFacts]) -> dict[str, Any]:
         "repeat": case.get("repeat"),
         "runs": [r.as_dict() for r in runs],
         "samples": samples,
+        # warm (resident back end), cold (the model loads in every run) or mixed: see metrics.py
+        "figures": figures_of(runs),
+        "unavailable": unavailable(runs, samples),
         "summary": {name: summarize(values).as_dict() for name, values in samples.items()},
         "frames": {
             "digest": next(iter(digests)) if len(digests) == 1 else None,

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from jobservice.batches.spec import CaseSpec, LoadedSpec, SpecError, resolve_under
-from jobservice.errors import ApiError
+from jobservice.errors import DomainError, Invalid
 from jobservice.services import Services
 from jobservice.settings import Settings
-from jobservice.storage import ObjectNotFound, StoreUnavailable
+from jobservice.storage import ObjectNotFound
 from jobservice.submit import resolve_model, validate_params
 from jobservice.uploads import FILE_CHECKS, CheckedUpload, SpoolFile
 
@@ -114,14 +114,14 @@ def _plan_case(services: Services, plan: Plan, case: CaseSpec, *, confine_to: Pa
     where = f"case '{case.name}'"
     try:
         model = resolve_model(services, None, case.model)
-    except ApiError as exc:
+    except DomainError as exc:
         raise SpecError(f"{where}: {exc.message}") from None
     raw = dict(case.params)
     if "seed" in model.params.model_fields and raw.get("seed") is None:
         raw["seed"] = stable_seed(case.name)
     try:
         params = validate_params(model, raw)
-    except ApiError as exc:
+    except DomainError as exc:
         details = [{**d, "field": f"cases.{case.name}.params.{d['field']}"} for d in exc.details]
         raise SpecError(f"{where}: {exc.message}", details) from None
     missing = [name for name in model.inputs if name not in case.inputs]
@@ -168,7 +168,7 @@ def check_local_file(name: str, path: Path, settings: Settings, *, keep: list[Sp
     """
     check = FILE_CHECKS.get(name)
     if check is None:
-        raise ApiError(422, "unexpected_input", f"No model takes a file named '{name}'.")
+        raise Invalid("unexpected_input", f"No model takes a file named '{name}'.")
     ceiling = max(settings.max_image_mb, settings.max_audio_mb) * 2**20
     spool = SpoolFile(settings.resolved_spool_dir(), ceiling)
     keep.append(spool)
@@ -183,7 +183,7 @@ def _check_file(plan: Plan, name: str, path: Path, settings: Settings, *, where:
         raise SpecError(f"{where} input '{name}': there is no file at {path}.")
     try:
         return check_local_file(name, path, settings, keep=plan._spools)
-    except ApiError as exc:
+    except DomainError as exc:
         if exc.status >= 500:
             raise
         raise SpecError(f"{where} input '{name}' ({path.name}): {exc.message}") from None
@@ -199,8 +199,6 @@ def _check_key(services: Services, plan: Plan, name: str, key: str, *, where: st
             raise SpecError(f"{where} input '{name}': {exc}.") from None
         except ObjectNotFound:
             raise SpecError(f"{where} input '{name}': there is no object '{key}' in the store.") from None
-        except StoreUnavailable as exc:
-            raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
         return _check_file(plan, name, local, services.settings, where=where)
 
 

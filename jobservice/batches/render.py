@@ -1,5 +1,9 @@
 """A finished batch's report as JSON, CSV (one row per case, like the seed benchmark tables) and
 Markdown. Regressions and failures come first everywhere: they are what a reader looks for.
+
+Every seed-table column is filled for every case: a figure, or "n/a (why)" when the back end cannot
+produce it (a FlashHead run streams no frames, so it has no time to first frame) or the runs gave
+none; the ``figures`` column says whether a case's run figures are warm or cold (see metrics.py).
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ TABLE_METRICS = (
     "ttff_ms",
     "generate_ms",
     "steady_chunk_core_ms",
+    "steady_fps",
     "render_fps",
     "rtf",
+    "denoise_loop_ms",
+    "export_ms",
     "peak_mb",
 )
+FIGURES = {"warm": "warm", "cold": "cold (loads the model every run)", "mixed": "mixed warm and cold"}
 
 
 def hardware(case: dict[str, Any], environment: dict[str, Any]) -> str:
@@ -56,10 +64,13 @@ def report_data(batch: Batch) -> dict[str, Any]:
                 "median": summary.get("median"),
                 "sigma": summary.get("sigma"),
                 "n": summary.get("n", 0),
+                "why": (case.get("unavailable") or {}).get(name) or "no value recorded",
                 "baseline": versus.get("baseline"),
                 "change": versus.get("change"),
                 "threshold": versus.get("threshold"),
                 "verdict": versus.get("verdict", "n/a"),
+                "note": versus.get("note")
+                or ("no baseline" if not verdict_of else "not tracked by the spec"),
             }
         if verdict_of:
             verdict = verdict_of["verdict"]
@@ -78,6 +89,7 @@ def report_data(batch: Batch) -> dict[str, Any]:
                 "frames": info.get("frames"),
                 "repeats": len(runs),
                 "passed": sum(1 for r in runs if r.get("status") == "succeeded"),
+                "figures": case.get("figures") or ("warm" if case.get("samples") else None),
                 "metrics": metrics,
                 "frames_check": verdict_of.get("frames") or {"verdict": "n/a"},
                 "frames_digest": (case.get("frames") or {}).get("digest"),
@@ -130,6 +142,16 @@ def fmt(value: Any, unit: str = "") -> str:
     return f"{text} {unit}" if unit else text
 
 
+def na(why: str) -> str:
+    """A figure that is not there, and why."""
+    return f"n/a ({why})"
+
+
+def median_cell(m: dict[str, Any]) -> Any:
+    """A case's median of a metric, or n/a and why."""
+    return m["median"] if m.get("median") is not None else na(m.get("why") or "no value recorded")
+
+
 def fmt_change(change: float | None) -> str:
     """A relative change as a signed percentage."""
     return "" if change is None else f"{change:+.1%}"
@@ -156,6 +178,7 @@ def render_csv(batch: Batch) -> str:
     data = report_data(batch)
     names = list(dict.fromkeys([*TABLE_METRICS, *data["tracked_metrics"]]))
     header = ["case", "model", "verdict", "hardware", "resolution", "fps", "frames", "repeats", "passed"]
+    header += ["figures"]
     header += [f"{n}{suffix}" for n in names for suffix in ("", "_baseline", "_change")]
     header += ["frames_check", "reasons"]
     out = io.StringIO()
@@ -163,10 +186,12 @@ def render_csv(batch: Batch) -> str:
     writer.writerow(header)
     for case in data["cases"]:
         row = [case[k] for k in ("case", "model", "verdict", "hardware", "resolution", "fps", "frames")]
-        row += [case["repeats"], case["passed"]]
+        row += [case["repeats"], case["passed"], case["figures"] or na("no run succeeded")]
         for name in names:
             m = case["metrics"].get(name) or {}
-            row += [m.get("median"), m.get("baseline"), m.get("change")]
+            why = m.get("note") or "not compared"
+            row += [median_cell(m), m.get("baseline") if m.get("baseline") is not None else na(why)]
+            row += [m["change"] if m.get("change") is not None else na(why)]
         row += [case["frames_check"].get("verdict"), "; ".join(case["reasons"])]
         writer.writerow(["" if v is None else v for v in row])
     return out.getvalue()
@@ -199,25 +224,43 @@ def render_markdown(batch: Batch) -> str:
             )
         lines.append("")
     names = shown_metrics(data)
-    lines += ["## Results (medians of warm runs; change vs baseline)", ""]
-    head = ["case", "verdict", "model", "hardware", "resolution", "fps", "runs ok"]
+    lines += ["## Results (medians; change vs baseline)", ""]
+    lines.append(
+        "A case's figures are warm (a resident back end: its cold run is the cold start) or cold "
+        "(the back end loads the model in every run, like the seed tables' FlashHead runs)."
+    )
+    lines.append("")
+    head = ["case", "verdict", "model", "hardware", "resolution", "fps", "runs ok", "figures"]
     head += [metric_heading(n) for n in names]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
     for case in data["cases"]:
         cells = [case["case"], case["verdict"], case["model"], case["hardware"], case["resolution"] or "-"]
         cells += [fmt(case["fps"]), f"{case['passed']}/{case['repeats']}"]
+        cells.append(FIGURES.get(case["figures"] or "", "-"))
         for name in names:
             m = case["metrics"].get(name) or {}
-            text = fmt(m.get("median"))
+            text = fmt(median_cell(m))
             if m.get("change") is not None:
                 mark = " ⚠" if m.get("verdict") == "regression" else ""
                 text += f" ({fmt_change(m['change'])}{mark})"
             cells.append(text)
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
     lines.append("")
+    lines += _not_shown_lines(data, names)
     lines += _environment_lines(data["environment"])
     return "\n".join(lines) + "\n"
+
+
+def _not_shown_lines(data: dict[str, Any], shown: list[str]) -> list[str]:
+    """The seed-table columns no case has a figure for, each with why (the first case's reason)."""
+    lines = []
+    for name in dict.fromkeys([*TABLE_METRICS, *data["tracked_metrics"]]):
+        if name in shown or not data["cases"]:
+            continue
+        reasons = dict.fromkeys(str((c["metrics"].get(name) or {}).get("why")) for c in data["cases"])
+        lines.append(f"- {metric_heading(name)}: n/a ({'; '.join(reasons)})")
+    return ["Not measured in any case:", "", *lines, ""] if lines else []
 
 
 def _environment_lines(env: dict[str, Any]) -> list[str]:
@@ -256,10 +299,12 @@ def render_comparison_text(comparison: dict[str, Any], *, verbose: bool = False)
             limit = f"threshold {m['threshold']:.1%}" if m.get("threshold") is not None else m.get("note", "")
             change = fmt_change(m.get("change")) or "n/a"
             pad = " " * (width + 15)
-            lines.append(f"{pad}{m['label']:<22} {figures:<28} {change:>7}  {limit}  {m['verdict']}")
+            kind = m.get("figures")
+            label = f"{m['label']} ({kind})" if kind and kind not in m["label"] else m["label"]
+            lines.append(f"{pad}{label:<28} {figures:<28} {change:>7}  {limit}  {m['verdict']}")
         frames = case.get("frames") or {}
         if frames.get("verdict") not in (None, "n/a"):
-            lines.append(f"{' ' * (width + 15)}{'frames':<22} {frames['verdict']}")
+            lines.append(f"{' ' * (width + 15)}{'frames':<28} {frames['verdict']}")
     counts = {k: v for k, v in (comparison.get("counts") or {}).items() if v}
     lines.append("")
     lines.append(

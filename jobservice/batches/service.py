@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from jobservice.batches.environment import creator_environment
 from jobservice.batches.plan import Plan
 from jobservice.batches.states import BatchStatus, mark_canceled, mark_running, reopen, still_creating
-from jobservice.errors import ApiError
+from jobservice.errors import Conflict, NotFound
 from jobservice.jobs import InvalidTransition, request_cancel
 from jobservice.models import TERMINAL_STATUSES, Batch, Job, JobStatus
 from jobservice.services import Services
@@ -51,7 +51,7 @@ def parse_batch_id(raw: str) -> uuid.UUID:
     try:
         return uuid.UUID(str(raw))
     except ValueError:
-        raise ApiError(404, "batch_not_found", f"There is no batch '{raw}'.") from None
+        raise NotFound("batch_not_found", f"There is no batch '{raw}'.") from None
 
 
 def get_batch(session: Session, raw_id: str | uuid.UUID) -> Batch:
@@ -59,7 +59,7 @@ def get_batch(session: Session, raw_id: str | uuid.UUID) -> Batch:
     batch_id = raw_id if isinstance(raw_id, uuid.UUID) else parse_batch_id(raw_id)
     batch = session.get(Batch, batch_id, populate_existing=True)
     if batch is None:
-        raise ApiError(404, "batch_not_found", f"There is no batch '{raw_id}'.")
+        raise NotFound("batch_not_found", f"There is no batch '{raw_id}'.")
     return batch
 
 
@@ -111,9 +111,9 @@ def create_batch(
     batch_id = uuid.uuid4()
     try:
         cases = [case.describe(_store_inputs(services, batch_id, case)) for case in plan.cases]
-    except StoreUnavailable as exc:
+    except StoreUnavailable:
         _discard_inputs(services, batch_id)
-        raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
+        raise  # answered as 503 storage_unavailable by jobservice.api.errors
     resolved = {
         "name": loaded.spec.name,
         "description": loaded.spec.description,
@@ -161,9 +161,9 @@ def resume_batch(services: Services, batch_id: uuid.UUID) -> Batch:
     with services.db.session() as session:
         batch = get_batch(session, batch_id)
     if batch.status == BatchStatus.FINISHED:
-        raise ApiError(409, "batch_finished", f"Batch {batch.id} is finished; there is nothing to resume.")
+        raise Conflict("batch_finished", f"Batch {batch.id} is finished; there is nothing to resume.")
     if abandon_if_incomplete(services, batch):
-        raise ApiError(409, "batch_incomplete", f"Batch {batch.id} cannot be resumed. {INCOMPLETE}")
+        raise Conflict("batch_incomplete", f"Batch {batch.id} cannot be resumed. {INCOMPLETE}")
     folder = services.settings.resolved_spool_dir()
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix="batch-resume-") as tmp:
@@ -223,7 +223,7 @@ def cancel_batch(services: Services, batch_id: uuid.UUID) -> Batch:
         batch = get_batch(session, batch_id)
         if BatchStatus(batch.status).is_ended or not mark_canceled(session, batch_id):
             current = get_batch(session, batch_id).status
-            raise ApiError(409, "batch_finished", f"Batch {batch.id} is already {current}.")
+            raise Conflict("batch_finished", f"Batch {batch.id} is already {current}.")
     with services.db.session() as session:
         unfinished = [
             j.id for j in latest_jobs(session, batch_id).values() if j.status not in TERMINAL_STATUSES
@@ -239,12 +239,10 @@ def pin_batch(services: Services, batch_id: uuid.UUID, *, pinned: bool) -> Batch
     with services.db.session() as session:
         batch = get_batch(session, batch_id)
         if pinned and batch.status != BatchStatus.FINISHED:
-            raise ApiError(
-                409, "batch_not_finished", f"Batch {batch.id} is {batch.status}; pin a finished one."
-            )
+            raise Conflict("batch_not_finished", f"Batch {batch.id} is {batch.status}; pin a finished one.")
         if pinned and not has_finished_cases(batch):
-            raise ApiError(
-                409, "batch_empty", f"Batch {batch.id} has no case with a finished run to compare with."
+            raise Conflict(
+                "batch_empty", f"Batch {batch.id} has no case with a finished run to compare with."
             )
         if pinned:
             session.execute(update(Batch).where(Batch.name == batch.name).values(pinned=False))
@@ -287,7 +285,7 @@ def _by_key(services: Services, key: str) -> Batch | None:
 
 def _replay(batch: Batch, digest: str) -> Batch:
     if batch.spec_digest != digest:
-        raise ApiError(409, "idempotency_conflict", "This Idempotency-Key was already used for another spec.")
+        raise Conflict("idempotency_conflict", "This Idempotency-Key was already used for another spec.")
     return batch
 
 
@@ -315,10 +313,6 @@ def _fetch_inputs(services: Services, case: dict[str, Any], folder: Path) -> dic
         try:
             path = services.store.get_file(key, dest)
         except ObjectNotFound:
-            raise ApiError(
-                409, "inputs_missing", f"The batch input '{key}' is no longer in the store."
-            ) from None
-        except StoreUnavailable as exc:
-            raise ApiError(503, "storage_unavailable", f"The object store is unavailable: {exc}") from None
+            raise Conflict("inputs_missing", f"The batch input '{key}' is no longer in the store.") from None
         uploads[name] = stored_upload(name, path, entry.get("meta") or {})
     return uploads

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobservice.batches.metrics import DEFAULT_METRICS, METRICS
+from jobservice.errors import pydantic_problems
 from jobservice.storage import validate_key
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
@@ -208,19 +209,8 @@ def parse_spec(data: Any, *, text: str = "", origin: str = "", base_dir: Path | 
     try:
         spec = BatchSpec.model_validate(data)
     except ValidationError as exc:
-        details = [
-            {
-                "field": ".".join(str(p) for p in err["loc"]) or "(spec)",
-                "message": err["msg"],
-                "type": err["type"],
-            }
-            for err in exc.errors(include_url=False, include_context=False)
-        ]
-        first = details[0]
-        more = f" ({len(details) - 1} more problem(s) in details.)" if len(details) > 1 else ""
-        raise SpecError(
-            f"Invalid batch spec at '{first['field']}': {first['message']}.{more}", details
-        ) from None
+        message, details = pydantic_problems(exc, root="(spec)")
+        raise SpecError(f"Invalid batch spec at {message}", details) from None
     if not text:
         text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     return LoadedSpec(spec=spec, text=text, digest=spec_digest(spec), origin=origin, base_dir=base_dir)

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, defer
 
 from jobservice.batches.service import BATCH_STATUSES, latest_jobs, slots
 from jobservice.batches.states import BatchStatus
-from jobservice.errors import ApiError
+from jobservice.errors import Invalid
 from jobservice.models import Batch, Job, JobStatus
 
 
@@ -183,8 +183,8 @@ def list_batches(
 ) -> list[Batch]:
     """Batches newest first, optionally of one spec name or status."""
     if status is not None and status not in BATCH_STATUSES:
-        raise ApiError(
-            422, "invalid_status", f"Unknown batch status '{status}'; use one of {', '.join(BATCH_STATUSES)}."
+        raise Invalid(
+            "invalid_status", f"Unknown batch status '{status}'; use one of {', '.join(BATCH_STATUSES)}."
         )
     query = select(Batch).options(defer(Batch.spec_text))  # the YAML as sent: never listed
     if name:

@@ -17,8 +17,9 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
+from jobservice.api.errors import OUTAGES, refusal_of
 from jobservice.api.jobs import services
-from jobservice.errors import ApiError
+from jobservice.errors import DomainError
 from jobservice.models import utcnow
 from jobservice.web.charts import format_ms, format_value
 from jobservice.web.security import CsrfError, csrf_token, harden
@@ -129,7 +130,8 @@ def _csrf(_error: CsrfError) -> tuple[Any, int]:
     )
 
 
-def _api_error(error: ApiError) -> tuple[Any, int]:
+def _refused(raised: Exception) -> tuple[Any, int]:
+    error = refusal_of(raised)
     titles = {404: "Not found", 409: "Not possible right now", 503: "Temporarily unavailable"}
     return error_page(error.status, titles.get(error.status, "Request refused"), error.message, error.code)
 
@@ -157,11 +159,12 @@ def register_page_handlers(blueprint: Blueprint) -> None:
     """What every blueprint of pages shares: security headers, and errors as HTML error pages.
 
     The app's own handlers answer JSON (for the API); these take precedence for the blueprint's
-    routes. CSRF failures, refusals (ApiError), HTTP errors and bugs each get a page.
+    routes. CSRF failures, refusals (domain errors and outages), HTTP errors and bugs each get a page.
     """
     blueprint.after_request(_harden)
     blueprint.register_error_handler(CsrfError, _csrf)
-    blueprint.register_error_handler(ApiError, _api_error)
+    for kind in (DomainError, *OUTAGES):
+        blueprint.register_error_handler(kind, _refused)
     blueprint.register_error_handler(413, _too_large)
     blueprint.register_error_handler(HTTPException, _http_error)
     blueprint.register_error_handler(Exception, _unexpected)

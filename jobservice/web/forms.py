@@ -1,10 +1,9 @@
 """The new-job form: fields drawn from the catalog, and submissions checked field by field.
 
 A model's parameter fields come from its pydantic schema (defaults, limits, descriptions), so a
-model added to the catalog gets a form without template changes. Uploads go through the same
-content checks as the JSON API (``jobservice.uploads``) and the job through ``submit_job``; what
-differs is that every problem is collected and tied to the field it belongs to, so the form can
-show all of them next to their inputs.
+model added to the catalog gets a form without template changes. The form is read by the same
+parser as ``POST /jobs`` (``jobservice.api.submission``) and checked once by ``check_submission``;
+what differs is that every problem is shown, next to the input its ``field`` names.
 """
 
 from __future__ import annotations
@@ -14,15 +13,18 @@ from typing import Any
 
 from flask import request
 
+from jobservice.api.submission import FormRules, read_form
 from jobservice.catalog import ModelSpec
-from jobservice.errors import ApiError
+from jobservice.errors import DomainError
 from jobservice.services import Services
 from jobservice.settings import Settings
-from jobservice.submit import Submission, resolve_model, validate_params
-from jobservice.uploads import FILE_CHECKS, CheckedUpload, spool_of
+from jobservice.submit import Checked, Submission, check_submission
 
 FORM_LEVEL = "__all__"
-CONTROL_FIELDS = {"csrf_token", "task", "model", "change_model"}
+CONTROL_FIELDS = frozenset({"csrf_token", "task", "model", "change_model"})
+WEB_FORM = FormRules(ignore=CONTROL_FIELDS, last_value_wins=True)
+# What the form says next to a file input left empty.
+FILE_MISSING = {"image": "Choose a portrait image.", "audio": "Choose a speech file."}
 TASKS = {
     "audio2video": "Talking head (audio2video)",
     "text2video": "Text to video (text2video)",
@@ -217,76 +219,41 @@ def model_form(spec: ModelSpec, settings: Settings) -> ModelForm:
     return ModelForm(spec=spec, files=file_fields(spec, settings), params=param_fields(spec))
 
 
-def errors_of(exc: ApiError, spec: ModelSpec | None = None) -> dict[str, str]:
-    """An API refusal as messages by form field."""
-    if exc.code == "invalid_parameters" and exc.details:
-        out: dict[str, str] = {}
-        for detail in exc.details:
-            name = str(detail.get("field") or "")
-            known = spec is not None and name in spec.params.model_fields
-            message = str(detail.get("message", exc.message))
-            if known:
-                out.setdefault(name, message)
-            elif name and name != "(body)":
-                out.setdefault(FORM_LEVEL, f"'{name}': {message}")
-            else:
-                out.setdefault(FORM_LEVEL, message)
-        return out
-    return {CODE_FIELDS.get(exc.code, FORM_LEVEL): exc.message}
+def errors_of(exc: DomainError, spec: ModelSpec | None = None) -> dict[str, str]:
+    """A refusal as messages by form field: its details' fields, its own field, or the whole form."""
+    inputs = set(spec.inputs) if spec is not None else set(FILE_MISSING)
+    params = set(spec.params.model_fields) if spec is not None else set()
+    out: dict[str, str] = {}
+    for detail in exc.details:
+        name = str(detail.get("field") or "")
+        message = str(detail.get("message", exc.message))
+        if name in inputs and exc.code == "missing_input":
+            out.setdefault(name, FILE_MISSING.get(name, message))
+        elif name in params:
+            out.setdefault(name, message)
+        elif name and name != "(body)":
+            out.setdefault(FORM_LEVEL, f"'{name}': {message}")
+        else:
+            out.setdefault(FORM_LEVEL, message)
+    if not out:
+        field = exc.field if exc.field in inputs | params else None
+        out[field or CODE_FIELDS.get(exc.code, FORM_LEVEL)] = exc.message
+    return out
 
 
-def parse_web_submission(services: Services) -> Submission:
-    """A Submission from the posted form, or FormInvalid listing every problem by field.
+def parse_web_submission(services: Services) -> tuple[Submission, Checked]:
+    """The posted form as a checked Submission, or FormInvalid listing every problem by field.
 
-    The request body must already be parsed (``request.form``): a body over the size limits is
-    refused by the caller before this runs.
+    The same parser and checks as ``POST /jobs``; only the control fields are skipped and a repeated
+    field's last value wins. The request body must already be parsed (``request.form``): a body over
+    the size limits is refused by the caller before this runs.
     """
-    settings = services.settings
+    read = read_form(request, services.settings, source="web", rules=WEB_FORM)
+    checked = check_submission(services, read.submission)
     errors: dict[str, str] = {}
-    uploads: dict[str, CheckedUpload] = {}
-    for name in request.files:
-        parts = request.files.getlist(name)
-        if name not in FILE_CHECKS:
-            errors[FORM_LEVEL] = f"No model takes a file named '{name}'."
-            continue
-        if len(parts) > 1:
-            errors[name] = f"Choose one file, not {len(parts)}."
-            continue
-        storage = parts[0]
-        if not storage.filename and spool_of(storage).size == 0:
-            continue  # the browser sends an empty part for an empty file input
-        try:
-            uploads[name] = FILE_CHECKS[name](name, spool_of(storage), settings)
-        except ApiError as exc:
-            errors[name] = exc.message
-    params: dict[str, Any] = {}
-    for key in request.form:
-        if key in CONTROL_FIELDS:
-            continue
-        values = request.form.getlist(key)
-        params[key] = values[-1]  # a checkbox may arrive with a hidden fallback before it
-    sub = Submission(
-        task=request.form.get("task") or None,
-        model=request.form.get("model") or None,
-        params=params,
-        uploads=uploads,
-        source="web",
-    )
-    try:
-        spec = resolve_model(services, sub.task, sub.model)
-    except ApiError as exc:
-        errors.update({k: v for k, v in errors_of(exc).items() if k not in errors})
-        raise FormInvalid(errors) from None
-    try:
-        validate_params(spec, params)
-    except ApiError as exc:
-        errors.update({k: v for k, v in errors_of(exc, spec).items() if k not in errors})
-    for name in spec.inputs:
-        if name not in uploads and name not in errors:
-            errors[name] = "Choose a portrait image." if name == "image" else "Choose a speech file."
-    extra = [name for name in uploads if name not in spec.inputs]
-    for name in extra:
-        errors.setdefault(FORM_LEVEL, f"Model '{spec.id}' takes no file '{name}'.")
+    for problem in read.problems + checked.problems:
+        for name, message in errors_of(problem, checked.spec).items():
+            errors.setdefault(name, message)
     if errors:
         raise FormInvalid(errors)
-    return sub
+    return read.submission, checked

@@ -14,9 +14,10 @@ from flask import jsonify, redirect, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from jobservice.api.errors import OUTAGES, refusal_of
 from jobservice.api.jobs import services
 from jobservice.catalog import ModelSpec
-from jobservice.errors import ApiError
+from jobservice.errors import DomainError, NotFound
 from jobservice.submit import submit_job
 from jobservice.web.blueprint import bp, wants_json
 from jobservice.web.forms import FORM_LEVEL, TASKS, FormInvalid, errors_of, model_form, parse_web_submission
@@ -100,7 +101,7 @@ def model_params() -> tuple[str, int]:
     """The model description and parameter inputs of one model (swapped in by the form's script)."""
     task, spec = _choose(request.args.get("task"), request.args.get("model"))
     if spec is None:
-        raise ApiError(404, "unknown_model", "No model serves this task.")
+        raise NotFound("unknown_model", "No model serves this task.")
     html = render_template(
         "web/_model_params.html",
         spec=spec,
@@ -142,7 +143,7 @@ def create_job() -> Any:
     except RequestEntityTooLarge:
         limit = services().settings.max_request_mb
         return _unreadable(f"The upload is larger than the limit of {limit} MB.", 413)
-    except ApiError as exc:  # one file over the per-file ceiling, or an unreadable part
+    except DomainError as exc:  # one file over the per-file ceiling, or an unreadable part
         return _unreadable(exc.message, exc.status)
     if request.form.get("change_model"):
         # The no-JavaScript way to switch models: show the chosen model's parameters.
@@ -150,12 +151,14 @@ def create_job() -> Any:
     check_csrf()
     svc = services()
     try:
-        job, _ = submit_job(svc, parse_web_submission(svc))
+        sub, checked = parse_web_submission(svc)
+        job, _ = submit_job(svc, sub, checked=checked)
     except FormInvalid as exc:
         return _refused(exc.errors, exc.status)
-    except ApiError as exc:
+    except (DomainError, *OUTAGES) as exc:  # refused after the form's checks (a replay, an outage)
+        refusal = refusal_of(exc)
         spec = svc.catalog.get(request.form.get("model") or "")
-        return _refused(errors_of(exc, spec), exc.status)
+        return _refused(errors_of(refusal, spec), refusal.status)
     page = url_for("web.job_page", job_id=str(job.id))
     if wants_json():
         response = jsonify({"id": str(job.id), "url": page})

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from werkzeug.datastructures import MultiDict
 
 from jobservice.api.jobs import load_job, services
-from jobservice.errors import ApiError
+from jobservice.errors import DomainError, NotFound
 from jobservice.jobs import InvalidTransition, events_of, request_cancel
 from jobservice.models import Job, JobStatus
 from jobservice.report import RunReport
@@ -193,7 +193,7 @@ def resubmit(job_id: str) -> Any:
     job = load_job(job_id)
     try:
         new_job = resubmit_job(services(), job, source="web")
-    except ApiError as exc:
+    except DomainError as exc:
         flash(f"Could not resubmit: {exc.message}", "error")
         return redirect(url_for("web.job_page", job_id=str(job.id)), code=303)
     flash(f"Resubmitted job {str(job.id)[:8]} as this new job.", "success")
@@ -206,15 +206,15 @@ def job_input(job_id: str, name: str) -> Any:
     job = load_job(job_id)
     key = (job.input_keys or {}).get(name)
     if not key:
-        raise ApiError(404, "input_not_found", f"Job {job.id} has no input '{name}'.")
+        raise NotFound("input_not_found", f"Job {job.id} has no input '{name}'.")
     store = services().store
     path = store.local_path(key)
     if path is not None:
         if not path.exists():
-            raise ApiError(404, "input_missing", "The input is recorded but missing from the object store.")
+            raise NotFound("input_missing", "The input is recorded but missing from the object store.")
         mimetype = MIME_BY_EXTENSION.get(path.suffix.lstrip("."), "application/octet-stream")
         return send_file(path, mimetype=mimetype, conditional=True, max_age=3600)
     url = store.presigned_url(key)
     if url is None:
-        raise ApiError(404, "input_missing", "The object store cannot hand out this input.")
+        raise NotFound("input_missing", "The object store cannot hand out this input.")
     return redirect(url, code=302)

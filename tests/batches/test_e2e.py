@@ -1,7 +1,7 @@
 """Batches through real Redis and real Celery worker processes.
 
 - the demo spec (batches/nightly-reference.yaml) end to end on the reference models, twice;
-- a slowdown injected with JOBSERVICE_TEST_SLOWDOWN is flagged, a noisy unchanged run is not;
+- a slowdown injected with BENCH_SLOWDOWN (the bench fake's own knob) is flagged, a noisy unchanged run is not;
 - an interrupted batch resumes without running finished cases again (and survives a worker kill);
 - a queued interactive job overtakes queued batch jobs.
 """
@@ -138,7 +138,7 @@ def test_injected_slowdown_is_flagged_and_noise_is_not(batch_stack: Stack, tmp_p
     assert baseline.verdict == "no_baseline"
     worker.stop()
 
-    batch_stack.start_worker("slow", extra_env={"JOBSERVICE_TEST_SLOWDOWN": "1.25"})
+    batch_stack.start_worker("slow", extra_env={"BENCH_SLOWDOWN": "1.25"})
     slow = run_bench(batch_stack, spec_path)
     verdicts = {c["case"]: c for c in slow.results["comparison"]["cases"]}
     assert slow.verdict == "regressed" and verdicts["steady"]["verdict"] == "regressed", json.dumps(verdicts)[
@@ -245,9 +245,9 @@ def test_interactive_job_overtakes_queued_batch_jobs(batch_stack: Stack) -> None
 
 
 def test_resume_is_refused_for_unknown_and_finished_batches(batch_stack: Stack) -> None:
-    from jobservice.errors import ApiError
+    from jobservice.errors import DomainError
 
-    with pytest.raises(ApiError) as caught:
+    with pytest.raises(DomainError) as caught:
         resume_batch(batch_stack.services, uuid.uuid4())
     assert caught.value.status == 404
     assert load_spec_file(ROOT / "batches" / "nightly-reference.yaml").spec.name == "nightly-reference"

@@ -2,11 +2,14 @@
 
 ``fake-bench`` sleeps ``step_ms`` per frame, stretched by a random factor in 1 ± ``jitter``
 (fresh randomness every run: that is the noise a batch must not mistake for a regression), and
-draws frames that depend only on ``seed``. Registered with ``tests.fakes.bench:specs``.
+draws frames that depend only on ``seed``. A worker started with ``BENCH_SLOWDOWN=<factor>``
+plays a slower model: each frame's whole work is stretched by the factor. Registered with
+``tests.fakes.bench:specs``.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from typing import Any
@@ -14,12 +17,12 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from jobservice.catalog import ModelSpec, _Params
+from jobservice.catalog import ModelParams, ModelSpec
 from tests.fakes.zoo import moving
 from workers.adapters.base import Adapter, DeviceContext, JobInputs, RunContext, RunOutput, VideoFormat
 
 
-class BenchParams(_Params):
+class BenchParams(ModelParams):
     """Parameters of the bench fake."""
 
     prompt: str = "bench"
@@ -43,15 +46,18 @@ class BenchAdapter(Adapter):
         p = inputs.params
         n, size, fps = p["num_frames"], p["size"], p["fps"]
         noise = random.Random()  # noqa: S311 - noise, not security
+        slowdown = float(os.environ.get("BENCH_SLOWDOWN", "1.0"))
         ctx.start_video(VideoFormat(width=size, height=size, fps=fps, num_frames=n))
         for i in range(n):
             ctx.check_cancel()
             started = time.perf_counter()
             time.sleep(p["step_ms"] / 1000 * (1 + noise.uniform(-p["jitter"], p["jitter"])))
-            ctx.record_step((time.perf_counter() - started) * 1000)
             frame = moving(i + p["seed"], size)
             frame[0, 0] = (p["seed"] % 256, 0, 0)
             ctx.emit_frames(np.ascontiguousarray(frame))
+            if slowdown > 1.0:
+                time.sleep((slowdown - 1.0) * (time.perf_counter() - started))
+            ctx.record_step((time.perf_counter() - started) * 1000)
             ctx.progress((i + 1) / n)
         return RunOutput(frames_generated=n, media_duration_s=n / fps)
 

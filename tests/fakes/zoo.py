@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from jobservice.catalog import ModelSpec, ValidationPolicy, _Params
+from jobservice.catalog import ModelParams, ModelSpec, ValidationPolicy
 from workers.adapters.base import (
     Adapter,
     AdapterError,
@@ -25,7 +25,7 @@ from workers.adapters.base import (
 )
 
 
-class FakeParams(_Params):
+class FakeParams(ModelParams):
     """Parameters every fake model takes."""
 
     prompt: str = "fake"

@@ -95,6 +95,7 @@ def _fake_resident(tmp_path: Path) -> ResidentWorker:
         "FLASHTALK_FRAME_NUM": "29",
         "FLASHTALK_MOTION_FRAMES_NUM": "1",
         "FLASHTALK_SAMPLE_STEPS": "2",
+        "FLASHTALK_COLOR_CORRECTION_STRENGTH": "0.0",
     }
     return ResidentWorker(argv_for, env=env, cwd=tmp_path, log_path=tmp_path / "resident.log", name="fake")
 

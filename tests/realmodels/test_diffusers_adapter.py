@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jobservice.model_params import DiffusersWanParams
+from jobservice.backends.diffusers import DiffusersWanParams
 from jobservice.placement import parse_devices
 from tests.realmodels.conftest import RecordingContext, deployed_spec
 from tests.standins.deploy import ROOT

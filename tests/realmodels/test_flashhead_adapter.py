@@ -151,3 +151,37 @@ def test_the_expected_length_comes_from_the_inputs_meta(tmp_path, checkout, ctx,
     inputs.meta = {"audio": {"duration_s": 1.0}}  # what the API measured; the file is not probed again
     out = adapter.run(handle, inputs, ctx)
     assert out.expected is not None and out.expected.num_frames == 25 == out.frames_generated
+
+
+def test_once_mode_expects_the_shorter_video_upstreams_script_makes(
+    tmp_path, checkout, ctx, job_inputs
+) -> None:  # type: ignore[no-untyped-def]
+    # generate_video.py in "once" mode pads 2 s of speech to 33 + 28 frames of embedding, then
+    # makes one chunk of 33 frames: the video lasts 1.32 s, not the speech's 2 s.
+    adapter, handle = loaded(tmp_path, checkout, devices="npu:2")
+    out = adapter.run(handle, job_inputs("soulx-flashhead-1.3b", fh_params(audio_encode_mode="once")), ctx)
+    assert out.expected is not None and out.expected.num_frames == 33 == out.frames_generated
+    assert out.expected.expected_duration_s == pytest.approx(1.32)
+    assert out.video_path is not None and _frames_in(out.video_path) == 33
+
+
+def test_once_mode_refuses_speech_too_short_for_a_chunk(tmp_path, checkout, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+    adapter, handle = loaded(tmp_path, checkout, devices="npu:2")
+    inputs = job_inputs("soulx-flashhead-1.3b", fh_params(audio_encode_mode="once"))
+    inputs.meta = {"audio": {"duration_s": 1.2}}
+    with pytest.raises(AdapterError) as failure:
+        adapter.run(handle, inputs, ctx)
+    assert failure.value.code == "input_too_short" and checkout.records() == []
+
+
+def _frames_in(path: Path) -> int:
+    import subprocess
+
+    out = subprocess.run(
+        ["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0"]
+        + ["-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return int(out.strip())

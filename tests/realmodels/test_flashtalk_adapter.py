@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobservice.model_params import FlashTalkParams
+from jobservice.backends.flashtalk import FlashTalkParams
 from jobservice.placement import parse_devices
 from tests.realmodels.conftest import RecordingContext, deployed_spec
 from tests.standins.deploy import flashtalk_checkout

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis as redis_lib
 
-from jobservice.model_params import VllmWanParams
+from jobservice.backends.vllm_omni import VllmWanParams
 from jobservice.placement import parse_devices
 from tests.realmodels.conftest import RecordingContext, deployed_spec
 from tests.standins.servers import FakeVllmOmni

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import stat
 import sys
@@ -52,7 +54,8 @@ class FakeCheckout:
         return {
             "STANDIN_RECORD": str(self.record),
             "STANDIN_MODE_FILE": str(self.mode_file),
-            "PYTHONPATH": str(ROOT),
+            # ROOT for the stand-ins' helpers; then what the checkout's own environment would provide.
+            "PYTHONPATH": os.pathsep.join([str(ROOT), *self.extra.get("pythonpath", [])]),
         }
 
     def script_entry(self, **overrides: Any) -> dict[str, Any]:
@@ -107,6 +110,36 @@ def flashtalk_checkout(root: Path) -> FakeCheckout:
         root, "SoulX-FlashTalk", ckpt="SoulX-FlashTalk-14B", wav2vec="chinese-wav2vec2-base"
     )
     checkout.extra["resident_script"] = str(STANDINS / "fake_flashtalk_resident.py")
+    return checkout
+
+
+def flashtalk_upstream_checkout(
+    root: Path, *, frames: str | int = "new_frames_only", reads_env: bool = False, **infer_params: Any
+) -> FakeCheckout:
+    """SoulX-FlashTalk as a user clones it, with the fake upstream ``flash_talk`` package
+    (tests/standins/fake_flash_talk) and jobservice's own resident script.
+
+    ``frames``: what ``FlashTalkPipeline.generate`` returns ("new_frames_only" as upstream,
+    "all_frames" as OmniRT's patched checkout, or a count); ``reads_env``: whether importing
+    ``flash_talk.inference`` applies the FLASHTALK_* variables (OmniRT's patch) or not (upstream);
+    ``infer_params``: values written over upstream's ``infer_params.yaml``.
+    """
+    checkout = fake_checkout(
+        root, "SoulX-FlashTalk", ckpt="SoulX-FlashTalk-14B", wav2vec="chinese-wav2vec2-base"
+    )
+    package = checkout.repo / "flash_talk"
+    shutil.copytree(
+        STANDINS / "fake_flash_talk" / "flash_talk",
+        package,
+        ignore=shutil.ignore_patterns("__pycache__"),
+        dirs_exist_ok=True,
+    )
+    yaml_path = package / "configs" / "infer_params.yaml"
+    yaml_path.write_text(yaml.safe_dump({**yaml.safe_load(yaml_path.read_text()), **infer_params}))
+    variant = {"frames": frames, "reads_env": reads_env}
+    (package / "configs" / "standin_variant.json").write_text(json.dumps(variant))
+    checkout.extra["resident_script"] = str(ROOT / "workers" / "adapters" / "flashtalk_resident.py")
+    checkout.extra["pythonpath"] = [str(STANDINS / "checkout_site")]  # its librosa
     return checkout
 
 

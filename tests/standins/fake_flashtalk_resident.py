@@ -1,9 +1,13 @@
 """Stand-in for the FlashTalk resident worker: the same command line and protocol as
 workers/adapters/flashtalk_resident.py, with frames from a moving pattern instead of the model.
+It exists for the failure paths (crash, hang, OOM, slow answers); the resident script itself runs
+against a fake upstream ``flash_talk`` package in tests/realmodels/test_flashtalk_upstream.py.
 
-Reads its settings from the FLASHTALK_* variables at start (as the patched checkout does), pads
-the last audio slice, answers start / chunk / end / shutdown, each answer carrying its request's
-``id``. Records its launch and every op. Failure modes from $STANDIN_MODE_FILE, read at each op:
+It plays the resident on an OmniRT-PATCHED checkout: settings from the FLASHTALK_* variables
+(plain upstream ignores them and runs its infer_params.yaml) and ``run_pipeline`` returning all
+``frame_num`` frames (upstream returns only the new ones); it reports both in its answers as the
+real resident does. It pads the last audio slice, answers start / chunk / end / shutdown, each
+answer carrying its request's ``id``. Records its launch and every op. Failure modes from $STANDIN_MODE_FILE, read at each op:
 ok, slow_chunks:<s>, slow_start:<s>, slow_end:<s>, oom (an error answer, then it keeps serving),
 crash (exits during a chunk), hang (never answers a chunk), black (black frames), load_fail (exits
 while loading), load_oom.
@@ -60,6 +64,7 @@ def main() -> int:
         "frame_num": int(os.environ["FLASHTALK_FRAME_NUM"]),
         "motion_frames_num": int(os.environ["FLASHTALK_MOTION_FRAMES_NUM"]),
         "sample_steps": int(os.environ["FLASHTALK_SAMPLE_STEPS"]),
+        "color_correction_strength": float(os.environ["FLASHTALK_COLOR_CORRECTION_STRENGTH"]),
         "tgt_fps": int(os.environ.get("FLASHTALK_TGT_FPS", "25")),
     }
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -118,6 +123,7 @@ def serve(reader, reply, settings, per_chunk, done) -> int:  # type: ignore[no-u
                     "width": settings["width"],
                     "height": settings["height"],
                     "fps": settings["tgt_fps"],
+                    "settings": settings,
                 }
             )
         elif op == "chunk":
@@ -154,6 +160,8 @@ def serve(reader, reply, settings, per_chunk, done) -> int:  # type: ignore[no-u
                     "event": "chunk",
                     "index": index,
                     "frames": per_chunk,
+                    "frames_returned": settings["frame_num"],
+                    "frames_case": "all_frames",
                     "path": str(path),
                     "audio_embedding_ms": 21.0,
                     "core_ms": core,

@@ -3,7 +3,8 @@
 * ``FakeVllmOmni``: vLLM-Omni's video API (POST /v1/videos, GET /v1/videos/{id}, /content,
   DELETE, POST /v1/videos/sync) with its multipart form, its answers and headers, one model per
   instance. Records every request; tracks how many generations ran at once.
-* ``FakeOmniRTServer``: ``omnirt serve``'s POST /v1/generate (async_run), GET/DELETE /v1/jobs/{id}.
+
+The OmniRT tests run the real ``omnirt serve`` (tests/standins/omnirt_real.py).
 
 ``mode`` picks what the next generation does: ok, oom, reject, hang, timeout (sync 504), black.
 """
@@ -21,7 +22,7 @@ from werkzeug import Request, Response
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Response as WResponse
 
-from tests.standins.common import audio_seconds, make_video, mux_shortest
+from tests.standins.common import make_video
 
 
 class _Server:
@@ -195,64 +196,3 @@ class FakeVllmOmni(_Server):
             return WResponse(data, mimetype="video/mp4", headers=headers)
         finally:
             self._busy(-1)
-
-
-class FakeOmniRTServer(_Server):
-    """``omnirt serve``: async generate jobs over server-local paths."""
-
-    def __init__(self, folder: Path) -> None:
-        super().__init__(folder)
-        self.jobs: dict[str, dict[str, Any]] = {}
-
-    def handle(self, request: Request) -> Response:
-        path, method = request.path, request.method
-        if method == "POST" and path == "/v1/generate":
-            body = request.get_json()
-            self.requests.append(body)
-            if self.mode == "reject":
-                return self.json({"detail": "unsupported config key 'fps' for soulx-flashhead-1.3b"}, 400)
-            job = {"id": uuid.uuid4().hex, "state": "queued", "execution_mode": "subprocess", "error": None}
-            self.jobs[job["id"]] = job
-            threading.Thread(target=self._run, args=(job, body, self.mode), daemon=True).start()
-            return self.json(job)
-        if path.startswith("/v1/jobs/"):
-            job = self.jobs.get(path.rsplit("/", 1)[-1])
-            if job is None:
-                return self.json({"detail": "not found"}, 404)
-            if method == "DELETE":
-                if job["state"] == "queued":
-                    job["state"] = "cancelled"
-                return self.json(job)
-            return self.json(job)
-        return self.json({"detail": "no route"}, 404)
-
-    def _run(self, job: dict[str, Any], body: dict[str, Any], mode: str) -> None:
-        time.sleep(0.2)
-        if job["state"] != "queued":
-            return
-        job["state"] = "running"
-        if mode == "oom":
-            job.update(state="failed", error="RuntimeError: NPU out of memory")
-            return
-        inputs, config = body["inputs"], body["config"]
-        out_dir = Path(config["output_dir"])
-        fps = int(config.get("fps") or 25)
-        frames = round(audio_seconds(inputs["audio"]) * fps)
-        silent, out = out_dir / "silent.mp4", out_dir / "server-output.mp4"
-        make_video(silent, width=256, height=256, fps=fps, frames=frames)
-        mux_shortest(silent, inputs["audio"], out)
-        artifact = {
-            "kind": "video",
-            "path": str(out),
-            "mime": "video/mp4",
-            "width": 256,
-            "height": 256,
-            "num_frames": frames,
-        }
-        report = {
-            "run_id": uuid.uuid4().hex,
-            "model": body["model"],
-            "timings": {"denoise_loop_ms": 512.0},
-            "memory": {"peak_mb": 2048.0},
-        }
-        job.update(state="succeeded", result={"outputs": [artifact], "metadata": report})

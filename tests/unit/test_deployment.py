@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobservice.catalog import build_catalog
-from jobservice.deployment import DeploymentError, load_deployment
+from jobservice.backends.deployment import DeploymentError, build_catalog, load_deployment
 from jobservice.placement import parse_devices, servable_models
 from jobservice.submit import validate_params
 from tests.conftest import ROOT
@@ -64,12 +63,10 @@ def test_the_cuda_example_reads_as_toml() -> None:
     assert wan is not None and wan.backend == "diffusers" and wan.execution_mode == "resident"
     assert wan.memory_scope == "per_card" and wan.requires[-3:] == ("diffusers", "transformers", "accelerate")
     omnirt = catalog.get("omnirt")
-    assert omnirt is not None and omnirt.params.model_json_schema()["properties"]["omnirt_model"]["enum"] == [
-        "wav2lip",
-        "quicktalk",
-        "musetalk",
-    ]
-    assert validate_params(omnirt, {})["omnirt_model"] == "quicktalk"
+    assert omnirt is not None and omnirt.params.model_json_schema()["properties"]["omnirt_model"][
+        "const"
+    ] == ("soulx-flashhead-1.3b")
+    assert validate_params(omnirt, {})["config"] == {"model_type": "lite"}
 
 
 def test_a_group_serves_only_what_fits_and_says_why() -> None:
@@ -130,9 +127,9 @@ def test_flashtalk_presets_resolve_at_the_api(tmp_path: Path) -> None:
     assert (realtime["sample_steps"], realtime["color_correction_strength"]) == (2, 0.0)
     quality = validate_params(spec, {"preset": "quality", "sample_steps": "3"})
     assert (quality["height"], quality["frame_num"], quality["sample_steps"]) == (768, 33, 3)
-    from jobservice.errors import ApiError
+    from jobservice.errors import DomainError
 
-    with pytest.raises(ApiError) as bad:
+    with pytest.raises(DomainError) as bad:
         validate_params(spec, {"frame_num": 30})
     assert bad.value.code == "invalid_parameters" and "4k+1" in bad.value.message
 

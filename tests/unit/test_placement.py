@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobservice.catalog import default_catalog
+from jobservice.backends.deployment import default_catalog
 from jobservice.placement import DeviceSpecError, parse_devices, pinning_env, servable_models
 
 

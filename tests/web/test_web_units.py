@@ -8,7 +8,8 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from jobservice.catalog import REFERENCE_T2V, REFERENCE_TALKING_HEAD, ModelSpec, _Params
+from jobservice.backends.reference import REFERENCE_T2V, REFERENCE_TALKING_HEAD
+from jobservice.catalog import ModelParams, ModelSpec
 from jobservice.report import Segment
 from jobservice.settings import Settings
 from jobservice.web.charts import format_ms, format_value, stage_bar, timeline
@@ -71,7 +72,7 @@ def test_formatting() -> None:
     assert format_value(["h264", "hevc"]) == "h264, hevc" and format_value(None) == "–"
 
 
-class Exotic(_Params):
+class Exotic(ModelParams):
     mode: Literal["fast", "best"] = Field(default="best", description="Speed or quality.")
     sharpen: bool = False
     strength: float = Field(default=0.5, gt=0, le=1)

@@ -5,9 +5,13 @@ The contract (reference/seed-systems.md 2.1, 1.7; seeds/000): ``generate_video.p
 started with ``python`` or ``torchrun --nproc-per-node N`` over the worker's cards, after
 sourcing the Ascend environment script when one is configured. The NPU adaptation reads
 ``FLASHHEAD_SAMPLE_STEPS``, ``FLASHHEAD_VAE_2D_SPLIT``, ``FLASHHEAD_LATENT_CARRY`` and
-``FLASHHEAD_NPU_FUSION_ATTENTION`` (upstream ignores them). Output: 512x512, 25 fps, the audio's
-duration (the last slice is padded), muxed by the script with ``ffmpeg -shortest`` and no
-``check=True``, so a failed mux shows only as a missing file.
+``FLASHHEAD_NPU_FUSION_ATTENTION`` (upstream ignores them). Output: 512x512, 25 fps, muxed by the
+script with ``ffmpeg -shortest`` and no ``check=True``, so a failed mux shows only as a missing
+file. Its length, from upstream's ``generate_video.py::generate`` (FlashHead's pipeline returns all
+33 frames of a chunk, the script drops the motion frames): ``stream`` pads the last slice, so the
+video covers the speech; ``once`` pads the speech to 33 + k slices but generates only k chunks
+(33 frames, then one slice each), so the video, and through ``-shortest`` the output, ends up to
+one slice before the speech (``once_frames``).
 
 Every job is a cold start of the real model (the script loads it each time), and the report
 says so. Stdout and stderr go to the job's log; cancel and timeout stop the whole process group.
@@ -22,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobservice.deployment_schema import FlashHeadEntry
+from jobservice.backends.flashhead import FlashHeadEntry
+from jobservice.report import ChunkTelemetry
 from workers.adapters.base import (
     Adapter,
     AdapterError,
@@ -44,8 +49,11 @@ from workers.adapters.soulx_common import (
 )
 
 SIZE, FPS = 512, 25.0
+CHUNK_FRAMES, SAMPLE_RATE = 33, 16000  # upstream's flash_head/configs/infer_params.yaml
 NEW_FRAMES_PER_CHUNK = {"pro": 28, "lite": 24}  # 33-frame chunks minus the carried motion frames
 _CHUNK_LINE = re.compile(r"chunk[-_ ]?(\d+)", re.IGNORECASE)
+# generate_video.py logs "Generate video chunk-3 done, cost time: 0.901s" per chunk (rank 0).
+_CHUNK_COST = re.compile(r"Generate video chunk-(\d+) done, cost time: ([0-9.]+)s")
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,17 @@ class FlashHeadHandle:
 
     entry: FlashHeadEntry
     device: DeviceContext
+
+
+def once_frames(duration: float, model_type: str) -> int:
+    """Frames generate_video.py writes in ``once`` mode for ``duration`` s of speech: it pads the
+    speech so that 33 frames plus whole slices cover it, then makes one chunk fewer than that."""
+    per_frame = SAMPLE_RATE // int(FPS)
+    new = NEW_FRAMES_PER_CHUNK[model_type]
+    samples = round(duration * SAMPLE_RATE)
+    padded = samples + (-(samples - CHUNK_FRAMES * per_frame)) % (new * per_frame)
+    chunks = (padded // per_frame - CHUNK_FRAMES) // new
+    return CHUNK_FRAMES + new * (chunks - 1) if chunks > 0 else 0
 
 
 def flashhead_env(params: dict[str, Any], device: DeviceContext) -> dict[str, str]:
@@ -120,6 +139,15 @@ class FlashHeadAdapter(Adapter):
         )
         ctx.add_extra("memory_budget", budget)
         duration = input_audio_duration(inputs)
+        frames = round(duration * FPS)
+        if params["audio_encode_mode"] == "once":
+            frames = once_frames(duration, str(params["model_type"]))
+            if frames <= 0:
+                raise AdapterError(
+                    "input_too_short",
+                    f"audio_encode_mode once needs more than {CHUNK_FRAMES / FPS:g} s of speech "
+                    f"(generate_video.py makes no chunk for {duration:.2f} s); use stream.",
+                )
         out_dir = inputs.scratch / "flashhead"
         out_dir.mkdir(parents=True, exist_ok=True)
         save = out_dir / "res_output.mp4"  # FlashHead writes res_output_tmp.mp4 first, then muxes
@@ -155,14 +183,20 @@ class FlashHeadAdapter(Adapter):
             )
         if save.stat().st_size == 0:
             raise AdapterError("output_empty", f"generate_video.py wrote an empty {save.name}.")
-        frames = round(duration * FPS)
+        record_chunk_costs(ctx, str(params["model_type"]))
         ctx.progress(1.0)
         return RunOutput(
             frames_generated=frames,
             media_duration_s=frames / FPS,
             video_path=save,
             expected=VideoFormat(
-                width=SIZE, height=SIZE, fps=FPS, num_frames=frames, audio_path=inputs.files["audio"]
+                width=SIZE,
+                height=SIZE,
+                fps=FPS,
+                num_frames=frames,
+                audio_path=inputs.files["audio"],
+                # once: the script's video ends before the speech, and -shortest cuts the speech
+                expected_duration_s=frames / FPS if frames < round(duration * FPS) else None,
             ),
             extra={"returncode": code},
         )
@@ -200,3 +234,15 @@ class FlashHeadAdapter(Adapter):
                 ctx.progress(min(0.95, (int(found[-1]) + 1) / chunks))
 
         return child.wait(check_cancel=ctx.check_cancel, on_poll=report_progress, poll_seconds=0.25)
+
+
+def record_chunk_costs(ctx: RunContext, model_type: str) -> None:
+    """The script's own per-chunk times, as chunk telemetry (the seed documents compare them with
+    FlashTalk's ``steady_chunk_core_ms_avg``); nothing when the checkout does not log them."""
+    chunks: dict[int, float] = {}
+    for index, seconds in _CHUNK_COST.findall(tail_text(ctx.job_log(), 1 << 20)):
+        chunks[int(index)] = float(seconds) * 1000  # torchrun's ranks may log the same chunk
+    for index in sorted(chunks):
+        ms = round(chunks[index], 3)
+        frames = NEW_FRAMES_PER_CHUNK.get(model_type, NEW_FRAMES_PER_CHUNK["pro"])
+        ctx.record_chunk(ChunkTelemetry(index=index, frames=frames, core_ms=ms, total_ms=ms))

@@ -1,11 +1,16 @@
 """SoulX-FlashTalk-14B: a resident worker per card group keeps the model loaded between jobs.
 
-The resident (workers/adapters/flashtalk_resident.py in production; tests use a stand-in that
-speaks the same protocol) is started with ``python`` or ``torchrun --nproc-per-node N`` over the
-worker's cards, with the FLASHTALK_* variables of the OmniRT NPU patch (reference/seed-systems.md
-2.2) fixed for its lifetime. Those settings (size, frames per chunk, motion frames, steps,
-colour correction) force a reload when they change, so residents are kept in an LRU of
-``pipeline_cache_size`` keyed by them; the oldest is shut down BEFORE a new one starts (two 14B
+The resident (workers/adapters/flashtalk_resident.py; tests run it against a fake upstream
+``flash_talk`` package, and a stand-in of it for the failure paths) is started with ``python`` or
+``torchrun --nproc-per-node N`` over the worker's cards, with the job's settings (size, frames per
+chunk, motion frames, steps, colour correction) as the FLASHTALK_* variables of OmniRT's patch
+(reference/seed-systems.md 2.2). Only a patched or NPU-adapted checkout applies them; plain
+upstream runs with its ``infer_params.yaml``. So the settings IN FORCE are the ones the resident
+reports (workers/adapters/flashtalk_checkout.py): the encoder and the gate use those, the
+RunReport records both sides, and a job whose preset was not honoured gets a warning in its
+view. Those settings force a reload when they change, so residents are kept in an LRU of
+``pipeline_cache_size`` keyed by them (a setting the checkout was seen to fix whatever is asked
+no longer tells residents apart); the oldest is shut down BEFORE a new one starts (two 14B
 models rarely fit on one group). Each job is fed chunk by chunk: cancel and timeout act at chunk
 boundaries, frames stream into the pipeline's encoder and gate, and each chunk's telemetry
 becomes the seed benchmark's figures (``steady`` excludes chunk 0).
@@ -15,8 +20,11 @@ for the next job: the answer of a request still in flight is collected and the j
 (``end``) within ``cancel_grace``; a resident that does not manage is shut down, never reused.
 Each resident logs to its own file in the state folder; only the last few are kept.
 
-The resident pads the last audio slice with silence and this adapter keeps exactly the audio's
-duration of frames, so the output matches the speech (upstream's script truncates instead).
+Each chunk brings ``frame_num - motion_frames_num`` new frames; the resident keeps them by the
+count ``run_pipeline`` really returned (upstream returns only the new frames, OmniRT's patched
+checkout all of them) and this adapter checks the count and records the case. The resident pads
+the last audio slice with silence and this adapter keeps exactly the audio's duration of frames,
+so the output matches the speech (upstream's script truncates instead).
 """
 
 from __future__ import annotations
@@ -31,8 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from jobservice.deployment_schema import FlashTalkEntry
-from jobservice.model_params import FLASHTALK_RELOAD_KEYS
+from jobservice.backends.flashtalk import FLASHTALK_RELOAD_KEYS, FlashTalkEntry
 from jobservice.report import ChunkTelemetry
 from workers.adapters.base import (
     Adapter,
@@ -45,6 +52,13 @@ from workers.adapters.base import (
 )
 from workers.adapters.child import ChildStartError, append_line, with_env_script
 from workers.adapters.entries import deployment_entry
+from workers.adapters.flashtalk_checkout import (
+    check_chunk,
+    effective_key,
+    not_honoured,
+    requested,
+    warning,
+)
 from workers.adapters.memory import MemoryReader, check_budget, read_free_memory
 from workers.adapters.resident_client import ResidentGone, ResidentWorker
 from workers.adapters.soulx_common import child_env, input_audio_duration, resolve_launch
@@ -63,10 +77,13 @@ class FlashTalkHandle:
     device: DeviceContext
     state_dir: Path
     residents: OrderedDict[tuple[Any, ...], ResidentWorker] = field(default_factory=OrderedDict)
+    # Settings this checkout was seen to run with whatever was asked (its YAML's, say).
+    fixed: dict[str, Any] = field(default_factory=dict)
 
 
 def resident_env(params: dict[str, Any], launch_nproc: int) -> dict[str, str]:
-    """The FLASHTALK_* variables (OmniRT's NPU patch) that fix a resident's settings."""
+    """The FLASHTALK_* variables (OmniRT's patch) asking for a job's settings; plain upstream
+    ignores them, so what is in force is what the resident reports."""
     return {
         "FLASHTALK_HEIGHT": str(params["height"]),
         "FLASHTALK_WIDTH": str(params["width"]),
@@ -199,7 +216,7 @@ class FlashTalkAdapter(Adapter):
         """Start or reuse a resident, feed it the job chunk by chunk, stream its frames."""
         ft: FlashTalkHandle = handle
         params = inputs.params
-        key = tuple(params[k] for k in FLASHTALK_RELOAD_KEYS)
+        key = effective_key(params, ft.fixed)
         duration = input_audio_duration(inputs)
         resident, reused = self._resident(ft, key, inputs, ctx)
         ctx.set_cold_start(not reused)
@@ -213,7 +230,7 @@ class FlashTalkAdapter(Adapter):
             return output
         except BaseException as exc:
             if isinstance(exc, ResidentGone) or not self._settle(resident, ft.entry, ctx):
-                ft.residents.pop(key, None)
+                _forget(ft, resident)
                 resident.shutdown(grace=2)
             raise
         finally:
@@ -263,8 +280,10 @@ class FlashTalkAdapter(Adapter):
             int(started["height"]),
             int(started["frames_per_chunk"]),
         )
+        fps = float(started.get("fps") or FPS)
+        self._settings_in_force(ft, resident, params, dict(started.get("settings") or {}), ctx)
         chunks = int(started["chunks"])
-        keep = round(duration * FPS)  # frames covering exactly the audio
+        keep = round(duration * fps)  # frames covering exactly the audio
         capped = params.get("max_chunks") is not None and params["max_chunks"] < chunks
         if capped:
             chunks = int(params["max_chunks"])
@@ -273,16 +292,17 @@ class FlashTalkAdapter(Adapter):
             VideoFormat(
                 width=width,
                 height=height,
-                fps=FPS,
+                fps=fps,
                 num_frames=keep,
                 audio_path=inputs.files["audio"],
-                expected_duration_s=keep / FPS if capped else None,
+                expected_duration_s=keep / fps if capped else None,
             )
         )
         emitted = 0
         for index in range(chunks):
             ctx.check_cancel()
             answer = self._chunk(resident, index, ctx, entry)
+            check_chunk(answer, per_chunk, ctx)
             frames = _read_frames(Path(answer["path"]), int(answer["frames"]), height, width)
             frames = frames[: keep - emitted]
             ctx.emit_frames(frames)
@@ -299,7 +319,33 @@ class FlashTalkAdapter(Adapter):
             )
             ctx.progress((index + 1) / chunks)
         resident.request({"op": "end"}, timeout=60.0, check_cancel=lambda: None)
-        return RunOutput(frames_generated=emitted, media_duration_s=emitted / FPS)
+        return RunOutput(frames_generated=emitted, media_duration_s=emitted / fps)
+
+    @staticmethod
+    def _settings_in_force(
+        ft: FlashTalkHandle,
+        resident: ResidentWorker,
+        params: dict[str, Any],
+        in_force: dict[str, Any],
+        ctx: RunContext,
+    ) -> None:
+        """Record what the job asked for and what the resident runs with; learn the settings this
+        checkout fixes, re-keying the resident so the next job asking the same shares it."""
+        wanted = requested(params)
+        differences = not_honoured(wanted, in_force)
+        ctx.add_extra("settings_requested", {"preset": params.get("preset"), **wanted})
+        ctx.add_extra("settings_in_force", in_force)
+        ctx.add_extra("settings_not_honoured", differences)
+        if not differences:
+            return
+        ctx.add_extra("warnings", [warning(str(params.get("preset")), differences)])
+        append_line(ctx.job_log(), f"resident: settings not honoured by the checkout: {differences}")
+        ft.fixed.update({key: diff["in_force"] for key, diff in differences.items()})
+        _forget(ft, resident)
+        stale = ft.residents.pop(effective_key(params, ft.fixed), None)
+        if stale is not None and stale is not resident:
+            stale.shutdown()  # an older resident of the same settings in force
+        ft.residents[effective_key(params, ft.fixed)] = resident
 
     @staticmethod
     def _chunk(
@@ -314,6 +360,12 @@ class FlashTalkAdapter(Adapter):
         if answer.get("event") != "chunk" or int(answer.get("index", -1)) != index:
             raise ResidentGone("model_crashed", f"the resident answered {answer!r} to chunk {index}")
         return answer
+
+
+def _forget(ft: FlashTalkHandle, resident: ResidentWorker) -> None:
+    """Drop ``resident`` from the LRU, whatever key it is filed under."""
+    for key in [k for k, r in ft.residents.items() if r is resident]:
+        del ft.residents[key]
 
 
 def _read_frames(path: Path, count: int, height: int, width: int) -> np.ndarray:

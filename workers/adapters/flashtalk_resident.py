@@ -6,10 +6,21 @@ flashtalk_resident.py ...`` with the FLASHTALK_* variables of OmniRT's NPU patch
 only the standard library at module level; numpy, librosa, torch and ``flash_talk`` come from the
 checkout.
 
-STATUS: contract-tested only. The protocol below is exercised against a stand-in
-(tests/standins/fake_flashtalk_resident.py); this file's calls into ``flash_talk.inference``
-(get_pipeline, get_base_data, get_audio_embedding, run_pipeline, infer_params) follow the
-upstream repository and OmniRT's resident worker as read, but have not run on real weights here.
+STATUS: not run on real weights here. This file runs in tests against a fake ``flash_talk``
+package that mirrors upstream's signatures, return shapes and dtypes
+(tests/standins/fake_flash_talk/), in both variants below; the protocol's failure paths are
+exercised against a stand-in of this script (tests/standins/fake_flashtalk_resident.py).
+
+What it relies on in ``flash_talk.inference`` (Soul-AILab/SoulX-FlashTalk): importing it reads
+``flash_talk/configs/infer_params.yaml`` relative to the working directory (hence the chdir), so
+the settings in force are the checkout's: plain upstream ignores the FLASHTALK_* variables, an
+OmniRT-patched (or NPU-adapted) checkout applies them over the YAML at import. ``settings`` in
+``ready`` and ``started`` are what this process really runs with. ``run_pipeline`` returns a
+float32 tensor ``[T, H, W, 3]`` in 0..255; upstream's ``FlashTalkPipeline.generate`` already
+drops the motion frames (T = frame_num - motion_frames_num) while OmniRT's patched checkout
+returns all ``frame_num`` frames. The chunk's frames are kept by the count actually returned
+(``frames_returned``, ``frames_case``): new frames only -> all of them; all frames -> the motion
+frames dropped; any other count -> a ``model_error`` naming both numbers.
 
 Protocol: line-delimited JSON over the Unix socket given by ``--connect`` (rank 0 only; all
 ranks' prints go to the log). First message: ``{"event": "ready", "pid", "world_size",
@@ -19,10 +30,11 @@ can tell the answer of a request it gave up on (a cancel while it was in flight)
 awaits and skip it (workers/adapters/resident_client.py):
 
 * ``{"op": "start", "job_id", "image", "audio", "prompt", "seed", "out_dir"}`` ->
-  ``{"event": "started", "chunks", "frames_per_chunk", "width", "height", "fps"}``: loads the
+  ``{"event": "started", "chunks", "frames_per_chunk", "width", "height", "fps", "settings"}``: loads the
   speech (16 kHz mono), pads the last slice with silence, conditions on the image and prompt.
-* ``{"op": "chunk", "index"}`` -> ``{"event": "chunk", "index", "frames", "path",
-  "audio_embedding_ms", "core_ms", "copy_ms", "total_ms"}``: the chunk's new frames as raw RGB24
+* ``{"op": "chunk", "index"}`` -> ``{"event": "chunk", "index", "frames", "frames_returned",
+  "frames_case", "path", "audio_embedding_ms", "core_ms", "copy_ms", "total_ms"}``: the chunk's
+  new frames as raw RGB24
   ``[frames, height, width, 3]`` in ``path`` (the caller deletes it).
 * ``{"op": "end"}`` -> ``{"event": "ended"}``: drops the job (also after a cancel).
 * ``{"op": "shutdown"}``: exits (no answer).
@@ -61,7 +73,9 @@ class Resident:
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         sys.path.insert(0, args.repo)
         os.chdir(args.repo)
-        from flash_talk import inference  # reads the FLASHTALK_* variables when imported
+        # Importing reads flash_talk/configs/infer_params.yaml from the cwd (patched checkouts
+        # then apply the FLASHTALK_* variables); upstream's flash_talk has no __init__.py.
+        from flash_talk import inference
 
         self.inference: Any = inference
         self.params: dict[str, Any] = dict(inference.infer_params)
@@ -74,8 +88,19 @@ class Resident:
         self.job: Job | None = None
 
     def settings(self) -> dict[str, Any]:
-        """The generation settings this process was started with."""
-        keys = ("height", "width", "frame_num", "motion_frames_num", "sample_steps", "tgt_fps", "sample_rate")
+        """The generation settings in force: ``infer_params`` as the checkout resolved it."""
+        keys = (
+            "height",
+            "width",
+            "frame_num",
+            "motion_frames_num",
+            "sample_steps",
+            "color_correction_strength",
+            "sample_shift",
+            "tgt_fps",
+            "sample_rate",
+            "cached_audio_duration",
+        )
         return {k: self.params.get(k) for k in keys}
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -124,6 +149,7 @@ class Resident:
             "width": p["width"],
             "height": p["height"],
             "fps": p["tgt_fps"],
+            "settings": self.settings(),
         }
 
     def _chunk(self, index: int) -> dict[str, Any]:
@@ -148,7 +174,20 @@ class Resident:
         video = self.inference.run_pipeline(self.pipeline, embedding)
         core_ms = (time.perf_counter() - t) * 1000
         t = time.perf_counter()
-        frames = video[p["motion_frames_num"] :].cpu().numpy().astype(np.uint8)
+        returned = int(video.shape[0])
+        case, skip = new_frames_of(returned, p["frame_num"], p["motion_frames_num"])
+        if case is None:
+            return {
+                "event": "error",
+                "code": "model_error",
+                "message": (
+                    f"run_pipeline returned {returned} frames for chunk {index}; expected "
+                    f"{p['frame_num'] - p['motion_frames_num']} (new frames only, as upstream's "
+                    f"FlashTalkPipeline.generate returns) or {p['frame_num']} (frame_num, all frames)"
+                ),
+            }
+        # float32 0..255 -> uint8 by truncation, as upstream's save_video does.
+        frames = video[skip:].cpu().numpy().astype(np.uint8)
         copy_ms = (time.perf_counter() - t) * 1000
         path = self.job.out_dir / f"chunk_{index:05d}.rgb"
         if self.rank == 0:
@@ -157,12 +196,28 @@ class Resident:
             "event": "chunk",
             "index": index,
             "frames": int(frames.shape[0]),
+            "frames_returned": returned,
+            "frames_case": case,
             "path": str(path),
             "audio_embedding_ms": round(embed_ms, 3),
             "core_ms": round(core_ms, 3),
             "copy_ms": round(copy_ms, 3),
             "total_ms": round((time.perf_counter() - started) * 1000, 3),
         }
+
+
+def new_frames_of(returned: int, frame_num: int, motion_frames_num: int) -> tuple[str | None, int]:
+    """Which frames of a chunk of ``returned`` frames are new: (case, frames to skip).
+
+    Upstream's pipeline returns only the new frames; OmniRT's patched checkout returns all
+    ``frame_num`` (the first ``motion_frames_num`` repeat the previous chunk's tail). Any other
+    count is not a FlashTalk chunk: case None.
+    """
+    if returned == frame_num - motion_frames_num:
+        return "new_frames_only", 0
+    if returned == frame_num:
+        return "all_frames", motion_frames_num
+    return None, 0
 
 
 def _error(exc: BaseException) -> dict[str, Any]:

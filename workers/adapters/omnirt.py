@@ -1,20 +1,25 @@
-"""OmniRT: any OmniRT model through ``python -m omnirt generate ... --json`` or ``omnirt serve``.
+"""OmniRT: any OmniRT model through ``python -m omnirt generate --config FILE --json`` or ``omnirt serve``.
 
-CLI (reference/seed-systems.md 1.1): one JSON line on stdout, ``{"outputs": [Artifact...],
-"metadata": RunReport}``; exit 2 is a request error (validation, or OmniRT's own memory budget),
-1 a crash with a traceback. Server (1.5): ``POST /v1/generate`` with ``async_run: true``, then
-``GET /v1/jobs/{id}`` until it ends (``DELETE`` cancels it while queued). Inputs and outputs are
-paths the OmniRT process can see: the CLI runs here; a server on another host needs a shared
-folder (``scratch_dir``) and ``path_map``.
+Both modes send one whole OmniRT request (``omnirt_request.build_request``; why a file and not
+flags is said there). CLI (checked against the omnirt 0.1.0 package): one JSON line on stdout,
+``{"outputs": [Artifact...], "metadata": RunReport}``; exit 2 is a refused request (validation, a
+missing file, OmniRT's own memory budget), 1 a crash with a traceback. Cancel and timeout stop
+the process group, which holds OmniRT's own ``bash -lc ... generate_video.py`` too. Server:
+``POST /v1/generate`` with ``async_run: true``, then ``GET /v1/jobs/{id}`` until it ends. On cancel
+or timeout the job is DELETEd, which OmniRT honours only while it is queued: a running job goes
+on to its end on the server (its engine has no way to stop one), so the adapter waits up to
+``cancel_grace`` for it, records ``extra.omnirt_left_running`` if it is still running, and ends
+the job anyway. Inputs and outputs are paths the OmniRT process can see: the CLI runs here; a
+server on another host needs a shared folder (``scratch_dir``) and ``path_map``.
 
-A request's ``config`` adds keys to the deployment's ``config`` but never replaces one, and may
-not name paths, launchers or cards at all (refused when the job is submitted; checked here again).
+A request's ``config`` may set only the allow-listed sampling keys (model_params), and the
+deployment's ``config`` wins every key it sets; ``output_dir`` is always the job's own folder,
+and an artifact OmniRT reports outside it is refused.
 
 OmniRT checks nothing about the video it returns, so the file goes through our gate, which
 expects what the job asked for (then what OmniRT says it made; the file itself is read only for
 what neither says). Its RunReport is folded into ours (timings as ``omnirt_<stage>_ms``, its
-memory, the whole report under ``extra.omnirt_report``). This is also how the OpenTalking models
-(wav2lip, quicktalk, musetalk) are reached.
+memory, its ``run_id``, the report under ``extra.omnirt_report`` without the deployment's paths).
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobservice.deployment_schema import OmniRTEntry
-from jobservice.model_params import omnirt_deployment_keys
+import requests
+
+from jobservice.backends.omnirt import OmniRTEntry
 from jobservice.probe import ProbeError, probe_media
 from workers.adapters.base import (
     Adapter,
@@ -42,22 +48,18 @@ from workers.adapters.base import (
 from workers.adapters.child import ChildProcess, ChildStartError, append_line, last_lines, tail_text
 from workers.adapters.entries import deployment_entry
 from workers.adapters.http_client import call, error_for, make_session
-from workers.adapters.memory import is_out_of_memory
+from workers.adapters.omnirt_request import (
+    build_request,
+    cli_failure,
+    confined,
+    from_server,
+    public_report,
+    request_config,
+    server_failure,
+    to_server,
+)
 from workers.adapters.soulx_common import child_env, input_audio_duration
 
-# Our parameter -> the CLI flag and the request-config key of OmniRT.
-FLAGS = {
-    "prompt": "--prompt",
-    "negative_prompt": "--negative-prompt",
-    "seed": "--seed",
-    "width": "--width",
-    "height": "--height",
-    "num_frames": "--num-frames",
-    "fps": "--fps",
-    "num_inference_steps": "--num-inference-steps",
-    "guidance_scale": "--guidance-scale",
-    "preset": "--preset",
-}
 TERMINAL = {"succeeded", "failed", "cancelled", "canceled"}
 
 
@@ -84,21 +86,24 @@ class OmniRTAdapter(Adapter):
         """One request; the artifact goes to the file gate."""
         omni: OmniRTHandle = handle
         entry, params = omni.entry, inputs.params
-        config = request_config(entry, params.get("config") or {})
+        requested = params.get("config") or {}
+        config = request_config(entry, requested)
         ctx.add_extra(
-            "omnirt_request", {"model": params["omnirt_model"], "mode": entry.mode, "config": config}
+            "omnirt_request", {"model": params["omnirt_model"], "mode": entry.mode, "config": requested}
         )
         ctx.set_cold_start(entry.mode == "cli")  # a CLI run loads the model every time
         shared = entry.scratch_dir / inputs.job_id if entry.mode == "server" and entry.scratch_dir else None
+        folder = (shared or inputs.scratch / "omnirt") / "out"  # the only place OmniRT may write to
+        folder.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         try:
             if entry.mode == "cli":
-                result = self._run_cli(omni, inputs, ctx, config)
+                result = self._run_cli(omni, inputs, ctx, config, folder)
             else:
-                result = self._run_server(omni, inputs, ctx, config)
+                result = self._run_server(omni, inputs, ctx, config, folder)
             ctx.add_timing("omnirt_total_ms", (time.perf_counter() - started) * 1000)
             self._fold_report(result.get("metadata") or {}, ctx)
-            video = self._artifact(result, inputs.scratch / "omnirt", entry)
+            video = self._artifact(result, folder)
             if shared is not None:  # the gate reads our own copy
                 local = inputs.scratch / "omnirt" / Path(video["path"]).name
                 local.parent.mkdir(parents=True, exist_ok=True)
@@ -113,49 +118,37 @@ class OmniRTAdapter(Adapter):
 
     # --- CLI -------------------------------------------------------------------------------
     def _run_cli(
-        self, omni: OmniRTHandle, inputs: JobInputs, ctx: RunContext, config: dict[str, Any]
+        self, omni: OmniRTHandle, inputs: JobInputs, ctx: RunContext, config: dict[str, Any], folder: Path
     ) -> dict[str, Any]:
-        entry, params = omni.entry, inputs.params
-        out_dir = inputs.scratch / "omnirt"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        argv = [
-            entry.python,
-            "-m",
-            "omnirt",
-            "generate",
-            "--task",
-            self._task(inputs),
-            "--model",
-            params["omnirt_model"],
-        ]
-        argv += ["--backend", entry.omnirt_backend, "--output-dir", str(out_dir), "--json"]
-        for name in ("image", "audio"):
-            if name in inputs.files:
-                argv += [f"--{name}", str(inputs.files[name].resolve())]
-        for key, flag in FLAGS.items():
-            if params.get(key) is not None:
-                argv += [flag, str(params[key])]
-        if config:
-            config_path = out_dir / "request-config.json"
-            config_path.write_text(json.dumps(config))
-            argv += ["--config", str(config_path)]
-        answer = out_dir / "stdout.json"
+        entry = omni.entry
+        files = {n: str(path.resolve()) for n, path in inputs.files.items() if n in ("image", "audio")}
+        body = build_request(entry, inputs, config, files=files, output_dir=str(folder.resolve()))
+        request_file = folder.parent / "request.json"
+        request_file.write_text(json.dumps(body, indent=2))
+        argv = [entry.python, "-m", "omnirt", "generate", "--config", str(request_file), "--json"]
+        answer = folder.parent / "stdout.json"
+        # OmniRT appends its stage events to $OMNIRT_LOG_PATH, by default ./omnirt.log: keep
+        # them with the job (they end up in its log) and run in the job's folder, not ours.
+        events = folder.parent / "omnirt-events.log"
         try:
             child = ChildProcess(
                 argv,
                 log_path=ctx.job_log(),
-                env=child_env(omni.device, entry.env),
+                env=child_env(omni.device, {"OMNIRT_LOG_PATH": str(events)}, entry.env),
+                cwd=folder.parent,
                 name="omnirt",
                 stdout_path=answer,
             )
         except ChildStartError as exc:
             raise AdapterError("model_load_failed", f"OmniRT could not be started: {exc}") from exc
         code = child.wait(check_cancel=ctx.check_cancel)
+        tail = tail_text(ctx.job_log())  # its stderr: what a failure is told apart by
         stdout = answer.read_text(errors="replace") if answer.exists() else ""
+        if events.exists():
+            append_line(ctx.job_log(), f"--- omnirt events ---\n{events.read_text(errors='replace')[-8000:]}")
         append_line(ctx.job_log(), f"--- omnirt stdout (exit {code}) ---\n{stdout[-20000:]}")
-        tail = tail_text(ctx.job_log())
         if code != 0:
-            raise _cli_failure(code, tail)
+            raise cli_failure(code, tail)
         for line in reversed(stdout.splitlines()):
             try:
                 result = json.loads(line)
@@ -169,43 +162,30 @@ class OmniRTAdapter(Adapter):
 
     # --- server ----------------------------------------------------------------------------
     def _run_server(
-        self, omni: OmniRTHandle, inputs: JobInputs, ctx: RunContext, config: dict[str, Any]
+        self, omni: OmniRTHandle, inputs: JobInputs, ctx: RunContext, config: dict[str, Any], folder: Path
     ) -> dict[str, Any]:
-        entry, params = omni.entry, inputs.params
+        entry = omni.entry
         assert entry.endpoint is not None
         base = entry.endpoint.rstrip("/")
-        shared = _shared_folder(entry, inputs)
-        request_inputs: dict[str, Any] = {}
+        files: dict[str, str] = {}
         for name, path in inputs.files.items():
-            local = shared / path.name
+            if name not in ("image", "audio"):
+                continue
+            local = folder.parent / path.name
             if local != path:
                 shutil.copyfile(path, local)
-            request_inputs[name] = _to_server(local, entry)
-        for key in ("prompt", "negative_prompt"):
-            if params.get(key):
-                request_inputs[key] = params[key]
-        request_config = {
-            k: params[k]
-            for k in FLAGS
-            if k not in ("prompt", "negative_prompt") and params.get(k) is not None
-        }
-        request_config.update(config)
-        request_config["output_dir"] = _to_server(shared, entry)
-        body = {
-            "task": self._task(inputs),
-            "model": params["omnirt_model"],
-            "backend": entry.omnirt_backend,
-            "inputs": request_inputs,
-            "config": request_config,
-            "async_run": True,
-        }
+            files[name] = to_server(local, entry)
+        body = build_request(entry, inputs, config, files=files, output_dir=to_server(folder, entry))
         session = make_session(entry.api_key)
         what = f"omnirt serve at {base}"
-        response = call(session, "POST", f"{base}/v1/generate", json=body, timeout=60.0, what=what)
+        response = call(
+            session, "POST", f"{base}/v1/generate", json={**body, "async_run": True}, timeout=60.0, what=what
+        )
         if response.status_code not in (200, 201, 202):
             raise error_for(response, what=what)
         record = response.json()
         job_url = f"{base}/v1/jobs/{record['id']}"
+        ctx.add_extra("omnirt_job_id", record["id"])
         append_line(ctx.job_log(), f"omnirt serve job {record['id']} ({record.get('state')})")
         try:
             while record.get("state") not in TERMINAL:
@@ -216,30 +196,48 @@ class OmniRTAdapter(Adapter):
                     raise error_for(poll, what=what)
                 record = poll.json()
         except BaseException:
-            # OmniRT cancels only queued jobs; a running one finishes on its own.
-            try:
-                call(session, "DELETE", job_url, timeout=10.0, what=what)
-            except AdapterError:
-                pass
+            self._abandon(session, job_url, entry, ctx)
             raise
         if record["state"] != "succeeded":
-            message = str(record.get("error") or record["state"])
-            code = "out_of_memory" if is_out_of_memory(message) else "model_error"
-            raise AdapterError(code, f"OmniRT job {record['id']} {record['state']}: {message}")
+            raise server_failure(record["id"], record["state"], str(record.get("error") or record["state"]))
         result: dict[str, Any] = dict(record.get("result") or {})
         for artifact in result.get("outputs", []):
             if artifact.get("path"):
-                artifact["path"] = str(_from_server(artifact["path"], entry))
+                artifact["path"] = str(from_server(artifact["path"], entry))
         return result
+
+    @staticmethod
+    def _abandon(session: requests.Session, job_url: str, entry: OmniRTEntry, ctx: RunContext) -> None:
+        """DELETE the server job; OmniRT cancels it only while queued (``OmniEngine.cancel``
+        leaves a running one as it is), so wait up to ``cancel_grace`` for a running one to end
+        and say so if it did not: it keeps the server's worker busy until it finishes."""
+        state = "unknown"
+        deadline = time.monotonic() + entry.cancel_grace
+        try:
+            answer = call(session, "DELETE", job_url, timeout=10.0, what="omnirt serve")
+            state = str(answer.json().get("state")) if answer.status_code == 200 else state
+            while state not in TERMINAL and time.monotonic() < deadline:
+                time.sleep(0.5)
+                poll = call(session, "GET", job_url, timeout=10.0, what="omnirt serve")
+                state = str(poll.json().get("state"))
+        except (AdapterError, ValueError, AttributeError):
+            pass
+        if state not in TERMINAL:
+            ctx.add_extra("omnirt_left_running", {"job": job_url, "state": state})
+            append_line(
+                ctx.job_log(),
+                f"OmniRT cannot stop a running job: {job_url} was still {state} {entry.cancel_grace:g} s "
+                "after DELETE; it runs to its end on the server.",
+            )
+        else:
+            append_line(ctx.job_log(), f"OmniRT job {job_url} ended {state} after DELETE")
 
     # --- results ---------------------------------------------------------------------------
     @staticmethod
-    def _task(inputs: JobInputs) -> str:
-        return "audio2video" if "audio" in inputs.files else "text2video"
-
-    @staticmethod
     def _fold_report(metadata: dict[str, Any], ctx: RunContext) -> None:
-        ctx.add_extra("omnirt_report", metadata)
+        ctx.add_extra("omnirt_report", public_report(metadata))
+        if metadata.get("run_id"):
+            ctx.add_extra("omnirt_run_id", metadata["run_id"])
         for key, value in (metadata.get("timings") or {}).items():
             if isinstance(value, int | float) and str(key).endswith("_ms"):
                 ctx.add_timing(f"omnirt_{key}", float(value))
@@ -248,7 +246,7 @@ class OmniRTAdapter(Adapter):
                 ctx.add_memory(f"omnirt_{key}", float(value))
 
     @staticmethod
-    def _artifact(result: dict[str, Any], folder: Path, entry: OmniRTEntry) -> dict[str, Any]:
+    def _artifact(result: dict[str, Any], folder: Path) -> dict[str, Any]:
         videos = [a for a in result.get("outputs", []) if a.get("kind") == "video"]
         if not videos:
             raise AdapterError(
@@ -256,15 +254,17 @@ class OmniRTAdapter(Adapter):
             )
         video = dict(videos[0])
         if video.get("transport") == "inline_bytes" and video.get("data_b64"):
-            folder.mkdir(parents=True, exist_ok=True)
             path = folder / "inline-output.mp4"
             path.write_bytes(base64.b64decode(video["data_b64"]))
             video["path"] = str(path)
-        path = Path(str(video.get("path") or ""))
-        if not video.get("path") or not path.exists():
+        if not video.get("path"):
+            raise AdapterError("output_missing", "OmniRT reported a video without a path.")
+        path = confined(Path(str(video["path"])), folder)
+        if not path.exists():
             raise AdapterError("output_missing", f"OmniRT reported {path} but there is no such file here.")
         if path.stat().st_size == 0:
             raise AdapterError("output_empty", f"OmniRT wrote an empty {path.name}.")
+        video["path"] = str(path)
         return video
 
     @staticmethod
@@ -312,21 +312,6 @@ class OmniRTAdapter(Adapter):
         )
 
 
-def request_config(entry: OmniRTEntry, requested: dict[str, Any]) -> dict[str, Any]:
-    """The config sent to OmniRT: the request's keys, with the deployment's winning every key it sets.
-
-    The API refuses path, launch and placement keys when a job is submitted; a job queued before
-    that rule (or written to the queue by other means) is refused here too.
-    """
-    refused = omnirt_deployment_keys(requested)
-    if refused:
-        raise AdapterError(
-            "invalid_parameters",
-            f"config key(s) {', '.join(refused)} may only be set in the deployment file.",
-        )
-    return {**requested, **entry.config}
-
-
 def _first(sources: dict[str, str], name: str, **candidates: Any) -> Any:
     """The first truthy candidate (in keyword order), noting in ``sources`` where it came from."""
     for source, value in candidates.items():
@@ -334,40 +319,6 @@ def _first(sources: dict[str, str], name: str, **candidates: Any) -> Any:
             sources[name] = source.replace("_", " ")
             return value
     return None
-
-
-def _cli_failure(code: int, tail: str) -> AdapterError:
-    lines = last_lines(tail)
-    if code == 2:
-        if "InsufficientMemory" in tail or "insufficient memory" in tail.lower():
-            return AdapterError(
-                "insufficient_device_memory", f"OmniRT's memory budget check refused the run: {lines}"
-            )
-        return AdapterError("request_rejected", f"OmniRT refused the request (exit 2): {lines}")
-    if is_out_of_memory(tail):
-        return AdapterError("out_of_memory", f"OmniRT ran out of device memory: {lines}")
-    return AdapterError("model_crashed", f"omnirt exited with status {code}: {lines}")
-
-
-def _shared_folder(entry: OmniRTEntry, inputs: JobInputs) -> Path:
-    folder = (entry.scratch_dir / inputs.job_id) if entry.scratch_dir else inputs.scratch / "omnirt"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def _to_server(path: Path, entry: OmniRTEntry) -> str:
-    text = str(path.resolve())
-    for local, remote in entry.path_map.items():
-        if text.startswith(local.rstrip("/") + "/"):
-            return remote.rstrip("/") + text[len(local.rstrip("/")) :]
-    return text
-
-
-def _from_server(text: str, entry: OmniRTEntry) -> Path:
-    for local, remote in entry.path_map.items():
-        if text.startswith(remote.rstrip("/") + "/"):
-            return Path(local.rstrip("/") + text[len(remote.rstrip("/")) :])
-    return Path(text)
 
 
 def _probe(path: Path) -> Any:

@@ -8,7 +8,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobservice.deployment_schema import FlashHeadEntry, FlashTalkEntry
+from jobservice.backends.flashhead import FlashHeadEntry
+from jobservice.backends.flashtalk import FlashTalkEntry
 from jobservice.placement import DeviceContext, pinning_env
 from jobservice.probe import ProbeError, probe_media
 from workers.adapters.base import AdapterError, JobInputs

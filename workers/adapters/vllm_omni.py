@@ -22,7 +22,7 @@ from typing import Any
 
 import requests
 
-from jobservice.deployment_schema import VllmOmniEntry
+from jobservice.backends.vllm_omni import VllmOmniEntry
 from workers.adapters.base import (
     Adapter,
     AdapterError,

@@ -1,146 +1,115 @@
 """Deployment files: which real models a site enables, where they live, and which cards run them.
 
-A YAML or TOML file named by ``JOBSERVICE_DEPLOYMENT_FILE`` and read by the catalog builder, so
+A YAML or TOML file named by ``JOBSERVICE_DEPLOYMENT_FILE`` and read when the catalog is built, so
 the API and every worker see the same catalog. It is validated as a whole when it is read; any
 error names the file and the bad key (``models.soulx-flashhead-1.3b.launcher: ...``). Relative
 paths resolve against the file's folder. Whether the paths exist is NOT checked here: the API
 host rarely has the checkouts; the worker that would run a model checks them
 (``ModelSpec.required_paths``) and skips the model with the reason.
 
-The schema of each back end's entry lives in ``jobservice.deployment_schema``; this module loads
-files and turns entries into catalog specs.
+Each entry is read with its family's schema (``jobservice.backends.<family>``): the entry types
+below are the registered families', so a new family needs no change here.
 """
 
 from __future__ import annotations
 
+import importlib
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from jobservice.catalog import ModelSpec, ValidationPolicy, WorkerGroup
-from jobservice.deployment_schema import (
-    BACKENDS,
-    DeploymentFile,
-    DiffusersEntry,
-    Entry,
-    FlashHeadEntry,
-    FlashTalkEntry,
-    OmniRTEntry,
-    VllmOmniEntry,
-    with_known_backend,
-)
-from jobservice.model_params import (
-    DiffusersWanParams,
-    FlashHeadParams,
-    FlashTalkParams,
-    OmniRTAudioParams,
-    OmniRTTextParams,
-    VllmWanParams,
-    with_defaults,
-)
+from jobservice.backends.entry import EntryBase
+from jobservice.backends.family import FAMILIES, known_backend
+from jobservice.backends.params import with_defaults
+from jobservice.backends.reference import reference_specs
+from jobservice.catalog import Catalog, ModelSpec, ValidationPolicy, WorkerGroup
+from jobservice.placement import DeviceSpecError, parse_devices
 
-__all__ = ["Deployment", "DeploymentError", "load_deployment", "parse_entry"]
+__all__ = [
+    "Deployment",
+    "DeploymentError",
+    "build_catalog",
+    "default_catalog",
+    "load_deployment",
+    "parse_entry",
+]
+
+if TYPE_CHECKING:
+    Entry = EntryBase
+else:  # the registered families' entries, told apart by ``backend``
+    Entry = Annotated[Union[tuple(f.entry for f in FAMILIES.values())], Field(discriminator="backend")]  # noqa: UP007
+_ENTRY: TypeAdapter[EntryBase] = TypeAdapter(Entry)
 
 
 class DeploymentError(ValueError):
     """A deployment file that cannot be used; the message names the file and the bad key."""
 
 
-@dataclass(frozen=True)
-class _Family:
-    """What every model of one back end shares."""
-
-    adapter: str
-    task: str
-    title: str
-    summary: str
-    execution_mode: str
-    devices: tuple[str, ...]
-    requires: tuple[str, ...]
-    min_memory_gb: float | None
-    policy: ValidationPolicy
+def with_known_backend(model_id: str, raw: Any) -> Any:
+    """``raw`` with ``backend`` filled in for a well-known model id."""
+    backend = known_backend(model_id)
+    if isinstance(raw, dict) and "backend" not in raw and backend is not None:
+        return {"backend": backend, **raw}
+    return raw
 
 
-# Validation policies, and why they differ from the default:
-# - FlashHead generates whole 28-frame slices, pads the last one with silence and muxes with
-#   ``ffmpeg -c:v copy -shortest``; with stream copy -shortest stops on packet boundaries, so
-#   the video can run a few frames past the audio (and AAC ends on 1024-sample frames).
-# - FlashTalk through our resident worker: we trim the padded last chunk and mux ourselves, so
-#   the default (exact) tolerances hold.
-# - OmniRT runs many models with their own muxing (FlashTalk's script truncates the last partial
-#   slice, up to 28 frames = 1.12 s); a deployment can tighten this per model.
-FAMILIES: dict[str, _Family] = {
-    "flashhead": _Family(
-        adapter="workers.adapters.flashhead:FlashHeadAdapter",
-        task="audio2video",
-        title="SoulX-FlashHead 1.3B",
-        summary="SoulX-FlashHead's generate_video.py run per job (python or torchrun over the worker's "
-        "cards): 512x512, 25 fps, the audio's duration.",
-        execution_mode="subprocess",
-        devices=("cuda", "npu"),
-        requires=(),
-        min_memory_gb=48.0,  # OmniRT's resource_hint for 910B2, aggregate over the cards
-        policy=ValidationPolicy(frame_tolerance=4, duration_tolerance_seconds=0.2),
-    ),
-    "flashtalk": _Family(
-        adapter="workers.adapters.flashtalk:FlashTalkAdapter",
-        task="audio2video",
-        title="SoulX-FlashTalk 14B",
-        summary="SoulX-FlashTalk kept loaded in a resident worker per card group and fed chunk by chunk; "
-        "presets: realtime (704x416, 29/1 frames, 2 steps) and quality.",
-        execution_mode="persistent_worker",
-        devices=("cuda", "npu"),
-        requires=(),
-        min_memory_gb=64.0,  # OmniRT's resource_hint, aggregate
-        policy=ValidationPolicy(),
-    ),
-    "omnirt": _Family(
-        adapter="workers.adapters.omnirt:OmniRTAdapter",
-        task="audio2video",
-        title="OmniRT",
-        summary="Any OmniRT model (wav2lip, quicktalk, musetalk, FlashHead...) through `python -m omnirt "
-        "generate --json` or a running `omnirt serve`.",
-        execution_mode="subprocess",
-        devices=("cpu", "cuda", "npu"),
-        requires=(),
-        min_memory_gb=None,
-        policy=ValidationPolicy(frame_tolerance=2, duration_tolerance_seconds=1.2),
-    ),
-    "vllm-omni": _Family(
-        adapter="workers.adapters.vllm_omni:VllmOmniAdapter",
-        task="text2video",
-        title="Wan2.1 T2V 1.3B on vLLM-Omni",
-        summary="Wan2.1 text2video served by a pool of vLLM-Omni instances (one job at a time each).",
-        execution_mode="http",
-        devices=("cpu", "cuda", "npu"),
-        requires=("requests",),
-        min_memory_gb=None,  # the server owns the cards; it reports its own peak memory
-        policy=ValidationPolicy(),
-    ),
-    "diffusers": _Family(
-        adapter="workers.adapters.diffusers_wan:DiffusersWanAdapter",
-        task="text2video",
-        title="Wan2.1 T2V (diffusers)",
-        summary="Wan2.1 text2video from a local diffusers folder (WanPipeline) on the worker's device.",
-        execution_mode="resident",
-        devices=("cpu", "cuda", "npu"),
-        requires=("torch", "numpy", "diffusers", "transformers", "accelerate"),
-        min_memory_gb=None,
-        policy=ValidationPolicy(),
-    ),
-}
-assert set(FAMILIES) == set(BACKENDS)
-_ENTRY: TypeAdapter[Entry] = TypeAdapter(Entry)
-
-
-def parse_entry(model_id: str, raw: dict[str, Any], *, base_dir: Path | None = None) -> Entry:
+def parse_entry(model_id: str, raw: dict[str, Any], *, base_dir: Path | None = None) -> EntryBase:
     """Validate one model entry (workers read ``ModelSpec.config`` back with it)."""
     context = {"base_dir": base_dir} if base_dir is not None else None
     return _ENTRY.validate_python(with_known_backend(model_id, raw), context=context)
+
+
+class WorkerGroupEntry(BaseModel):
+    """One card group: ``jobservice worker --devices <devices>`` serving ``models``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    devices: str
+    models: list[str] = Field(min_length=1)
+    name: str | None = None
+    config: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per-model overrides for this group, e.g. its own endpoints."
+    )
+
+    @field_validator("devices")
+    @classmethod
+    def _devices(cls, value: str) -> str:
+        try:
+            return parse_devices(value).label  # canonical, e.g. "npu:4-7" -> "npu:4,5,6,7"
+        except DeviceSpecError as exc:
+            raise ValueError(str(exc)) from None
+
+    @property
+    def card_count(self) -> int:
+        """Cards in the group (1 for the CPU)."""
+        return parse_devices(self.devices).count
+
+    @property
+    def cards(self) -> list[tuple[str, int]]:
+        """(kind, index) of each card."""
+        device = parse_devices(self.devices)
+        return [(device.kind, i) for i in device.indices]
+
+
+class DeploymentFile(BaseModel):
+    """The whole file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reference_models: bool = Field(default=True, description="Keep the built-in reference models.")
+    default_models: dict[Literal["audio2video", "text2video"], str] = Field(default_factory=dict)
+    models: dict[str, Entry] = Field(default_factory=dict)
+    workers: list[WorkerGroupEntry] = Field(default_factory=list)
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _known_backends(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {mid: with_known_backend(mid, raw) for mid, raw in value.items()}
 
 
 class Deployment:
@@ -176,15 +145,15 @@ class Deployment:
     def _fail(self, where: str, message: str) -> DeploymentError:
         return DeploymentError(f"{self.source}: {where}: {message}")
 
-    def _spec(self, model_id: str, entry: Entry) -> ModelSpec:
+    def _spec(self, model_id: str, entry: EntryBase) -> ModelSpec:
         family = FAMILIES[entry.backend]
         task = entry.task or family.task
         try:
             params = with_defaults(
-                _params_class(entry, task),
+                family.params(entry, task),
                 entry.defaults,
                 model_id=model_id,
-                allowed_models=entry.models if isinstance(entry, OmniRTEntry) else None,
+                allowed_models=family.offered_models(entry),
             )
         except ValueError as exc:
             raise self._fail(f"models.{model_id}", str(exc)) from None
@@ -192,14 +161,12 @@ class Deployment:
             policy = ValidationPolicy.model_validate({**family.policy.model_dump(), **entry.validation})
         except ValidationError as exc:
             raise self._fail(f"models.{model_id}.validation", _first_error(exc)) from None
-        execution_mode = family.execution_mode
+        execution_mode = family.mode_of(entry, family.execution_mode)
         min_memory = (
             entry.min_memory_gb if "min_memory_gb" in entry.model_fields_set else family.min_memory_gb
         )
         config = entry.model_dump(mode="json", exclude={"defaults", "validation", "title", "summary"})
         config["min_memory_gb"] = min_memory  # the adapter checks the budget with what the catalog shows
-        if isinstance(entry, OmniRTEntry) and entry.mode == "server":
-            execution_mode = "http"
         return ModelSpec(
             id=model_id,
             task=task,  # type: ignore[arg-type]
@@ -223,9 +190,8 @@ class Deployment:
         )
 
     def _check_groups(self) -> None:
-        from jobservice.catalog import default_catalog
-
-        known = set(self._specs) | (set(default_catalog().ids()) if self.reference_models else set())
+        builtin = {spec.id for spec in reference_specs()} if self.reference_models else set()
+        known = set(self._specs) | builtin
         for task, model_id in self.data.default_models.items():
             if model_id not in known:
                 raise self._fail(f"default_models.{task}", f"'{model_id}' is not an enabled model")
@@ -262,22 +228,10 @@ class Deployment:
             self._overrides.append(resolved)
 
 
-def _params_class(entry: Entry, task: str) -> type:
-    if isinstance(entry, FlashHeadEntry):
-        return FlashHeadParams
-    if isinstance(entry, FlashTalkEntry):
-        return FlashTalkParams
-    if isinstance(entry, VllmOmniEntry):
-        return VllmWanParams
-    if isinstance(entry, DiffusersEntry):
-        return DiffusersWanParams
-    return OmniRTTextParams if task == "text2video" else OmniRTAudioParams
-
-
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors(include_url=False)[0]
     parts = list(err["loc"])
-    if parts and parts[0] in BACKENDS:  # the discriminator's tag, not a key of the file
+    if parts and parts[0] in FAMILIES:  # the discriminator's tag, not a key of the file
         parts = parts[1:]
     loc = ".".join(str(p) for p in parts)
     return f"{loc}: {err['msg']}" if loc else err["msg"]
@@ -314,7 +268,31 @@ def load_deployment(path: Path | str) -> Deployment:
 def _format(err: Any) -> str:
     # Drop the discriminator's tag from the location: "models.x.flashhead.launcher" -> "models.x.launcher".
     parts = list(err["loc"])
-    if len(parts) >= 3 and parts[0] == "models" and parts[2] in BACKENDS:
+    if len(parts) >= 3 and parts[0] == "models" and parts[2] in FAMILIES:
         del parts[2]
     loc = ".".join(str(p) for p in parts)
     return f"{loc}: {err['msg']}" if loc else err["msg"]
+
+
+def default_catalog() -> Catalog:
+    """The built-in catalog: the two reference models."""
+    return Catalog(reference_specs())
+
+
+def build_catalog(extra: list[str] | None = None, *, deployment_file: Path | None = None) -> Catalog:
+    """The built-in models, those of a deployment file, and those of each ``module:function`` in ``extra``."""
+    specs = reference_specs()
+    defaults: dict[str, str] = {}
+    groups: list[WorkerGroup] = []
+    if deployment_file is not None:
+        deployment = load_deployment(deployment_file)
+        if not deployment.reference_models:
+            specs = []
+        specs.extend(deployment.specs())
+        defaults = deployment.default_models()
+        groups = deployment.worker_groups()
+    for ref in extra or []:
+        module_name, _, function = ref.partition(":")
+        provider = getattr(importlib.import_module(module_name), function or "specs")
+        specs.extend(provider())
+    return Catalog(specs, defaults=defaults, groups=groups)

@@ -1,7 +1,7 @@
 """Refusals: what went wrong, in a machine-readable code and a sentence for people.
 
 Services raise a ``DomainError`` of the kind that fits (not found, conflict, invalid...) and never
-pick an HTTP status; ``jobservice.api.errors`` answers every kind, and every outage, in one place.
+pick an HTTP status; ``jobservice.http.api.errors`` answers every kind, and every outage, in one place.
 Each kind names the status it is answered with, so the HTTP layer needs no table of codes.
 """
 

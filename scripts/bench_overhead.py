@@ -44,9 +44,9 @@ sys.path.insert(0, str(ROOT))
 
 from jobservice.backends.deployment import default_catalog  # noqa: E402
 from jobservice.cli.embedded import Child, start_redis, wait_http  # noqa: E402
-from jobservice.db import Database  # noqa: E402
-from jobservice.jobs import get_job  # noqa: E402
-from jobservice.migrate import upgrade  # noqa: E402
+from jobservice.db.engine import Database  # noqa: E402
+from jobservice.db.migrate import upgrade  # noqa: E402
+from jobservice.jobs.transitions import get_job  # noqa: E402
 from workers.validation import Expectation, validate_file  # noqa: E402
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -158,7 +158,7 @@ def main() -> None:
     var = tmp / "var"
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSERVICE_")}
     redis_child, broker = start_redis(var, env)
-    db_url = f"sqlite:///{var / 'jobservice.db'}"
+    db_url = f"sqlite:///{var / 'jobservice.db.engine'}"
     upgrade(db_url)
     env.update(
         {

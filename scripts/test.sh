@@ -54,6 +54,7 @@ say "lint and types"
 "$VENV/bin/ruff" check jobservice workers tests scripts
 "$VENV/bin/ruff" format --check jobservice workers tests scripts
 "$VENV/bin/mypy"
+"$VENV/bin/lint-imports"  # import rules: [tool.importlinter] in pyproject.toml
 
 if [ "$#" -gt 0 ]; then  # a chosen subset: one run against the real services
   say "tests (Redis: $JOBSERVICE_TEST_REDIS_URL; PostgreSQL: ${JOBSERVICE_TEST_PG_URL%%@*}@...)"

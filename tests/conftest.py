@@ -20,10 +20,10 @@ import pytest
 import redis
 from moto.server import ThreadedMotoServer
 
-from jobservice.app import create_app
-from jobservice.migrate import upgrade
-from jobservice.services import Services, build_services
+from jobservice.db.migrate import upgrade
+from jobservice.http.app import create_app
 from jobservice.settings import Settings
+from jobservice.wiring import Services, build_services
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
@@ -136,7 +136,7 @@ def make_settings(var_dir: Path, **overrides: object) -> Settings:
 @pytest.fixture(scope="session")
 def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite database migrated once per session; tests get copies of it."""
-    path = tmp_path_factory.mktemp("template") / "jobservice.db"
+    path = tmp_path_factory.mktemp("template") / "jobservice.db.engine"
     upgrade(f"sqlite:///{path}")
     return path
 
@@ -144,7 +144,7 @@ def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fresh_sqlite(template: Path, var_dir: Path) -> Settings:
     """Settings under ``var_dir`` whose SQLite database is a copy of the migrated template."""
     var_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(template, var_dir / "jobservice.db")
+    shutil.copyfile(template, var_dir / "jobservice.db.engine")
     return make_settings(var_dir)
 
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from celery import Celery, signals
 
+from jobservice.fleet.placement import inventory, parse_devices
 from jobservice.logs import install_on
-from jobservice.placement import inventory, parse_devices
-from jobservice.services import Services, build_services
 from jobservice.settings import Settings
+from jobservice.wiring import Services, build_services
 from workers.maintenance import Maintenance
 from workers.runtime import WorkerRuntime, default_node, versions
 from workers.tasks import register_tasks

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jobservice.placement import DeviceContext, inventory, parse_devices, pinning_env
+from jobservice.fleet.placement import DeviceContext, inventory, parse_devices, pinning_env
 
 __all__ = ["inventory", "memory_report", "parse_devices", "pinning_env", "reset_peak_memory"]
 

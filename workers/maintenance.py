@@ -8,10 +8,10 @@ import socket
 import threading
 import uuid
 
-from jobservice.queueing import BrokerInspector, send_job
-from jobservice.reaper import reap
-from jobservice.services import Services
-from jobservice.workers_registry import announce_worker, retire_worker, touch_worker
+from jobservice.broker import BrokerInspector, send_job
+from jobservice.fleet.presence import announce_worker, retire_worker, touch_worker
+from jobservice.jobs.reaper import reap
+from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
 

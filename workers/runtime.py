@@ -12,12 +12,12 @@ from functools import cache
 from typing import Any
 
 from jobservice import __version__
-from jobservice.buildinfo import commit, driver_versions
 from jobservice.catalog import ModelSpec
-from jobservice.placement import parse_devices
-from jobservice.services import Services
+from jobservice.fleet.placement import parse_devices
+from jobservice.reports.buildinfo import commit, driver_versions
+from jobservice.wiring import Services
 from workers.adapters.base import DeviceContext
-from workers.registry import ResidentModels
+from workers.resident import ResidentModels
 
 log = logging.getLogger(__name__)
 

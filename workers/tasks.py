@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from celery import Celery
 
-from jobservice.queueing import RUN_JOB_TASK
-from workers.pipeline import run_job
+from jobservice.broker import RUN_JOB_TASK
+from workers.run.pipeline import run_job
 from workers.runtime import WorkerRuntime
 
 

@@ -26,7 +26,7 @@ from jobservice.backends.family import FAMILIES, known_backend
 from jobservice.backends.params import with_defaults
 from jobservice.backends.reference import reference_specs
 from jobservice.catalog import Catalog, ModelSpec, ValidationPolicy, WorkerGroup
-from jobservice.placement import DeviceSpecError, parse_devices
+from jobservice.fleet.placement import DeviceSpecError, parse_devices
 
 __all__ = [
     "Deployment",

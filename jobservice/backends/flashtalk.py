@@ -17,7 +17,7 @@ from jobservice.catalog import ModelParams, ValidationPolicy
 
 
 class FlashTalkEntry(ScriptEntry):
-    """SoulX-FlashTalk: a resident worker per card group (workers/adapters/flashtalk_resident.py)."""
+    """SoulX-FlashTalk: a resident worker per card group (workers/adapters/soulx/flashtalk_resident.py)."""
 
     backend: Literal["flashtalk"]
     resident_script: Path | None = Field(
@@ -116,7 +116,7 @@ FAMILY = register(
         entry=FlashTalkEntry,
         params=lambda _entry, _task: FlashTalkParams,
         known_models=("soulx-flashtalk-14b",),
-        adapter="workers.adapters.flashtalk:FlashTalkAdapter",
+        adapter="workers.adapters.soulx.flashtalk:FlashTalkAdapter",
         task="audio2video",
         title="SoulX-FlashTalk 14B",
         summary="SoulX-FlashTalk kept loaded in a resident worker per card group and fed chunk by chunk; "

@@ -1,6 +1,6 @@
 """OmniRT: any model OmniRT runs with ``generate``, through ``python -m omnirt generate --config`` or a
 running ``omnirt serve``; the request ``config`` allow-list lives here, once, for the API and the
-adapter (``workers/adapters/omnirt/``).
+adapter (``workers/adapters/omnirt/adapter/``).
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ FAMILY = register(
         known_models=("omnirt",),
         mode_of=_mode,
         offered_models=lambda entry: entry.models,
-        adapter="workers.adapters.omnirt:OmniRTAdapter",
+        adapter="workers.adapters.omnirt.adapter:OmniRTAdapter",
         task="audio2video",
         title="OmniRT",
         summary="Any model OmniRT runs with `generate` (soulx-flashhead-1.3b, ...) through `python -m omnirt "

@@ -61,7 +61,7 @@ REFERENCE_T2V = ModelSpec(
     ),
     maturity="reference",
     params=ReferenceT2VParams,
-    adapter="workers.adapters.reference_t2v:ReferenceT2VAdapter",
+    adapter="workers.adapters.reference.t2v:ReferenceT2VAdapter",
     requires=("torch", "numpy"),
 )
 
@@ -75,7 +75,7 @@ REFERENCE_TALKING_HEAD = ModelSpec(
     ),
     maturity="reference",
     params=ReferenceTalkingHeadParams,
-    adapter="workers.adapters.reference_talking_head:ReferenceTalkingHeadAdapter",
+    adapter="workers.adapters.reference.talking_head:ReferenceTalkingHeadAdapter",
     inputs=("image", "audio"),
     requires=("torch", "numpy", "cv2"),
 )

@@ -8,7 +8,12 @@ states.py    BatchStatus and the compare-and-swap moves: the only code that sets
 service.py   creating, resuming, canceling and pinning batches
 finalize.py  when every job ended: results, baseline, comparison, environment
 compare.py   the per-case verdicts of a candidate batch against a baseline
-views.py     the JSON views of a batch (API, CLI)
-render.py    the report as JSON, CSV and Markdown; charts.py its SVG trend charts
-api.py, web.py, cli.py, control.py   HTTP, web pages, command line, Celery beat
+schemas.py   the JSON views of a batch (API, CLI)
+render.py    the report as JSON, CSV and Markdown
+schedule.py  the control process (``jobservice beat``): nightly schedules and the finishing tick;
+             beat_app.py is its Celery entry point
+
+Domain: imports jobs, db, catalog, storage, media, reports; never the surfaces (their HTTP routes
+are ``jobservice.http.api.batches``, pages ``jobservice.http.web.batches``, commands
+``jobservice.cli.batches``).
 """

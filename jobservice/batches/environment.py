@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 
 from jobservice import __version__
 from jobservice.batches.metrics import RunFacts
-from jobservice.buildinfo import commit, driver_versions
-from jobservice.models import WorkerRecord
+from jobservice.db.tables import WorkerRecord
+from jobservice.reports.buildinfo import commit, driver_versions
 
 
 def creator_environment() -> dict[str, Any]:

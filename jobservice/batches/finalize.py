@@ -31,9 +31,9 @@ from jobservice.batches.service import (
 )
 from jobservice.batches.states import BatchStatus, mark_finished
 from jobservice.batches.stats import summarize
-from jobservice.models import TERMINAL_STATUSES, Batch, Job
-from jobservice.services import Services
+from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job
 from jobservice.storage import ObjectNotFound, StoreUnavailable
+from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
 

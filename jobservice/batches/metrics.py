@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from jobservice.report import model_residency_of
+from jobservice.reports.run_report import model_residency_of
 
 Report = dict[str, Any]
 Figures = Literal["warm", "cold", "mixed"]

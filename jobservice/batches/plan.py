@@ -18,11 +18,11 @@ from typing import Any
 
 from jobservice.batches.spec import CaseSpec, LoadedSpec, SpecError, resolve_under
 from jobservice.errors import DomainError, Invalid
-from jobservice.services import Services
+from jobservice.jobs.submit import resolve_model, validate_params
+from jobservice.media.uploads import FILE_CHECKS, CheckedUpload, SpoolFile
 from jobservice.settings import Settings
 from jobservice.storage import ObjectNotFound
-from jobservice.submit import resolve_model, validate_params
-from jobservice.uploads import FILE_CHECKS, CheckedUpload, SpoolFile
+from jobservice.wiring import Services
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 
 from jobservice.batches.compare import CASE_ORDER, tracked_metrics
 from jobservice.batches.metrics import METRICS
-from jobservice.models import Batch
+from jobservice.db.tables import Batch
 
 # The seed tables' columns, in their order; a spec's other tracked metrics follow.
 TABLE_METRICS = (

@@ -27,13 +27,13 @@ from sqlalchemy.orm import Session
 from jobservice.batches.environment import creator_environment
 from jobservice.batches.plan import Plan
 from jobservice.batches.states import BatchStatus, mark_canceled, mark_running, reopen, still_creating
+from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobStatus
 from jobservice.errors import Conflict, NotFound
-from jobservice.jobs import InvalidTransition, request_cancel
-from jobservice.models import TERMINAL_STATUSES, Batch, Job, JobStatus
-from jobservice.services import Services
+from jobservice.jobs.submit import Submission, submit_job
+from jobservice.jobs.transitions import InvalidTransition, request_cancel
+from jobservice.media.uploads import CheckedUpload, stored_upload
 from jobservice.storage import ObjectNotFound, StoreUnavailable
-from jobservice.submit import Submission, submit_job
-from jobservice.uploads import CheckedUpload, stored_upload
+from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ def create_batch(
         cases = [case.describe(_store_inputs(services, batch_id, case)) for case in plan.cases]
     except StoreUnavailable:
         _discard_inputs(services, batch_id)
-        raise  # answered as 503 storage_unavailable by jobservice.api.errors
+        raise  # answered as 503 storage_unavailable by jobservice.http.api.errors
     resolved = {
         "name": loaded.spec.name,
         "description": loaded.spec.description,

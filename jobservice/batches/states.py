@@ -1,6 +1,6 @@
 """The batch state machine: the only code that changes a batch's status.
 
-Like ``jobservice.jobs`` for jobs, every move is a compare-and-swap ``UPDATE ... WHERE id = ? AND
+Like ``jobservice.jobs.transitions`` for jobs, every move is a compare-and-swap ``UPDATE ... WHERE id = ? AND
 status IN (...)``: the beat's tick, an API request and a CLI may race to finish, cancel or resume
 the same batch, and only one of them moves it. Each function returns whether it made the move
 (False: the batch was not in a state that move starts from; someone else moved it first).
@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from jobservice.models import Batch, utcnow
+from jobservice.db.tables import Batch, utcnow
 
 
 class BatchStatus(enum.StrEnum):

@@ -22,7 +22,7 @@ from pathlib import Path
 import redis
 import requests
 
-from jobservice import migrate
+from jobservice.db import migrate
 from jobservice.settings import Settings
 
 STOP_GRACE_SECONDS = 10.0

@@ -10,17 +10,17 @@ import sys
 from typing import Any
 
 from jobservice.catalog import queue_for
+from jobservice.fleet.placement import DeviceContext, parse_devices, path_exists, pinning_env, servable_models
 from jobservice.logs import install_on
-from jobservice.placement import DeviceContext, parse_devices, path_exists, pinning_env, servable_models
-from jobservice.services import build_services
 from jobservice.settings import Settings
+from jobservice.wiring import build_services
 
 
 def serve_api(settings: Settings, *, host: str, port: int, workers: int, threads: int) -> None:
     """Run the API under gunicorn's gthread worker (slow uploads don't time out a sync worker)."""
     from gunicorn.app.base import BaseApplication
 
-    from jobservice.app import create_app
+    from jobservice.http.app import create_app
 
     class _Gunicorn(BaseApplication):
         def load_config(self) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from jobservice.batches.cli import batch_group, beat_command
-from jobservice.cli.workers_cmd import workers_command
+from jobservice.cli.batches import batch_group, beat_command
+from jobservice.cli.workers import workers_command
 from jobservice.logs import configure_logging
 from jobservice.settings import Settings
 
@@ -76,7 +76,7 @@ def api(host: str | None, port: int | None, workers: int | None, threads: int | 
 def worker(devices: str | None, models: str | None, name: str | None, preload: bool, loglevel: str) -> None:
     """Run a Celery worker pinned to DEVICES, serving the models that fit on them."""
     from jobservice.cli.launch import exec_worker
-    from jobservice.placement import DeviceSpecError
+    from jobservice.fleet.placement import DeviceSpecError
 
     settings = Settings()
     wanted = (
@@ -179,7 +179,7 @@ def db() -> None:
 @click.option("--revision", default="head", show_default=True)
 def db_upgrade(revision: str) -> None:
     """Apply migrations to JOBSERVICE_DATABASE_URL (default SQLite under var/)."""
-    from jobservice.migrate import upgrade
+    from jobservice.db.migrate import upgrade
 
     url = Settings().resolved_database_url()
     upgrade(url, revision)
@@ -190,13 +190,13 @@ def db_upgrade(revision: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def devices(as_json: bool) -> None:
     """The cards this host sees (with free memory) and the workers that own them."""
-    from jobservice.placement import inventory
+    from jobservice.fleet.placement import inventory
 
     found = inventory()
     workers: list[dict[str, Any]] = []
     try:
-        from jobservice.db import Database
-        from jobservice.workers_registry import online_workers, stale_after, worker_view
+        from jobservice.db.engine import Database
+        from jobservice.fleet.presence import online_workers, stale_after, worker_view
 
         settings = Settings()
         with Database(settings.resolved_database_url()).session() as session:
@@ -224,9 +224,9 @@ def reap(once: bool) -> None:
     """Requeue jobs of dead workers and re-send lost queue messages."""
     import time
 
-    from jobservice.queueing import BrokerInspector, send_job
-    from jobservice.reaper import reap as reap_pass
-    from jobservice.services import build_services
+    from jobservice.broker import BrokerInspector, send_job
+    from jobservice.jobs.reaper import reap as reap_pass
+    from jobservice.wiring import build_services
 
     services = build_services(Settings())
     inspector = BrokerInspector(services.settings.broker_url)

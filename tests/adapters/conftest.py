@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jobservice.report import ChunkTelemetry
+from jobservice.reports.run_report import ChunkTelemetry
 from workers.adapters.base import JobCanceled, JobInputs, VideoFormat
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ import pytest
 
 from tests.adapters.conftest import FakeRunContext
 from workers.adapters.base import DeviceContext, JobCanceled, JobInputs
-from workers.adapters.reference_t2v import ReferenceT2VAdapter
-from workers.adapters.reference_t2v_prior import token_ids, tokenize
+from workers.adapters.reference.t2v import ReferenceT2VAdapter
+from workers.adapters.reference.t2v_prior import token_ids, tokenize
 
 SMALL: dict[str, Any] = {
     "prompt": "a red balloon drifting over a calm ocean",

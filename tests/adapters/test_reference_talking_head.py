@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from jobservice.report import summarize_chunks
+from jobservice.reports.run_report import summarize_chunks
 from tests.adapters.conftest import SAMPLES, FakeRunContext, write_wav
 from workers.adapters.base import AdapterError, DeviceContext, JobCanceled, JobInputs
-from workers.adapters.reference_talking_head import ReferenceTalkingHeadAdapter, output_size
-from workers.adapters.talking_head_motion import MotionPlan, carry, continue_motion, rest_frames
+from workers.adapters.reference.talking_head import ReferenceTalkingHeadAdapter, output_size
+from workers.adapters.reference.talking_head_motion import MotionPlan, carry, continue_motion, rest_frames
 
 PORTRAIT = SAMPLES / "portrait.png"
 PARAMS: dict[str, Any] = {

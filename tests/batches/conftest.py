@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from jobservice.app import create_app
-from jobservice.migrate import upgrade
-from jobservice.services import Services, build_services
+from jobservice.db.migrate import upgrade
+from jobservice.http.app import create_app
 from jobservice.settings import Settings
+from jobservice.wiring import Services, build_services
 from tests.batches.helpers import batch_root
 from tests.conftest import make_settings
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from sqlalchemy import select
 
-from jobservice.jobs import Owner, claim_job, mark_failed, mark_succeeded
-from jobservice.models import Job, JobStatus, utcnow
-from jobservice.report import RunReport
-from jobservice.services import Services
+from jobservice.db.tables import Job, JobStatus, utcnow
+from jobservice.jobs.transitions import Owner, claim_job, mark_failed, mark_succeeded
+from jobservice.reports.run_report import RunReport
+from jobservice.wiring import Services
 from tests.conftest import SAMPLES
 
 

@@ -18,12 +18,12 @@ import pytest
 import redis
 from sqlalchemy import func, select
 
-from jobservice.batches.control import tick
 from jobservice.batches.plan import plan_batch
+from jobservice.batches.schedule import tick
 from jobservice.batches.service import cancel_batch, create_batch
 from jobservice.batches.spec import parse_spec
-from jobservice.models import Batch, Job, utcnow
-from jobservice.queueing import KOMBU_SEP
+from jobservice.broker import KOMBU_SEP
+from jobservice.db.tables import Batch, Job, utcnow
 from tests.batches.helpers import a2v_case, batch_jobs, finish_jobs, spec, steady, t2v_case
 
 pytestmark = pytest.mark.integration
@@ -279,8 +279,8 @@ def test_cancel_then_resume_runs_only_what_did_not_finish(bclient: Any, bservice
 
 @pytest.mark.postgres
 def test_batches_on_postgres(pg_url: str, clean_redis: str, root: Path, tmp_path: Path) -> None:
-    from jobservice.app import create_app
-    from jobservice.services import build_services
+    from jobservice.http.app import create_app
+    from jobservice.wiring import build_services
     from tests.conftest import make_settings
 
     services = build_services(

@@ -20,7 +20,7 @@ import yaml
 from celery.schedules import crontab
 from sqlalchemy import select
 
-from jobservice.batches.control import (
+from jobservice.batches.schedule import (
     beat_schedule,
     cron_schedule,
     last_fire_time,
@@ -29,7 +29,7 @@ from jobservice.batches.control import (
     schedule_slot,
     scheduled_key,
 )
-from jobservice.models import Batch
+from jobservice.db.tables import Batch
 from jobservice.settings import Settings
 from tests.batches.conftest import build_batch_stack
 from tests.conftest import ROOT

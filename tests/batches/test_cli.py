@@ -12,12 +12,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from jobservice.batches.control import tick
 from jobservice.batches.plan import plan_batch
+from jobservice.batches.schedule import tick
 from jobservice.batches.service import create_batch
 from jobservice.batches.spec import parse_spec
 from jobservice.cli.main import cli
-from jobservice.models import Batch
+from jobservice.db.tables import Batch
 from tests.batches.helpers import batch_jobs, finish_jobs, spec, steady, t2v_case
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ from typing import Any
 from jobservice.batches.compare import compare_results, has_regression, thresholds_for
 from jobservice.batches.finalize import judge
 from jobservice.batches.render import render_comparison_text
-from jobservice.models import Batch
+from jobservice.db.tables import Batch
 
 SPEC = {
     "thresholds": {"relative": 0.03, "k": 3},

@@ -26,7 +26,7 @@ from jobservice.batches.finalize import refresh_batch
 from jobservice.batches.plan import plan_batch
 from jobservice.batches.service import create_batch, resume_batch
 from jobservice.batches.spec import load_spec_file, parse_spec
-from jobservice.models import Batch, Job
+from jobservice.db.tables import Batch, Job
 from tests.batches.helpers import batch_jobs
 from tests.conftest import ROOT
 from tests.integration.conftest import Stack

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobservice import buildinfo
 from jobservice.batches.environment import environment_changes
+from jobservice.reports import buildinfo
 
 
 @pytest.fixture

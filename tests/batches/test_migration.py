@@ -10,8 +10,8 @@ import pytest
 from alembic import command
 from sqlalchemy import inspect
 
-from jobservice.db import build_engine
-from jobservice.migrate import alembic_config, heads, upgrade
+from jobservice.db.engine import build_engine
+from jobservice.db.migrate import alembic_config, heads, upgrade
 
 
 def test_one_head() -> None:

@@ -16,9 +16,9 @@ from jobservice.batches.compare import compare_results
 from jobservice.batches.finalize import case_results, judge
 from jobservice.batches.metrics import RunFacts, run_facts
 from jobservice.batches.render import TABLE_METRICS, render_comparison_text, render_csv, render_markdown
-from jobservice.models import Batch
-from jobservice.report import model_residency_of, residency_for
-from workers.adapters.flashhead import record_chunk_costs
+from jobservice.db.tables import Batch
+from jobservice.reports.run_report import model_residency_of, residency_for
+from workers.adapters.soulx.flashhead import record_chunk_costs
 
 SPEC = {"metrics": [{"name": n} for n in ("generate_ms", "render_fps", "rtf", "ttff_ms", "cold_start_ms")]}
 CASE = {"name": "head", "model": "soulx-flashhead-1.3b", "digest": "d", "repeat": 3}

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobservice.models import Batch
+from jobservice.db.tables import Batch
 from tests.batches.conftest import build_batch_stack
 from tests.batches.test_e2e import batch_id_of, cli, wait_batch
 from tests.integration.conftest import Stack

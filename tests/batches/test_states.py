@@ -20,7 +20,7 @@ from jobservice.batches.states import (
     reopen,
     still_creating,
 )
-from jobservice.models import Batch
+from jobservice.db.tables import Batch
 
 pytestmark = pytest.mark.integration
 

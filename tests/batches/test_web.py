@@ -68,7 +68,7 @@ def test_report_page_lists_regressions_first_with_trends(bclient: Any, bservices
 def test_batch_pages_answer_errors_as_pages_with_the_security_headers(
     bclient: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import jobservice.batches.web as pages
+    import jobservice.http.web.batches as pages
 
     def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("the database went away")

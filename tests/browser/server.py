@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 from werkzeug.serving import make_server
 
-from jobservice.app import create_app
-from jobservice.services import Services
+from jobservice.http.app import create_app
+from jobservice.wiring import Services
 
 
 @contextmanager

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 import redis
 
-from jobservice.app import create_app
 from jobservice.cli.embedded import exported, redis_binary
-from jobservice.jobs import events_of, get_job
-from jobservice.migrate import upgrade
-from jobservice.models import Job, JobEvent
-from jobservice.services import Services, build_services
+from jobservice.db.migrate import upgrade
+from jobservice.db.tables import Job, JobEvent
+from jobservice.http.app import create_app
+from jobservice.jobs.transitions import events_of, get_job
+from jobservice.wiring import Services, build_services
 from tests.conftest import ROOT, make_settings
 
 

@@ -15,7 +15,7 @@ import psutil
 import pytest
 import requests
 
-from jobservice.probe import probe_media
+from jobservice.media.probe import probe_media
 from tests.conftest import ROOT, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -1,5 +1,5 @@
 """SoulX-FlashTalk on upstream's own code, as a new user would run it: a REAL worker process, the
-REAL resident script (workers/adapters/flashtalk_resident.py) and a fake ``flash_talk`` package
+REAL resident script (workers/adapters/soulx/flashtalk_resident.py) and a fake ``flash_talk`` package
 that follows upstream's signatures and return shapes (tests/standins/fake_flash_talk), in both
 of upstream's variants (issue 15):
 

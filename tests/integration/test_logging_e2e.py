@@ -24,7 +24,7 @@ def test_json_worker_log_names_the_job_on_its_lines(tmp_path: Path) -> None:
         assert lines, worker.log_text()[-2000:]
         assert all({"ts", "level", "logger", "message"} <= set(line) for line in lines)
         mine = [line for line in lines if line.get("job_id") == job_id]
-        assert any(line["logger"] == "workers.pipeline" and "claimed" in line["message"] for line in mine)
+        assert any(line["logger"] == "workers.run.pipeline" and "claimed" in line["message"] for line in mine)
         assert any("succeeded" in line["message"] for line in mine), mine
         assert all(line["attempt"] == 1 for line in mine)
     finally:

@@ -1,4 +1,4 @@
-"""Children of the worker (workers/adapters/child.py) and the resident client's protocol."""
+"""Children of the worker (workers/adapters/processes/child.py) and the resident client's protocol."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.standins.deploy import ROOT, STANDINS
-from workers.adapters.child import ChildStartError
-from workers.adapters.resident_client import ResidentWorker
+from workers.adapters.processes.child import ChildStartError
+from workers.adapters.processes.resident_client import ResidentWorker
 
 
 def _alive(pid: int) -> bool:
@@ -45,7 +45,7 @@ def test_a_child_does_not_outlive_its_sigkilled_worker(tmp_path: Path) -> None:
         f"""
         import os, sys, time
         from pathlib import Path
-        from workers.adapters.child import ChildProcess
+        from workers.adapters.processes.child import ChildProcess
 
         child = ChildProcess(
             [sys.executable, "-c", "import time; time.sleep(120)"],

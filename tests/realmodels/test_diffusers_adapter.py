@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from jobservice.backends.diffusers import DiffusersWanParams
-from jobservice.placement import parse_devices
+from jobservice.fleet.placement import parse_devices
 from tests.realmodels.conftest import RecordingContext, deployed_spec
 from tests.standins.deploy import ROOT
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs
-from workers.adapters.memory import CardMemory
+from workers.adapters.processes.memory import CardMemory
 
 
 @pytest.fixture(scope="session")

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from jobservice.placement import parse_devices
+from jobservice.fleet.placement import parse_devices
 from tests.realmodels.conftest import RecordingContext, deployed_spec, fh_params
 from tests.standins.deploy import flashhead_checkout
 from workers.adapters.base import AdapterError, JobCanceled
-from workers.adapters.flashhead import FlashHeadAdapter
-from workers.adapters.memory import CardMemory
+from workers.adapters.processes.memory import CardMemory
+from workers.adapters.soulx.flashhead import FlashHeadAdapter
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from jobservice.backends.flashtalk import FlashTalkParams
-from jobservice.placement import parse_devices
+from jobservice.fleet.placement import parse_devices
 from tests.realmodels.conftest import RecordingContext, deployed_spec
 from tests.standins.deploy import flashtalk_checkout
 from workers.adapters.base import AdapterError, JobCanceled
-from workers.adapters.flashtalk import FlashTalkAdapter
-from workers.adapters.memory import CardMemory
+from workers.adapters.processes.memory import CardMemory
+from workers.adapters.soulx.flashtalk import FlashTalkAdapter
 
 
 def ft_params(**overrides: Any) -> dict[str, Any]:

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from jobservice.backends.flashtalk import FlashTalkParams
-from jobservice.placement import parse_devices
+from jobservice.fleet.placement import parse_devices
 from tests.realmodels.conftest import ROOT, RecordingContext, deployed_spec
 from tests.standins.deploy import FakeCheckout, flashtalk_upstream_checkout
 from workers.adapters.base import AdapterError, JobInputs
-from workers.adapters.flashtalk import FlashTalkAdapter
+from workers.adapters.soulx.flashtalk import FlashTalkAdapter
 
 pytestmark = pytest.mark.slow
 SECONDS = 13.24  # the jobs: 331 frames at 25 fps, 12 chunks of 28 new frames

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from jobservice.placement import parse_devices
+from jobservice.fleet.placement import parse_devices
 from tests.standins.deploy import ROOT
 from workers.adapters.base import AdapterError
-from workers.adapters.memory import CardMemory, check_budget, is_out_of_memory
+from workers.adapters.processes.memory import CardMemory, check_budget, is_out_of_memory
 
 # The users' npu-smi output (seeds/004): eight 910B3 cards, HBM used / total in MB.
 NPU_SMI = """\
@@ -94,8 +94,8 @@ def test_free_memory_from_npu_smi_for_the_groups_physical_cards(tmp_path: Path) 
     fake.chmod(0o755)
     code = (
         "import json\n"
-        "from jobservice.placement import parse_devices\n"
-        "from workers.adapters.memory import read_with_smi\n"
+        "from jobservice.fleet.placement import parse_devices\n"
+        "from workers.adapters.processes.memory import read_with_smi\n"
         "cards = read_with_smi(parse_devices('npu:1,7'))\n"
         "print(json.dumps([[c.index, c.free_mb, c.total_mb] for c in cards]))\n"
     )

@@ -17,14 +17,14 @@ import pytest
 from pydantic import ValidationError
 
 from jobservice.backends.omnirt import OmniRTAudioParams, OmniRTTextParams
-from jobservice.placement import parse_devices
+from jobservice.fleet.placement import parse_devices
 from tests.realmodels.conftest import RecordingContext, deployed_spec
 from tests.standins.common import read_records
 from tests.standins.deploy import ROOT, STANDINS, flashhead_checkout
 from tests.standins.omnirt_real import OmniRTServe, ensure_venv
 from workers.adapters.base import AdapterError
-from workers.adapters.omnirt import OmniRTAdapter
-from workers.adapters.omnirt_request import public_report
+from workers.adapters.omnirt.adapter import OmniRTAdapter
+from workers.adapters.omnirt.request import public_report
 
 MODEL = "soulx-flashhead-1.3b"
 FAKE_PATH = f"{STANDINS / 'omnirt_pkg'}:{ROOT}"

@@ -11,11 +11,11 @@ import pytest
 import redis as redis_lib
 
 from jobservice.backends.vllm_omni import VllmWanParams
-from jobservice.placement import parse_devices
+from jobservice.fleet.placement import parse_devices
 from tests.realmodels.conftest import RecordingContext, deployed_spec
 from tests.standins.servers import FakeVllmOmni
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs
-from workers.adapters.instance_pool import InstancePool
+from workers.adapters.processes.instance_pool import InstancePool
 from workers.adapters.vllm_omni import VllmOmniAdapter
 
 MODEL = "Wan2.1-T2V-1.3B-Diffusers"

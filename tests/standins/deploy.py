@@ -138,7 +138,7 @@ def flashtalk_upstream_checkout(
     yaml_path.write_text(yaml.safe_dump({**yaml.safe_load(yaml_path.read_text()), **infer_params}))
     variant = {"frames": frames, "reads_env": reads_env}
     (package / "configs" / "standin_variant.json").write_text(json.dumps(variant))
-    checkout.extra["resident_script"] = str(ROOT / "workers" / "adapters" / "flashtalk_resident.py")
+    checkout.extra["resident_script"] = str(ROOT / "workers" / "adapters" / "soulx" / "flashtalk_resident.py")
     checkout.extra["pythonpath"] = [str(STANDINS / "checkout_site")]  # its librosa
     return checkout
 

@@ -1,5 +1,5 @@
 """Stand-in for the FlashTalk resident worker: the same command line and protocol as
-workers/adapters/flashtalk_resident.py, with frames from a moving pattern instead of the model.
+workers/adapters/soulx/flashtalk_resident.py, with frames from a moving pattern instead of the model.
 It exists for the failure paths (crash, hang, OOM, slow answers); the resident script itself runs
 against a fake upstream ``flash_talk`` package in tests/realmodels/test_flashtalk_upstream.py.
 

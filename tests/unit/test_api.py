@@ -13,9 +13,9 @@ import pytest
 import redis
 from PIL import Image
 
-from jobservice.jobs import get_job
-from jobservice.models import Job, JobStatus
-from jobservice.queueing import BrokerInspector
+from jobservice.broker import BrokerInspector
+from jobservice.db.tables import Job, JobStatus
+from jobservice.jobs.transitions import get_job
 
 pytestmark = pytest.mark.integration
 
@@ -251,8 +251,8 @@ def test_bad_uploads_are_refused_and_leave_nothing(
 def test_oversized_upload_is_refused_while_streaming(
     tmp_path: Path, clean_redis: str, portrait: Path
 ) -> None:
-    from jobservice.app import create_app
-    from jobservice.migrate import upgrade
+    from jobservice.db.migrate import upgrade
+    from jobservice.http.app import create_app
     from tests.conftest import make_settings
 
     settings = make_settings(tmp_path / "var", broker_url=clean_redis, max_request_mb=2, max_image_mb=1)
@@ -322,9 +322,9 @@ def test_idempotency_key_replays_and_conflicts(client: Any, services: Any) -> No
 
 
 def test_broker_down_still_accepts_and_remembers_to_send(tmp_path: Path, clean_redis: str) -> None:
-    from jobservice.app import create_app
-    from jobservice.migrate import upgrade
-    from jobservice.services import build_services
+    from jobservice.db.migrate import upgrade
+    from jobservice.http.app import create_app
+    from jobservice.wiring import build_services
     from tests.conftest import make_settings
 
     settings = make_settings(
@@ -380,8 +380,8 @@ def test_api_process_never_imports_torch(tmp_path: Path, clean_redis: str) -> No
 
     code = (
         "import sys, io\n"
-        "from jobservice.app import create_app\n"
-        "from jobservice.migrate import upgrade\n"
+        "from jobservice.http.app import create_app\n"
+        "from jobservice.db.migrate import upgrade\n"
         "from tests.conftest import make_settings\n"
         f"s = make_settings(__import__('pathlib').Path({str(tmp_path)!r}), broker_url={clean_redis!r})\n"
         "upgrade(s.resolved_database_url())\n"

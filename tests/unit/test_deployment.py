@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from jobservice.backends.deployment import DeploymentError, build_catalog, load_deployment
-from jobservice.placement import parse_devices, servable_models
-from jobservice.submit import validate_params
+from jobservice.fleet.placement import parse_devices, servable_models
+from jobservice.jobs.submit import validate_params
 from tests.conftest import ROOT
 
 ASCEND = ROOT / "deploy" / "ascend-910b-8card.yaml"
@@ -254,7 +254,7 @@ def test_missing_file_and_bad_syntax(tmp_path: Path) -> None:
 def test_the_api_process_never_imports_torch_with_a_deployment() -> None:
     code = (
         "import sys\n"
-        "from jobservice.app import create_app\n"
+        "from jobservice.http.app import create_app\n"
         "from jobservice.settings import Settings\n"
         f"app = create_app(Settings(_env_file=None, var_dir='/tmp/jobservice-notorch', deployment_file={str(CUDA)!r}))\n"
         "assert app.test_client().get('/models').status_code == 200\n"

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobservice.app import create_app
 from jobservice.cli.launch import worker_plan
-from jobservice.migrate import upgrade
-from jobservice.placement import parse_devices
-from jobservice.services import build_services
-from jobservice.workers_registry import announce_worker
+from jobservice.db.migrate import upgrade
+from jobservice.fleet.placement import parse_devices
+from jobservice.fleet.presence import announce_worker
+from jobservice.http.app import create_app
+from jobservice.wiring import build_services
 from tests.conftest import ROOT, make_settings
 
 pytestmark = pytest.mark.integration

@@ -1,11 +1,11 @@
 """What a FlashTalk checkout runs with against what a job asked for, and which frames of a chunk
-are new (workers/adapters/flashtalk_checkout.py, flashtalk_resident.new_frames_of)."""
+are new (workers/adapters/soulx/flashtalk_checkout.py, flashtalk_resident.new_frames_of)."""
 
 from __future__ import annotations
 
 from jobservice.backends.flashtalk import FlashTalkParams
-from workers.adapters.flashtalk_checkout import effective_key, not_honoured, requested, warning
-from workers.adapters.flashtalk_resident import new_frames_of
+from workers.adapters.soulx.flashtalk_checkout import effective_key, not_honoured, requested, warning
+from workers.adapters.soulx.flashtalk_resident import new_frames_of
 
 
 def test_the_frames_kept_follow_the_count_run_pipeline_returned() -> None:

@@ -11,7 +11,7 @@ from jobservice.logs import JobContextFilter, JsonFormatter, current_job, job_lo
 
 
 def _record(message: str = "hello") -> logging.LogRecord:
-    record = logging.LogRecord("workers.pipeline", logging.INFO, __file__, 1, message, None, None)
+    record = logging.LogRecord("workers.run.pipeline", logging.INFO, __file__, 1, message, None, None)
     JobContextFilter().filter(record)
     return record
 
@@ -33,7 +33,7 @@ def test_inside_a_job_every_line_and_every_thread_names_it() -> None:
         thread.join()
     assert "[job 0b5d attempt 2]: claimed" in text
     assert payload["job_id"] == "0b5d" and payload["attempt"] == 2 and payload["message"] == "claimed"
-    assert payload["level"] == "INFO" and payload["logger"] == "workers.pipeline"
+    assert payload["level"] == "INFO" and payload["logger"] == "workers.run.pipeline"
     assert seen == [("0b5d", 2)]
     assert current_job() is None, "the context ends with the block"
 

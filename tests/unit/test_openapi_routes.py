@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jobservice.api.openapi import build_openapi
+from jobservice.http.api.openapi import build_openapi
 
 # Pages and their files are for browsers, not API clients.
 UNDOCUMENTED = re.compile(r"^/$|^/ui(/|$)|^/static/")

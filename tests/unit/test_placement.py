@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobservice.backends.deployment import default_catalog
-from jobservice.placement import DeviceSpecError, parse_devices, pinning_env, servable_models
+from jobservice.fleet.placement import DeviceSpecError, parse_devices, pinning_env, servable_models
 
 
 @pytest.mark.parametrize(

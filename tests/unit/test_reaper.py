@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from jobservice.db import Database
-from jobservice.jobs import Owner, claim_job, get_job, request_cancel
-from jobservice.migrate import upgrade
-from jobservice.models import Job, JobStatus, utcnow
-from jobservice.reaper import reap
+from jobservice.db.engine import Database
+from jobservice.db.migrate import upgrade
+from jobservice.db.tables import Job, JobStatus, utcnow
+from jobservice.jobs.reaper import reap
+from jobservice.jobs.transitions import Owner, claim_job, get_job, request_cancel
 from tests.unit.test_state_machine import new_job
 
 
@@ -156,7 +156,7 @@ def test_owner_identity_matters(db: Database) -> None:
 
 def test_cancel_racing_a_requeue_still_cancels(db: Database) -> None:
     """A cancel that lands while the reaper requeues must not leave the job queued forever."""
-    from jobservice.jobs import InvalidTransition, requeue_job
+    from jobservice.jobs.transitions import InvalidTransition, requeue_job
 
     job_id = running(db)
     expire(db, job_id)

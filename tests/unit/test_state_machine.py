@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from sqlalchemy import update
 
-from jobservice.db import Database
-from jobservice.jobs import (
+from jobservice.db.engine import Database
+from jobservice.db.migrate import upgrade
+from jobservice.db.tables import Job, JobStatus, utcnow
+from jobservice.jobs.transitions import (
     ALLOWED,
     InvalidTransition,
     LeaseLost,
@@ -32,8 +34,6 @@ from jobservice.jobs import (
     requeue_job,
     transition_allowed,
 )
-from jobservice.migrate import upgrade
-from jobservice.models import Job, JobStatus, utcnow
 
 
 def new_job(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from jobservice.catalog import ValidationPolicy
-from jobservice.report import Segment
-from workers.validation.detect import (
+from jobservice.reports.run_report import Segment
+from workers.media.detect import (
     detector_filter,
     error_lines,
     freeze_beyond_black,

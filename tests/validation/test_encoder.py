@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from jobservice.catalog import ValidationPolicy
-from jobservice.probe import probe_media
+from jobservice.media.probe import probe_media
 from tests.validation.conftest import moving_frames
 from workers.media import EncoderError, StreamingEncoder
 from workers.validation import Expectation, validate_streamed

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jobservice.catalog import ValidationPolicy
-from jobservice.report import Check, Validation
+from jobservice.reports.run_report import Check, Validation
 from workers.validation import Expectation, validate_file
 
 FRAME = 0.04  # one frame at 25 fps

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobservice.probe import (
+from jobservice.media.probe import (
     MediaToolMissing,
     ProbeError,
     ffmpeg_path,

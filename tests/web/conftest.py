@@ -12,10 +12,10 @@ import pytest
 from werkzeug.datastructures import FileStorage, MultiDict
 from werkzeug.test import encode_multipart
 
-from jobservice.jobs import Owner, claim_job, get_job, mark_failed, mark_succeeded
-from jobservice.models import Job
-from jobservice.report import Check, ProbeFacts, RunReport, Segment, StreamFacts, Validation
-from jobservice.services import Services
+from jobservice.db.tables import Job
+from jobservice.jobs.transitions import Owner, claim_job, get_job, mark_failed, mark_succeeded
+from jobservice.reports.run_report import Check, ProbeFacts, RunReport, Segment, StreamFacts, Validation
+from jobservice.wiring import Services
 
 TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from jobservice.models import Job
-from jobservice.workers_registry import announce_worker
+from jobservice.db.tables import Job
+from jobservice.fleet.presence import announce_worker
 from tests.web.conftest import Browser, load
 
 pytestmark = pytest.mark.integration
@@ -180,8 +180,8 @@ def test_text2video_errors_are_escaped_and_model_errors_tied_to_field(browser: B
 
 
 def test_oversized_upload_comes_back_as_the_form(tmp_path: Path, clean_redis: str) -> None:
-    from jobservice.app import create_app
-    from jobservice.migrate import upgrade
+    from jobservice.db.migrate import upgrade
+    from jobservice.http.app import create_app
     from tests.conftest import make_settings
 
     settings = make_settings(tmp_path / "var", broker_url=clean_redis, max_request_mb=1)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from jobservice.models import JobStatus
-from jobservice.report import Segment
-from jobservice.submit import resubmit_job
+from jobservice.db.tables import JobStatus
+from jobservice.jobs.submit import resubmit_job
+from jobservice.reports.run_report import Segment
 from tests.conftest import ffmpeg
 from tests.web.conftest import Browser, finish_job, load
 

@@ -11,9 +11,9 @@ from sqlalchemy import func, select
 from werkzeug.datastructures import MultiDict
 from werkzeug.test import encode_multipart
 
-from jobservice.models import Job
-from jobservice.services import Services
+from jobservice.db.tables import Job
 from jobservice.storage import StoreUnavailable
+from jobservice.wiring import Services
 from tests.web.conftest import Browser
 
 

@@ -10,12 +10,12 @@ from pydantic import Field, SecretStr
 
 from jobservice.backends.reference import REFERENCE_T2V, REFERENCE_TALKING_HEAD
 from jobservice.catalog import ModelParams, ModelSpec
-from jobservice.report import Segment
+from jobservice.http.web.charts import format_ms, format_value, stage_bar, timeline
+from jobservice.http.web.forms import param_fields
+from jobservice.http.web.security import content_security_policy, session_secret
+from jobservice.http.web.wording import failure_text, queue_text, stage_text
+from jobservice.reports.run_report import Segment
 from jobservice.settings import Settings
-from jobservice.web.charts import format_ms, format_value, stage_bar, timeline
-from jobservice.web.forms import param_fields
-from jobservice.web.security import content_security_policy, session_secret
-from jobservice.web.wording import failure_text, queue_text, stage_text
 
 
 def test_timeline_positions_segments_and_ticks() -> None:

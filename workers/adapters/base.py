@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from jobservice.placement import DeviceContext
-from jobservice.report import ChunkTelemetry
+from jobservice.fleet.placement import DeviceContext
+from jobservice.reports.run_report import ChunkTelemetry
 
 __all__ = [
     "Adapter",

@@ -30,7 +30,7 @@ from workers.adapters.base import (
     VideoFormat,
 )
 from workers.adapters.entries import deployment_entry
-from workers.adapters.memory import (
+from workers.adapters.processes.memory import (
     MemoryReader,
     check_budget,
     is_out_of_memory,

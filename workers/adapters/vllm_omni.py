@@ -5,7 +5,7 @@ The server's contract (reference/seed-systems.md 4): multipart form fields on ``
 /v1/videos/{id}/content``; ``DELETE`` cancels) or ``POST /v1/videos/sync`` (the MP4 itself, with
 ``X-Inference-Time-S``, ``X-Stage-Durations`` and ``X-Peak-Memory-MB``; 504 after 600 s). Each
 instance runs one request at a time, so a job first takes an idle instance from the pool
-(workers/adapters/instance_pool.py). The client keeps its own deadline (the job's timeout): a
+(workers/adapters/processes/instance_pool.py). The client keeps its own deadline (the job's timeout): a
 server that swallows an out-of-memory error and stays ``in_progress`` forever (vllm-omni #2327)
 cannot hold a worker. A two-card CFG-parallel instance is one card group: its worker is
 launched on those cards and its entry (or its group's override) names that instance.
@@ -32,11 +32,11 @@ from workers.adapters.base import (
     RunOutput,
     VideoFormat,
 )
-from workers.adapters.child import append_line, run_abandonable
 from workers.adapters.entries import deployment_entry
-from workers.adapters.http_client import call, download, error_for, make_session
-from workers.adapters.instance_pool import InstancePool, Lease
-from workers.adapters.memory import is_out_of_memory
+from workers.adapters.processes.child import append_line, run_abandonable
+from workers.adapters.processes.http_client import call, download, error_for, make_session
+from workers.adapters.processes.instance_pool import InstancePool, Lease
+from workers.adapters.processes.memory import is_out_of_memory
 
 SYNC_TIMEOUT = 660.0  # the server's own limit is 600 s (then 504); a little more for the transfer
 FORM_FIELDS = (
@@ -90,7 +90,7 @@ class VllmOmniAdapter(Adapter):
         entry, runtime = deployment_entry("wan2.1-t2v-1.3b", params, VllmOmniEntry)
         redis = self._redis
         if redis is None and runtime.get("broker_url"):
-            from jobservice.queueing import redis_client
+            from jobservice.broker import redis_client
 
             redis = redis_client(runtime["broker_url"])
         return VllmHandle(

@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 
 from jobservice.catalog import ValidationPolicy
-from jobservice.probe import ProbeError, ffmpeg_path, probe_media
-from jobservice.report import ProbeFacts, Segment
+from jobservice.media.probe import ProbeError, ffmpeg_path, probe_media
+from jobservice.reports.run_report import ProbeFacts, Segment
 from workers.media.commands import decoder_argv, encoder_argv
+from workers.media.detect import error_lines, parse_detections, parse_progress_frames
 from workers.media.fastprobe import PrestartedProbe
 from workers.media.procs import PipeReader, kill_and_reap, wait_with_rusage
-from workers.validation.detect import error_lines, parse_detections, parse_progress_frames
 
 _LOG_TAIL = 16384
 _DETECTOR_LOG = 4 * 2**20

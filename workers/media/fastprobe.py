@@ -15,8 +15,8 @@ import subprocess
 import threading
 from pathlib import Path
 
-from jobservice.probe import ProbeError, ffmpeg_path, parse_probe_json
-from jobservice.report import ProbeFacts
+from jobservice.media.probe import ProbeError, ffmpeg_path, parse_probe_json
+from jobservice.reports.run_report import ProbeFacts
 from workers.media.procs import PipeReader, kill_and_reap
 
 

@@ -1,7 +1,7 @@
 """The output gate: ffprobe facts plus one black/freeze decode pass, judged against a policy."""
 
+from workers.media.detect import Detections, detector_filter, parse_detections
 from workers.validation.checks import Expectation
-from workers.validation.detect import Detections, detector_filter, parse_detections
 from workers.validation.gate import validate_file, validate_streamed
 
 __all__ = [

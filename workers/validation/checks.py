@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobservice.catalog import ValidationPolicy
-from jobservice.report import Check, ProbeFacts, Segment, StreamFacts
-from workers.validation.detect import freeze_beyond_black, total_seconds
+from jobservice.reports.run_report import Check, ProbeFacts, Segment, StreamFacts
+from workers.media.detect import freeze_beyond_black, total_seconds
 
 STREAMED_CODECS = ("h264",)
 FILE_CODECS = ("h264", "hevc", "vp9", "av1")

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from jobservice.catalog import ValidationPolicy
-from jobservice.probe import ProbeError, ffmpeg_path, probe_media
-from jobservice.report import ProbeFacts, Validation
+from jobservice.media.probe import ProbeError, ffmpeg_path, probe_media
+from jobservice.reports.run_report import ProbeFacts, Validation
+from workers.media.detect import detector_filter, error_lines, parse_detections, parse_progress_frames
 from workers.media.procs import PipeReader, kill_and_reap, wait_with_rusage
 from workers.validation.checks import FILE_CODECS, STREAMED_CODECS, Expectation, Findings, build_checks
-from workers.validation.detect import detector_filter, error_lines, parse_detections, parse_progress_frames
 
 if TYPE_CHECKING:  # at runtime workers.media imports this package, not the other way round
     from workers.media.encoder import EncodeResult

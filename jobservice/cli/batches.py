@@ -1,0 +1,354 @@
+"""``jobservice batch ...``: run a spec, follow it with a progress bar, report, compare, pin.
+
+These commands work on the service's database, object store and broker directly (like
+``jobservice reap``), configured by the same ``JOBSERVICE_*`` settings as the service, so local
+input paths are read on this machine. Next to a running ``jobservice up`` they find its Redis
+under ``var/redis`` by themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from sqlalchemy.exc import OperationalError
+
+from jobservice.batches.states import BatchStatus
+from jobservice.errors import Conflict, DomainError
+from jobservice.settings import Settings
+from jobservice.storage import StoreUnavailable
+from jobservice.wiring import Services, build_services
+
+GOOD = ("passed", "no_baseline")
+
+
+def cli_services() -> Services:
+    """Services from the environment; uses the embedded stack's Redis when no broker is configured."""
+    settings = Settings()
+    sock = settings.var_dir / "redis" / "redis.sock"
+    if "broker_url" not in settings.model_fields_set and sock.exists():
+        settings = settings.model_copy(update={"broker_url": f"redis+socket://{sock.resolve()}"})
+    return build_services(settings)
+
+
+@contextmanager
+def clear_errors() -> Iterator[None]:
+    """Turn service refusals into one-line CLI errors (exit 1) instead of tracebacks."""
+    from jobservice.batches.spec import SpecError
+
+    try:
+        yield
+    except SpecError as exc:
+        lines = [exc.message] + [f"  {d['field']}: {d['message']}" for d in exc.details[1:]]
+        raise click.ClickException("\n".join(lines)) from None
+    except DomainError as exc:
+        raise click.ClickException(f"{exc.code}: {exc.message}") from None
+    except StoreUnavailable as exc:
+        raise click.ClickException(f"storage_unavailable: The object store is unavailable: {exc}") from None
+    except OperationalError as exc:
+        hint = " (run `jobservice db upgrade`)" if "no such table" in str(exc.orig) else ""
+        raise click.ClickException(f"the jobs database is unavailable: {exc.orig}{hint}") from None
+
+
+@click.group("batch")
+def batch_group() -> None:
+    """Nightly regression batches: run a spec, compare with a baseline, report."""
+
+
+@batch_group.command("run")
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--wait/--no-wait", default=False, help="Follow the batch with a progress bar until it ends.")
+@click.option("--timeout", default=6 * 3600.0, show_default=True, help="Seconds --wait waits.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
+def run(spec: Path, wait: bool, timeout: float, as_json: bool) -> None:
+    """Create a batch from the SPEC file and queue its jobs (below interactive jobs)."""
+    from jobservice.batches.plan import plan_batch
+    from jobservice.batches.service import create_batch
+    from jobservice.batches.spec import load_spec_file
+
+    services = cli_services()
+    with clear_errors():
+        loaded = load_spec_file(spec)
+        with plan_batch(services, loaded) as plan:
+            _warn_unserved(services, {case.model for case in plan.cases})
+            try:
+                batch, _ = create_batch(
+                    services,
+                    plan,
+                    source="cli",
+                    on_recorded=lambda b: click.echo(
+                        f"batch {b.id} ({b.name}): queueing {b.total_jobs} jobs "
+                        f"(if interrupted: jobservice batch resume {b.id})",
+                        err=True,
+                    ),
+                )
+            except KeyboardInterrupt:
+                click.echo("\ninterrupted while queueing: `jobservice batch resume <id>` continues", err=True)
+                sys.exit(130)
+    _finish(services, batch.id, wait=wait, timeout=timeout, as_json=as_json)
+
+
+def _warn_unserved(services: Services, models: set[str]) -> None:
+    """Say so when no worker serves a model of the spec: its jobs would wait until one starts."""
+    from jobservice.fleet.presence import online_workers
+
+    with services.db.session() as session:
+        workers = online_workers(
+            session, stale_after_seconds=max(15.0, services.settings.reap_interval_seconds * 3)
+        )
+        served = {m for w in workers for m in w.models or []}
+    for model in sorted(models - served):
+        click.echo(f"warning: no worker is online for {model}; its jobs wait until one starts", err=True)
+
+
+@batch_group.command("resume")
+@click.argument("batch_id")
+@click.option("--wait/--no-wait", default=False)
+@click.option("--timeout", default=6 * 3600.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def resume(batch_id: str, wait: bool, timeout: float, as_json: bool) -> None:
+    """Queue what an interrupted batch has not run yet; finished cases are not run again."""
+    from jobservice.batches.service import parse_batch_id, resume_batch
+
+    services = cli_services()
+    with clear_errors():
+        batch = resume_batch(services, parse_batch_id(batch_id))
+    _finish(services, batch.id, wait=wait, timeout=timeout, as_json=as_json)
+
+
+@batch_group.command("status")
+@click.argument("batch_id")
+@click.option("--wait/--no-wait", default=False)
+@click.option("--timeout", default=6 * 3600.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def status(batch_id: str, wait: bool, timeout: float, as_json: bool) -> None:
+    """Show a batch's progress (or wait for it) and, once finished, its verdicts."""
+    from jobservice.batches.service import parse_batch_id
+
+    services = cli_services()
+    with clear_errors():
+        _finish(services, parse_batch_id(batch_id), wait=wait, timeout=timeout, as_json=as_json)
+
+
+@batch_group.command("list")
+@click.option("--name", default=None, help="Only runs of this spec.")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
+def list_command(name: str | None, limit: int) -> None:
+    """Batches, newest first."""
+    from jobservice.batches.schemas import list_batches
+
+    services = cli_services()
+    with clear_errors(), services.db.session() as session:
+        rows = list_batches(session, name=name, limit=limit)
+    for b in rows:
+        pin = " pinned" if b.pinned else ""
+        click.echo(
+            f"{b.id}  {b.created_at:%Y-%m-%d %H:%M}  {b.name:<24} {b.status:<9} {b.verdict or '-'}{pin}"
+        )
+
+
+@batch_group.command("report")
+@click.argument("batch_id")
+@click.option("--format", "fmt", type=click.Choice(["md", "csv", "json"]), default="md", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def report(batch_id: str, fmt: str, output: Path | None) -> None:
+    """Print (or save) a finished batch's report: Markdown, CSV or JSON."""
+    from jobservice.batches.render import render_csv, render_json, render_markdown
+
+    services = cli_services()
+    with clear_errors():
+        batch = _finished(services, batch_id)
+    renderers: dict[str, Callable[[Any], str]] = {
+        "md": render_markdown,
+        "csv": render_csv,
+        "json": render_json,
+    }
+    text = renderers[fmt](batch)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+
+
+@batch_group.command("compare")
+@click.argument("baseline")
+@click.argument("candidate")
+@click.option("-v", "--verbose", is_flag=True, help="Show every metric's medians, change and threshold.")
+@click.option("--json", "as_json", is_flag=True)
+def compare(baseline: str, candidate: str, verbose: bool, as_json: bool) -> None:
+    """Compare CANDIDATE with BASELINE; exits 1 if a case regressed or failed (for CI gates)."""
+    from jobservice.batches.compare import compare_results, has_regression
+    from jobservice.batches.render import render_comparison_text
+
+    services = cli_services()
+    with clear_errors():
+        old, new = _finished(services, baseline), _finished(services, candidate)
+    result = compare_results(old.results, new.results, spec=new.spec)
+    if as_json:
+        click.echo(json.dumps({**result, "baseline_id": str(old.id), "candidate_id": str(new.id)}, indent=2))
+    else:
+        click.echo(f"baseline  {old.id} ({old.name}, {old.created_at:%Y-%m-%d %H:%M})")
+        click.echo(f"candidate {new.id} ({new.name}, {new.created_at:%Y-%m-%d %H:%M})\n")
+        click.echo(render_comparison_text(result, verbose=verbose))
+    sys.exit(1 if has_regression(result) else 0)
+
+
+@batch_group.command("pin")
+@click.argument("batch_id")
+@click.option("--unpin", is_flag=True, help="Stop using it as the baseline.")
+def pin(batch_id: str, unpin: bool) -> None:
+    """Make a finished batch the baseline its spec's later runs are compared with."""
+    from jobservice.batches.service import parse_batch_id, pin_batch
+
+    services = cli_services()
+    with clear_errors():
+        batch = pin_batch(services, parse_batch_id(batch_id), pinned=not unpin)
+    click.echo(
+        f"batch {batch.id} ({batch.name}) is {'now' if batch.pinned else 'no longer'} the pinned baseline"
+    )
+
+
+@batch_group.command("cancel")
+@click.argument("batch_id")
+def cancel(batch_id: str) -> None:
+    """Cancel a batch's unfinished jobs (`jobservice batch resume` runs them later)."""
+    from jobservice.batches.service import cancel_batch, parse_batch_id
+
+    services = cli_services()
+    with clear_errors():
+        batch = cancel_batch(services, parse_batch_id(batch_id))
+    click.echo(f"batch {batch.id}: {batch.status}")
+
+
+def _finished(services: Services, raw_id: str) -> Any:
+    from jobservice.batches.finalize import refresh_batch
+    from jobservice.batches.service import parse_batch_id
+
+    batch = refresh_batch(services, parse_batch_id(raw_id))
+    if batch.status != BatchStatus.FINISHED:
+        raise Conflict("batch_not_finished", f"batch {batch.id} is {batch.status}; it has no report yet")
+    return batch
+
+
+def _finish(services: Services, batch_id: uuid.UUID, *, wait: bool, timeout: float, as_json: bool) -> None:
+    """Show (and with ``wait`` follow) a batch; exit non-zero if it ended badly."""
+    from jobservice.batches.finalize import refresh_batch
+    from jobservice.batches.schemas import batch_view
+
+    deadline = time.monotonic() + timeout
+    with clear_errors():
+        try:
+            while True:
+                batch = refresh_batch(services, batch_id)
+                with services.db.session() as session:
+                    view = batch_view(session, batch)
+                ended = BatchStatus(batch.status).is_ended
+                if not wait or ended:
+                    break
+                if time.monotonic() > deadline:
+                    raise click.ClickException(f"batch {batch_id} still {batch.status} after {timeout:.0f} s")
+                _draw(view.model_dump())
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            sys.stderr.write(
+                f"\nstopped watching; the batch goes on (jobservice batch status {batch_id} --wait)\n"
+            )
+            sys.exit(130)
+    if wait:
+        _draw(view.model_dump())
+        sys.stderr.write("\n")
+    click.echo(
+        json.dumps(view.model_dump(mode="json"), indent=2) if as_json else _describe(view.model_dump())
+    )
+    if ended and (batch.status != BatchStatus.FINISHED or batch.verdict not in GOOD):
+        sys.exit(1)
+
+
+def _draw(view: dict[str, Any]) -> None:
+    p = view["progress"]
+    width = 30
+    done = p["succeeded"] + p["failed"] + p["canceled"]
+    filled = int(width * p["fraction"])
+    line = (
+        f"\r{view['name'][:24]} [{'#' * filled}{'.' * (width - filled)}] {done}/{p['total']} done"
+        f" · {p['running']} running · {p['queued']} queued · {p['failed']} failed"
+    )
+    sys.stderr.write(f"{line:<100}")
+    sys.stderr.flush()
+
+
+def _describe(view: dict[str, Any]) -> str:
+    p = view["progress"]
+    lines = [
+        f"batch {view['id']} ({view['name']}): {view['status']}"
+        + (f", verdict {view['verdict']}" if view["verdict"] else ""),
+        f"  jobs: {p['succeeded']} succeeded, {p['failed']} failed, {p['canceled']} canceled, "
+        f"{p['running']} running, {p['queued']} queued of {p['total']}",
+    ]
+    if view["error"]:
+        lines.append(f"  error: {view['error']}")
+    if view["baseline_id"]:
+        lines.append(f"  baseline: {view['baseline_id']}")
+    for case in view["cases"]:
+        if case["verdict"]:
+            why = f": {'; '.join(case['reasons'])}" if case["reasons"] else ""
+            lines.append(f"  {case['verdict'].upper():<10} {case['name']}{why}")
+    for change in view["environment_changes"]:
+        lines.append(f"  changed since the baseline: {change}")
+    if view["links"].get("report"):
+        lines.append(f"  report: jobservice batch report {view['id']}  (or GET {view['links']['report']})")
+    return "\n".join(lines)
+
+
+@click.command("beat")
+@click.option("--loglevel", default="INFO", show_default=True)
+def beat_command(loglevel: str) -> None:
+    """Run the nightly schedules (JOBSERVICE_BATCH_SCHEDULES) and finish batches as they end."""
+    import os
+
+    from jobservice.batches.schedule import CONTROL_QUEUE, parse_schedules
+
+    settings = cli_services().settings
+    try:
+        entries = parse_schedules(settings.batch_schedules)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    for entry in entries:
+        when = entry.cron or f"every {entry.every_seconds:g} s"
+        click.echo(f"schedule {entry.key}: {entry.spec} at {when} ({settings.batch_timezone})", err=True)
+    if not entries:
+        click.echo("no JOBSERVICE_BATCH_SCHEDULES: only finishing and resuming batches", err=True)
+    folder = (settings.var_dir / "beat").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, JOBSERVICE_BROKER_URL=settings.broker_url)
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "jobservice.batches.beat_app",
+        "worker",
+        "--beat",
+        "--schedule",
+        str(folder / "schedule"),
+        "--pool",
+        "solo",
+        "--queues",
+        CONTROL_QUEUE,
+        "--hostname",
+        "control@%h",
+        "--loglevel",
+        loglevel,
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
+    os.execvpe(argv[0], argv, env)  # noqa: S606 - argv is fully ours

@@ -1,0 +1,240 @@
+"""Tables: jobs (the source of truth), job events (an audit trail of transitions), workers.
+
+Status columns change only through the transition functions in ``jobservice.jobs.transitions``.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Enum,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    Uuid,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class JobStatus(enum.StrEnum):
+    """Where a job is in its life. Finer detail lives in ``stage``."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once nothing more will happen to the job."""
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED})
+
+
+class Stage(enum.StrEnum):
+    """What a running job is doing right now."""
+
+    QUEUED = "queued"
+    FETCHING = "fetching"
+    LOADING = "loading"
+    GENERATING = "generating"
+    ENCODING = "encoding"
+    VALIDATING = "validating"
+    UPLOADING = "uploading"
+    DONE = "done"
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC (the only clock the tables use)."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that always comes back timezone-aware UTC, on SQLite as on PostgreSQL."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
+        # SQLite has no zone type: store naive UTC so comparisons stay lexical and correct.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a naming convention, so migrations name constraints predictably."""
+
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {dict[str, Any]: JSON, datetime: UTCDateTime}
+
+
+STATUS_TYPE = Enum(
+    JobStatus,
+    name="job_status",
+    native_enum=False,
+    create_constraint=True,
+    length=16,
+    values_callable=lambda e: [m.value for m in e],
+    validate_strings=True,
+)
+
+
+class Job(Base):
+    """One submitted job."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    task: Mapped[str] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(String(128))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    source: Mapped[str] = mapped_column(String(16), default="api")
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[JobStatus] = mapped_column(STATUS_TYPE, default=JobStatus.QUEUED)
+    stage: Mapped[str] = mapped_column(String(32), default=Stage.QUEUED.value)
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    input_keys: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    input_meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    output_key: Mapped[str | None] = mapped_column(String(512))
+    report_key: Mapped[str | None] = mapped_column(String(512))
+    error_code: Mapped[str | None] = mapped_column(String(64))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    worker_id: Mapped[str | None] = mapped_column(String(255))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
+    request_fingerprint: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    timings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    verdict: Mapped[str | None] = mapped_column(String(16))
+    validation_summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    cold_start: Mapped[bool | None] = mapped_column(Boolean)
+    # A job run for a nightly batch (jobservice.batches): which batch, case and repeat it is.
+    batch_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, ForeignKey("batches.id", ondelete="SET NULL"))
+    batch_case: Mapped[str | None] = mapped_column(String(128))
+    batch_repeat: Mapped[int | None] = mapped_column(Integer)
+
+    __table_args__ = (
+        Index("ix_jobs_created_at_id", "created_at", "id"),
+        Index("ix_jobs_status_created_at", "status", "created_at"),
+        Index("ix_jobs_model_status_priority_created_at", "model", "status", "priority", "created_at"),
+        Index("ix_jobs_status_lease_expires_at", "status", "lease_expires_at"),
+        Index("ix_jobs_batch_id_batch_case_batch_repeat", "batch_id", "batch_case", "batch_repeat"),
+    )
+
+    def __repr__(self) -> str:
+        return f"<Job {self.id} {self.model} {self.status}>"
+
+
+class JobEvent(Base):
+    """One recorded transition or notable moment of a job (the audit trail)."""
+
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(Uuid, ForeignKey("jobs.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    from_status: Mapped[str | None] = mapped_column(String(16))
+    to_status: Mapped[str | None] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    worker_id: Mapped[str | None] = mapped_column(String(255))
+    detail: Mapped[str] = mapped_column(Text, default="")
+
+    __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),)
+
+
+class WorkerRecord(Base):
+    """A worker process: the cards it owns, the models it serves, when it was last seen."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    devices: Mapped[str] = mapped_column(String(128))
+    models: Mapped[list[str]] = mapped_column(JSON, default=list)
+    info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Batch(Base):
+    """A nightly regression batch: one run of a spec's cases, compared with a baseline.
+
+    Its jobs carry ``batch_id``; ``results`` holds every case's samples and the comparison,
+    computed once when the last job finished (``jobservice.batches.finalize``).
+    """
+
+    __tablename__ = "batches"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(128))
+    spec_digest: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    spec_text: Mapped[str] = mapped_column(Text, default="")
+    origin: Mapped[str] = mapped_column(String(512), default="")
+    source: Mapped[str] = mapped_column(String(16), default="cli")
+    status: Mapped[str] = mapped_column(String(16), default="creating")
+    verdict: Mapped[str | None] = mapped_column(String(16))
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False)
+    baseline_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    total_jobs: Mapped[int] = mapped_column(Integer, default=0)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
+    environment: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    results: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    __table_args__ = (
+        Index("ix_batches_name_created_at", "name", "created_at"),
+        Index("ix_batches_status_updated_at", "status", "updated_at"),
+    )
+
+    def __repr__(self) -> str:
+        return f"<Batch {self.id} {self.name} {self.status}>"

@@ -1,0 +1,260 @@
+"""``/batches``: create a nightly batch from a spec, follow it, read its report, compare two.
+
+Every view is parse -> service -> serialize; a malformed spec is a 422 ``invalid_spec`` with
+per-field details, an unknown batch a 404, an action that does not fit its state a 409.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from jobservice.batches.compare import compare_results
+from jobservice.batches.finalize import refresh_batch
+from jobservice.batches.plan import plan_batch
+from jobservice.batches.render import render_csv, render_json, render_markdown
+from jobservice.batches.schemas import batch_jobs, batch_view, list_batches, list_views
+from jobservice.batches.service import cancel_batch, create_batch, parse_batch_id, pin_batch, resume_batch
+from jobservice.batches.spec import (
+    MAX_SPEC_BYTES,
+    LoadedSpec,
+    SpecError,
+    load_spec_file,
+    parse_spec,
+    parse_spec_text,
+    resolve_under,
+)
+from jobservice.batches.states import BatchStatus
+from jobservice.db.tables import Batch
+from jobservice.errors import Conflict, DomainError, Invalid, Malformed, TooLarge, Unsupported
+from jobservice.http.api.jobs import services
+from jobservice.jobs.idempotency import parse_idempotency_key
+from jobservice.jobs.schemas import job_view
+
+bp = Blueprint("batches", __name__)
+
+# Not text/plain: a browser sends that from any site without asking first (a "simple" request).
+YAML_TYPES = {"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"}
+REPORT_TYPES = {"json": "application/json", "csv": "text/csv", "md": "text/markdown"}
+MAX_BODY_BYTES = 2 * MAX_SPEC_BYTES  # a spec of the largest size, escaped inside JSON
+
+
+class BatchCreate(BaseModel):
+    """The JSON body of ``POST /batches``: exactly one of the three ways to give a spec."""
+
+    spec: dict[str, Any] | None = Field(None, description="The spec itself, as JSON.")
+    spec_yaml: str | None = Field(None, description="The spec as YAML text.")
+    spec_path: str | None = Field(None, description="A spec file, relative to the batch root.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _exactly_one(cls, body: Any) -> Any:
+        if isinstance(body, dict) and sum(body.get(k) is not None for k in SPEC_FIELDS) != 1:
+            raise ValueError("exactly one spec")
+        return body
+
+
+SPEC_FIELDS = ("spec", "spec_yaml", "spec_path")
+# The sentence for each way a BatchCreate body can be wrong ("": not exactly one of them).
+CREATE_PROBLEMS = {
+    "": "Give exactly one of 'spec', 'spec_yaml' or 'spec_path'.",
+    "spec": "A batch spec must be a mapping with 'name' and 'cases'.",
+    "spec_yaml": "'spec_yaml' must be a string of YAML.",
+    "spec_path": "'spec_path' must be a path under the batch root.",
+}
+
+
+def _spec_error(exc: SpecError) -> DomainError:
+    return Invalid("invalid_spec", exc.message, details=exc.details)
+
+
+def _loaded_spec() -> LoadedSpec:
+    """The spec of a POST /batches: YAML text, or JSON with one of spec / spec_yaml / spec_path."""
+    root = services().settings.batch_root.resolve()
+    if request.mimetype not in YAML_TYPES and request.mimetype != "application/json":
+        raise Unsupported("unsupported_media_type", "Send the spec as application/yaml, or JSON with 'spec'.")
+    raw = _body()
+    if request.mimetype in YAML_TYPES:
+        try:
+            return parse_spec_text(raw.decode("utf-8"), origin="api")
+        except UnicodeDecodeError:
+            raise Malformed("invalid_yaml", "The spec must be UTF-8 text.") from None
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        body = None
+    if not isinstance(body, dict):
+        raise Malformed("invalid_json", "The request body must be a JSON object.")
+    try:
+        create = BatchCreate.model_validate(body)
+    except ValidationError as exc:
+        loc = exc.errors()[0]["loc"]
+        raise Invalid("invalid_spec", CREATE_PROBLEMS[str(loc[0]) if loc else ""]) from None
+    if create.spec is not None:
+        return parse_spec(create.spec, origin="api")
+    if create.spec_yaml is not None:
+        return parse_spec_text(create.spec_yaml, origin="api")
+    assert create.spec_path is not None  # BatchCreate holds exactly one
+    loaded = load_spec_file(resolve_under(root, create.spec_path, what="spec path"))
+    return LoadedSpec(loaded.spec, loaded.text, loaded.digest, create.spec_path, loaded.base_dir)
+
+
+def _body() -> bytes:
+    """The request body, refused with a 413 past ``MAX_BODY_BYTES`` (before it is all read)."""
+    too_large = TooLarge(
+        "spec_too_large",
+        f"The request is larger than {MAX_BODY_BYTES // 2**20} MB; a spec is much smaller.",
+    )
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise too_large
+    app_limit = request.max_content_length
+    # Also stops a body sent without a length; never raises the app's own limit.
+    request.max_content_length = MAX_BODY_BYTES if app_limit is None else min(app_limit, MAX_BODY_BYTES)
+    try:
+        return request.get_data()
+    except RequestEntityTooLarge:
+        raise too_large from None
+
+
+def parse_limit(raw: str, *, most: int = 100) -> int:
+    """A list's ``?limit=``: a whole number from 1 to ``most``, else a 422."""
+    limit = int(raw) if raw.isdecimal() and len(raw) <= 6 else 0  # isdigit() would accept "²"
+    if not 1 <= limit <= most:
+        raise Invalid("invalid_limit", f"limit must be a whole number from 1 to {most}.")
+    return limit
+
+
+def _render(batch: Batch, status: int = 200) -> Response:
+    with services().db.session() as session:
+        view = batch_view(session, batch)
+    response = jsonify(view.model_dump(mode="json"))
+    response.status_code = status
+    if not BatchStatus(batch.status).is_ended:
+        response.headers["X-Poll-After-Ms"] = "2000"
+    return response
+
+
+def _load(raw_id: str) -> Batch:
+    svc = services()
+    return refresh_batch(svc, parse_batch_id(raw_id))
+
+
+@bp.post("/batches")
+def create() -> Response:
+    """Create a batch from a spec: 202 with its summary, or 200 for an idempotent replay."""
+    svc = services()
+    root = svc.settings.batch_root.resolve()
+    try:
+        loaded = _loaded_spec()
+        with plan_batch(svc, loaded, confine_to=root) as plan:
+            batch, created = create_batch(
+                svc,
+                plan,
+                source="api",
+                idempotency_key=parse_idempotency_key(request.headers.get("Idempotency-Key")),
+            )
+    except SpecError as exc:
+        raise _spec_error(exc) from None
+    response = _render(batch, 202 if created else 200)
+    response.headers["Location"] = f"/batches/{batch.id}"
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
+@bp.get("/batches")
+def index() -> Response:
+    """Batches newest first, by spec name and status."""
+    limit = parse_limit(request.args.get("limit", "20"))
+    with services().db.session() as session:
+        rows = list_batches(
+            session,
+            name=request.args.get("name") or None,
+            status=request.args.get("status") or None,
+            limit=limit,
+        )
+        views = [view.model_dump(mode="json") for view in list_views(session, rows)]
+    return jsonify({"object": "list", "batches": views})
+
+
+@bp.get("/batches/compare")
+def compare() -> Response:
+    """``?baseline=A&candidate=B``: B's cases against A's, worst first."""
+    ids = {k: request.args.get(k) for k in ("baseline", "candidate")}
+    missing = [k for k, v in ids.items() if not v]
+    if missing:
+        raise Invalid("missing_parameter", f"Give '{missing[0]}' (a batch id).")
+    baseline, candidate = (_finished(str(ids[k])) for k in ("baseline", "candidate"))
+    result = compare_results(baseline.results, candidate.results, spec=candidate.spec)
+    result.update(baseline_id=str(baseline.id), candidate_id=str(candidate.id))
+    return jsonify(result)
+
+
+def _finished(raw_id: str) -> Batch:
+    batch = _load(raw_id)
+    if batch.status != BatchStatus.FINISHED:
+        message = f"Batch {batch.id} is {batch.status}; it has no report yet."
+        raise Conflict("batch_not_finished", message)
+    return batch
+
+
+@bp.get("/batches/<batch_id>")
+def show(batch_id: str) -> Response:
+    """The batch's progress, and once finished its verdict and each case's."""
+    return _render(_load(batch_id))
+
+
+@bp.get("/batches/<batch_id>/jobs")
+def jobs(batch_id: str) -> Response:
+    """Every job of the batch (retries included), oldest first."""
+    batch = _load(batch_id)
+    with services().db.session() as session:
+        rows = batch_jobs(session, batch.id)
+        views: list[dict[str, Any]] = []
+        for job in rows:
+            view = job_view(job, session=session).model_dump(mode="json")
+            view["batch"] = {"case": job.batch_case, "repeat": job.batch_repeat}
+            views.append(view)
+    return jsonify({"object": "list", "jobs": views})
+
+
+@bp.get("/batches/<batch_id>/report")
+def report(batch_id: str) -> Response:
+    """The report: ``?format=json`` (default), ``csv`` or ``md``."""
+    fmt = request.args.get("format", "json")
+    if fmt not in REPORT_TYPES:
+        raise Invalid("invalid_format", "format must be json, csv or md.")
+    batch = _finished(batch_id)
+    body = {"json": render_json, "csv": render_csv, "md": render_markdown}[fmt](batch)
+    response = Response(body, mimetype=REPORT_TYPES[fmt])
+    if fmt != "json":
+        response.headers["Content-Disposition"] = f'inline; filename="batch-{batch.name}-{batch.id}.{fmt}"'
+    return response
+
+
+@bp.post("/batches/<batch_id>/cancel")
+def cancel(batch_id: str) -> Response:
+    """Cancel the batch's unfinished jobs."""
+    return _render(cancel_batch(services(), parse_batch_id(batch_id)), 202)
+
+
+@bp.post("/batches/<batch_id>/resume")
+def resume(batch_id: str) -> Response:
+    """Queue the slots with no job yet (or a canceled one); finished cases are not run again."""
+    return _render(resume_batch(services(), parse_batch_id(batch_id)), 202)
+
+
+@bp.post("/batches/<batch_id>/pin")
+def pin(batch_id: str) -> Response:
+    """Make this finished batch the baseline of its spec."""
+    return _render(pin_batch(services(), parse_batch_id(batch_id), pinned=True))
+
+
+@bp.post("/batches/<batch_id>/unpin")
+def unpin(batch_id: str) -> Response:
+    """Stop using this batch as the pinned baseline."""
+    return _render(pin_batch(services(), parse_batch_id(batch_id), pinned=False))

@@ -1,0 +1,72 @@
+"""The vocabulary of the route tables that ``/openapi.json`` is built from.
+
+Each operation is one ``Route`` (method, path, summary, what it reads, what it answers), written
+next to the others of its domain; ``jobservice.http.api.openapi`` turns the tables into the document
+and ``tests/unit/test_openapi_routes.py`` checks that the tables and the app's URL map agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jobservice.catalog import Catalog
+
+REF = "#/components/schemas/{model}"
+Schema = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One documented operation. ``body`` builds the request body's content from the catalog, since
+    a model's parameters are known only at run time (deployment files add models)."""
+
+    method: str
+    path: str  # OpenAPI form: /jobs/{job_id}
+    summary: str
+    responses: dict[str, Schema]
+    parameters: tuple[Schema, ...] = ()
+    body: Callable[[Catalog], Schema] | None = None
+
+    def operation(self, catalog: Catalog) -> Schema:
+        """The OpenAPI operation object."""
+        op: Schema = {"summary": self.summary}
+        if self.parameters:
+            op["parameters"] = list(self.parameters)
+        if self.body is not None:
+            op["requestBody"] = {"required": True, "content": self.body(catalog)}
+        op["responses"] = self.responses
+        return op
+
+
+def ref(model: str) -> Schema:
+    """A reference to a schema in ``components``."""
+    return {"$ref": REF.format(model=model)}
+
+
+def answer(description: str, model: str | None = None) -> Schema:
+    """A response, with a JSON body of ``model`` when given."""
+    if model is None:
+        return {"description": description}
+    return {"description": description, "content": {"application/json": {"schema": ref(model)}}}
+
+
+def refused(description: str) -> Schema:
+    """An error response: the ``Error`` shape every refusal has."""
+    return answer(description, "Error")
+
+
+def in_path(name: str) -> Schema:
+    """A UUID path parameter."""
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}}
+
+
+def in_query(name: str, schema: Schema | None = None, **extra: Any) -> Schema:
+    """A query parameter (a string unless ``schema`` says otherwise)."""
+    return {"name": name, "in": "query", "schema": schema or {"type": "string"}, **extra}
+
+
+def idempotency_key(schema: Schema) -> Schema:
+    """The optional ``Idempotency-Key`` header of a create."""
+    return {"name": "Idempotency-Key", "in": "header", "required": False, "schema": schema}

@@ -1,0 +1,204 @@
+"""``/jobs``: submit, poll, list, cancel, and fetch a job's video and report."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, redirect, request, send_file
+
+from jobservice.db.tables import Job, JobStatus
+from jobservice.errors import Conflict, Invalid, NotFound
+from jobservice.http.api.submission import parse_submission
+from jobservice.jobs.schemas import job_view, list_jobs
+from jobservice.jobs.submit import submit_job
+from jobservice.jobs.transitions import InvalidTransition, events_of, get_job, request_cancel
+from jobservice.storage import ObjectNotFound, StoreUnavailable
+from jobservice.wiring import Services
+
+bp = Blueprint("jobs", __name__)
+log = logging.getLogger(__name__)
+
+POLL_AFTER_MS = "1000"
+
+
+def services() -> Services:
+    """The Services of the running app."""
+    return current_app.extensions["jobservice"]
+
+
+def parse_job_id(raw: str) -> uuid.UUID:
+    """A job id from the URL; anything that is not a UUID names no job."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise NotFound("job_not_found", f"There is no job '{raw}'.") from None
+
+
+def load_job(raw_id: str) -> Job:
+    """The job named in the URL, or a 404."""
+    job_id = parse_job_id(raw_id)
+    with services().db.session() as session:
+        job = get_job(session, job_id)
+    if job is None:
+        raise NotFound("job_not_found", f"There is no job '{raw_id}'.")
+    return job
+
+
+def render(job: Job, status: int = 200) -> Response:
+    """A job view response, with a polling hint while the job is unfinished."""
+    if JobStatus(job.status) == JobStatus.QUEUED:  # only a queued job needs a query (its position)
+        with services().db.session() as session:
+            view = job_view(job, session=session)
+    else:
+        view = job_view(job)
+    response = jsonify(view.model_dump(mode="json"))
+    response.status_code = status
+    if not JobStatus(job.status).is_terminal:
+        response.headers["X-Poll-After-Ms"] = POLL_AFTER_MS
+    return response
+
+
+@bp.post("/jobs")
+def create_job() -> Response:
+    """Accept a job: 202 with its view and Location, or 200 for an idempotent replay."""
+    job, created = submit_job(services(), parse_submission(request, services().settings, source="api"))
+    response = render(job, 202 if created else 200)
+    response.headers["Location"] = f"/jobs/{job.id}"
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
+@bp.get("/jobs/<job_id>")
+def show_job(job_id: str) -> Response:
+    """The job's current view."""
+    return render(load_job(job_id))
+
+
+@bp.get("/jobs")
+def index_jobs() -> Response:
+    """Jobs newest first, filtered by status and model, with cursor pagination."""
+    statuses: list[JobStatus] = []
+    for raw in request.args.getlist("status"):
+        for value in filter(None, (s.strip() for s in raw.split(","))):
+            try:
+                statuses.append(JobStatus(value))
+            except ValueError:
+                allowed = ", ".join(s.value for s in JobStatus)
+                raise Invalid("invalid_status", f"Unknown status '{value}'; use one of {allowed}.") from None
+    raw_limit = request.args.get("limit", "20")
+    if not raw_limit.isdecimal() or not raw_limit.isascii() or not 1 <= int(raw_limit) <= 100:
+        raise Invalid("invalid_limit", "limit must be a whole number from 1 to 100.")
+    model = request.args.get("model") or None
+    with services().db.session() as session:
+        rows, next_cursor = list_jobs(
+            session,
+            statuses=statuses,
+            model=model,
+            limit=int(raw_limit),
+            cursor=request.args.get("cursor") or None,
+        )
+        views = [job_view(job, session=session).model_dump(mode="json") for job in rows]
+    return jsonify({"object": "list", "jobs": views, "next_cursor": next_cursor})
+
+
+@bp.post("/jobs/<job_id>/cancel")
+def cancel_job(job_id: str) -> Response:
+    """Cancel a queued job at once, or ask a running one to stop at its next boundary."""
+    job = load_job(job_id)
+    try:
+        with services().db.session() as session:
+            request_cancel(session, job.id)
+    except InvalidTransition as exc:
+        state = exc.current.value if exc.current else "gone"
+        raise Conflict("job_finished", f"The job is already {state}; there is nothing to cancel.") from None
+    return render(load_job(job_id), 202)
+
+
+@bp.get("/jobs/<job_id>/events")
+def job_events(job_id: str) -> Response:
+    """The job's audit trail: every transition with its time, attempt and worker."""
+    job = load_job(job_id)
+    with services().db.session() as session:
+        events = events_of(session, job.id)
+    return jsonify(
+        {
+            "object": "list",
+            "events": [
+                {
+                    "at": e.at.isoformat(),
+                    "from": e.from_status,
+                    "to": e.to_status,
+                    "attempt": e.attempt,
+                    "worker_id": e.worker_id,
+                    "detail": e.detail,
+                }
+                for e in events
+            ],
+        }
+    )
+
+
+@bp.get("/jobs/<job_id>/video")
+def job_video(job_id: str) -> Any:
+    """The output video: streamed with Range support (local store) or a presigned redirect (S3)."""
+    job = load_job(job_id)
+    if not job.output_key:
+        raise NotFound("video_not_ready", f"Job {job.id} has no video yet (it is {job.status}).")
+    store = services().store
+    download = request.args.get("download") in {"1", "true", "yes"}
+    name = f"{job.id}.mp4"
+    path = store.local_path(job.output_key)
+    if path is not None:
+        if not path.exists():
+            raise NotFound("video_missing", "The video is recorded but missing from the object store.")
+        return send_file(
+            path,
+            mimetype="video/mp4",
+            conditional=True,
+            as_attachment=download,
+            download_name=name,
+            max_age=3600,
+        )
+    url = store.presigned_url(job.output_key, filename=name if download else None)
+    if url is None:
+        raise NotFound("video_missing", "The object store cannot hand out this video.")
+    return redirect(url, code=302)
+
+
+@bp.get("/jobs/<job_id>/log")
+def job_log(job_id: str) -> Response:
+    """The log of the job's last run: the worker's notes and the model process's stdout/stderr."""
+    job = load_job(job_id)
+    if not job.report_key:
+        raise NotFound("log_not_ready", f"Job {job.id} has no log yet (it is {job.status}).")
+    try:
+        # A run stores its log beside its report (jobs/<id>/ or jobs/<id>/attempt-<n>/).
+        data = services().store.get_bytes(job.report_key.rsplit("/", 1)[0] + "/log.txt")
+    except ObjectNotFound:
+        raise NotFound("log_missing", "This run kept no log.") from None
+    except StoreUnavailable as exc:
+        log.error("job %s: reading from the object store failed: %s", job.id, exc)
+        raise
+    return Response(data, mimetype="text/plain")
+
+
+@bp.get("/jobs/<job_id>/report")
+def job_report(job_id: str) -> Response:
+    """The RunReport JSON of the job's last run."""
+    job = load_job(job_id)
+    if not job.report_key:
+        raise NotFound("report_not_ready", f"Job {job.id} has no report yet (it is {job.status}).")
+    try:
+        data = services().store.get_bytes(job.report_key)
+    except ObjectNotFound:
+        raise NotFound(
+            "report_missing", "The report is recorded but missing from the object store."
+        ) from None
+    except StoreUnavailable as exc:
+        log.error("job %s: reading from the object store failed: %s", job.id, exc)
+        raise
+    return Response(json.dumps(json.loads(data), indent=2), mimetype="application/json")

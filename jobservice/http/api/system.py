@@ -1,0 +1,93 @@
+"""``/models``, ``/healthz``, ``/readyz`` and ``/openapi.json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+from sqlalchemy import text
+
+from jobservice.broker import BrokerInspector
+from jobservice.fleet.presence import online_workers, stale_after, worker_view
+from jobservice.http.api.jobs import services
+from jobservice.http.api.openapi import build_openapi
+
+bp = Blueprint("system", __name__)
+
+
+def _workers() -> list[dict[str, Any]]:
+    silence = stale_after(services().settings)
+    with services().db.session() as session:
+        return [worker_view(w) for w in online_workers(session, stale_after_seconds=silence)]
+
+
+@bp.get("/models")
+def list_models() -> Response:
+    """The catalog: each model's parameter schema, defaults and limits, and whether a worker serves it."""
+    try:
+        workers = _workers()
+    except Exception:  # noqa: BLE001 - the catalog is still useful without presence
+        workers = []
+    models = []
+    for spec in services().catalog.all():
+        serving = [w for w in workers if spec.id in w["models"]]
+        entry = spec.describe()
+        entry["online"] = bool(serving)
+        entry["workers"] = [{"id": w["id"], "devices": w["devices"]} for w in serving]
+        # Workers that were asked to serve it but could not (missing checkout, too few cards...).
+        entry["unavailable"] = [
+            {"worker": w["id"], "devices": w["devices"], "reason": reason}
+            for w in workers
+            if (reason := ((w.get("info") or {}).get("skipped") or {}).get(spec.id))
+        ]
+        models.append(entry)
+    return jsonify({"object": "list", "models": models})
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    """The process is up."""
+    return jsonify({"ok": True})
+
+
+@bp.get("/readyz")
+def readyz() -> Response:
+    """Database, broker and object store reachable (503 otherwise), plus the workers online."""
+    checks: dict[str, dict[str, Any]] = {}
+    svc = services()
+    try:
+        with svc.db.session() as session:
+            session.execute(text("SELECT 1"))
+        checks["database"] = {"ok": True, "dialect": svc.db.dialect}
+    except Exception as exc:  # noqa: BLE001 - report, don't crash
+        checks["database"] = {"ok": False, "error": str(exc).splitlines()[0]}
+    try:
+        inspector = BrokerInspector(svc.settings.broker_url, timeout=2.0)
+        try:
+            inspector.ping()
+        finally:
+            inspector.close()
+        checks["broker"] = {"ok": True}
+    except Exception as exc:  # noqa: BLE001
+        checks["broker"] = {
+            "ok": False,
+            "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        }
+    try:
+        svc.store.check()
+        checks["object_store"] = {"ok": True, "backend": svc.store.backend}
+    except Exception as exc:  # noqa: BLE001
+        checks["object_store"] = {"ok": False, "error": str(exc).splitlines()[0]}
+    workers: list[dict[str, Any]] = []
+    if checks["database"]["ok"]:
+        workers = _workers()
+    ready = all(c["ok"] for c in checks.values())
+    response = jsonify({"ready": ready, "checks": checks, "workers": workers})
+    response.status_code = 200 if ready else 503
+    return response
+
+
+@bp.get("/openapi.json")
+def openapi() -> Response:
+    """An OpenAPI 3.1 description of this API."""
+    return jsonify(build_openapi(services().catalog))

@@ -1,0 +1,54 @@
+"""The Flask app factory."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from jobservice.catalog import Catalog
+from jobservice.http import web
+from jobservice.http.api import batches as batches_api
+from jobservice.http.api import cross_site, errors, jobs, system
+from jobservice.http.web import batches as batches_web
+from jobservice.logs import configure_logging
+from jobservice.media.uploads import UploadRequest
+from jobservice.settings import Settings
+from jobservice.storage import ObjectStore
+from jobservice.wiring import Services, build_services
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    services: Services | None = None,
+    store: ObjectStore | None = None,
+    catalog: Catalog | None = None,
+) -> Flask:
+    """Build the API (and, when present, the web pages) from ``settings``."""
+    services = services or build_services(settings, store=store, catalog=catalog)
+    settings = services.settings
+    configure_logging(settings.log_level, settings.log_format)
+
+    app = Flask(__name__, template_folder="web/templates")
+    app.config.update(
+        MAX_CONTENT_LENGTH=settings.max_request_mb * 2**20,
+        MAX_FORM_MEMORY_SIZE=1 * 2**20,
+        JSON_SORT_KEYS=False,
+    )
+    app.request_class = _request_class(settings)
+    app.extensions["jobservice"] = services
+
+    errors.init_app(app)
+    cross_site.init_app(app, allowed_origins=settings.allowed_origins)
+    app.register_blueprint(jobs.bp)
+    app.register_blueprint(system.bp)
+    app.register_blueprint(batches_api.bp)
+    app.register_blueprint(batches_web.bp)
+    web.init_app(app)
+    return app
+
+
+def _request_class(settings: Settings) -> type[UploadRequest]:
+    spool = settings.resolved_spool_dir()
+    spool.mkdir(parents=True, exist_ok=True)
+    ceiling = max(settings.max_image_mb, settings.max_audio_mb) * 2**20
+    return type("AppUploadRequest", (UploadRequest,), {"spool_dir": spool, "max_file_bytes": ceiling})

@@ -1,0 +1,291 @@
+"""Accepting a job: check it, store its inputs, record it, queue it.
+
+Shared by the JSON API, the web form and batches. Order matters for "nothing lost, nothing left
+behind": inputs go to the object store first, then the row is committed, then the message is
+sent. A refusal before the commit deletes whatever was stored; a failed send after the commit
+leaves a queued row that the reaper re-sends, so an accepted job is never lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from jobservice.broker import send_job
+from jobservice.catalog import ModelSpec
+from jobservice.db.tables import Job, utcnow
+from jobservice.errors import Conflict, DomainError, Invalid, NotFound, invalid_parameters
+from jobservice.jobs.transitions import mark_unsent, record_created
+from jobservice.media.uploads import CheckedUpload, stored_upload
+from jobservice.storage import ObjectNotFound, StoreUnavailable
+from jobservice.wiring import Services
+
+log = logging.getLogger(__name__)
+
+RESERVED_FIELDS = {"task", "model"}
+
+
+@dataclass
+class Submission:
+    """A parsed request to run one job."""
+
+    task: str | None
+    model: str | None
+    params: dict[str, Any]
+    uploads: dict[str, CheckedUpload] = field(default_factory=dict)
+    source: str = "api"
+    priority: int = 0
+    idempotency_key: str | None = None
+    # Set for the jobs of a nightly batch (jobservice.batches).
+    batch_id: uuid.UUID | None = None
+    batch_case: str | None = None
+    batch_repeat: int | None = None
+
+
+def resolve_model(services: Services, task: str | None, model: str | None) -> ModelSpec:
+    """The catalog entry a request asks for, with a clear refusal when it does not fit."""
+    catalog = services.catalog
+    for name, value in (("task", task), ("model", model)):
+        if value is not None and not isinstance(value, str):
+            raise Invalid(f"invalid_{name}", f"'{name}' must be a string.")
+    if task is not None and task not in {"audio2video", "text2video"}:
+        raise Invalid("invalid_task", f"Unknown task '{task}'; use audio2video or text2video.")
+    if model:
+        spec = catalog.get(model)
+        if spec is None:
+            known = ", ".join(catalog.ids())
+            raise NotFound("unknown_model", f"There is no model '{model}'. Known models: {known}.")
+        if task and spec.task != task:
+            raise Invalid("model_task_mismatch", f"Model '{model}' performs {spec.task}, not {task}.")
+        return spec
+    if not task:
+        raise Invalid("missing_task", "Say which task to run: 'task' must be audio2video or text2video.")
+    spec = catalog.default_for(task)
+    if spec is None:
+        raise NotFound("unknown_model", f"No model is configured for {task}.")
+    return spec
+
+
+def validate_params(spec: ModelSpec, raw: dict[str, Any]) -> dict[str, Any]:
+    """Check parameters against the model's schema and fill in defaults (and a seed if absent)."""
+    cleaned = {k: v for k, v in raw.items() if k not in RESERVED_FIELDS and v is not None and v != ""}
+    try:
+        params = spec.params.model_validate(cleaned)
+    except ValidationError as exc:
+        raise invalid_parameters(exc) from None
+    resolved = params.model_dump(mode="json")
+    if "seed" in resolved and resolved["seed"] is None:
+        resolved["seed"] = secrets.randbelow(2**32)
+    return resolved
+
+
+def _fingerprint(spec: ModelSpec, raw: dict[str, Any], uploads: dict[str, CheckedUpload]) -> str:
+    body = {
+        "model": spec.id,
+        "params": {k: raw[k] for k in sorted(raw) if k not in RESERVED_FIELDS},
+        "inputs": {name: up.meta.get("sha256") for name, up in sorted(uploads.items())},
+    }
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def input_problems(spec: ModelSpec, uploads: dict[str, CheckedUpload]) -> list[DomainError]:
+    """What is wrong with the files of a submission for ``spec``: missing ones, then unexpected ones."""
+    problems: list[DomainError] = []
+    missing = [name for name in spec.inputs if name not in uploads]
+    if missing:
+        names = " and ".join(f"'{m}'" for m in missing)
+        problems.append(
+            Invalid(
+                "missing_input",
+                f"Model '{spec.id}' needs the file {names} (multipart/form-data).",
+                field=missing[0],
+                details=[
+                    {"field": m, "message": "This file is required.", "type": "missing"} for m in missing
+                ],
+            )
+        )
+    problems.extend(
+        Invalid("unexpected_input", f"Model '{spec.id}' takes no file '{name}'.")
+        for name in uploads
+        if name not in spec.inputs
+    )
+    return problems
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A submission checked against its model: the model and parameters, or every problem found."""
+
+    spec: ModelSpec | None
+    params: dict[str, Any]
+    problems: list[DomainError]
+
+
+def check_submission(services: Services, sub: Submission) -> Checked:
+    """Resolve the model, validate the parameters once and check the files, collecting the problems.
+
+    Problems come in the order the API reports them (it answers the first); the web form shows all.
+    """
+    try:
+        spec = resolve_model(services, sub.task, sub.model)
+    except DomainError as exc:
+        return Checked(spec=None, params={}, problems=[exc])
+    problems: list[DomainError] = []
+    params: dict[str, Any] = {}
+    try:
+        params = validate_params(spec, sub.params)
+    except Invalid as exc:
+        problems.append(exc)
+    problems.extend(input_problems(spec, sub.uploads))
+    return Checked(spec=spec, params=params, problems=problems)
+
+
+def _existing(services: Services, key: str, fingerprint: str) -> Job | None:
+    with services.db.session() as session:
+        job = session.scalar(select(Job).where(Job.idempotency_key == key))
+    if job is None:
+        return None
+    if job.request_fingerprint != fingerprint:
+        raise Conflict(
+            "idempotency_conflict", "This Idempotency-Key was already used for a different request."
+        )
+    return job
+
+
+def submit_job(services: Services, sub: Submission, *, checked: Checked | None = None) -> tuple[Job, bool]:
+    """Accept ``sub`` and return (job, created); created is False for an idempotent replay.
+    ``checked`` is ``check_submission``'s answer when the caller already has it (the web form)."""
+    checked = checked or check_submission(services, sub)
+    if checked.problems:
+        raise checked.problems[0]
+    spec, params = checked.spec, checked.params
+    assert spec is not None  # a submission without problems has a model
+    fingerprint = _fingerprint(spec, sub.params, sub.uploads)
+    if sub.idempotency_key:
+        existing = _existing(services, sub.idempotency_key, fingerprint)
+        if existing is not None:
+            return existing, False
+
+    job_id = uuid.uuid4()
+    prefix = f"jobs/{job_id}/"
+    input_keys = _store_inputs(services, job_id, sub.uploads)
+    now = utcnow()
+    job = Job(
+        id=job_id,
+        task=spec.task,
+        model=spec.id,
+        params=params,
+        source=sub.source,
+        priority=sub.priority,
+        input_keys=input_keys,
+        input_meta={name: up.meta for name, up in sub.uploads.items()},
+        max_attempts=services.settings.max_attempts,
+        idempotency_key=sub.idempotency_key,
+        request_fingerprint=fingerprint,
+        created_at=now,
+        updated_at=now,
+        # Set before sending so the hot path needs no second write; cleared if the send fails.
+        enqueued_at=now,
+        attempts=0,
+        progress=0.0,
+        timings={},
+        validation_summary={},
+        batch_id=sub.batch_id,
+        batch_case=sub.batch_case,
+        batch_repeat=sub.batch_repeat,
+    )
+    try:
+        with services.db.session() as session:
+            record_created(session, job)
+    except IntegrityError:
+        _cleanup(services, prefix)
+        if sub.idempotency_key:
+            replay = _existing(services, sub.idempotency_key, fingerprint)
+            if replay is not None:
+                return replay, False
+        raise
+    except OperationalError as exc:
+        _cleanup(services, prefix)
+        log.error("job %s: the database refused the new row: %s", job_id, exc.orig)
+        raise  # answered as 503 database_unavailable by jobservice.http.api.errors
+
+    _enqueue(services, job)
+    return job, True
+
+
+def _enqueue(services: Services, job: Job) -> None:
+    """Send the recorded job to its queue; a broker failure leaves it to the reaper to re-send."""
+    try:
+        send_job(services.celery, job_id=job.id, model=job.model, priority=job.priority)
+    except Exception as exc:  # noqa: BLE001 - any broker failure: the reaper re-sends from the table
+        log.warning("job %s: queue message not sent (%s); the reaper will re-send it", job.id, exc)
+        with services.db.session() as session:
+            mark_unsent(session, job.id)
+        job.enqueued_at = None
+
+
+def _store_inputs(services: Services, job_id: uuid.UUID, uploads: dict[str, CheckedUpload]) -> dict[str, str]:
+    """Put the job's checked files in the object store; on an outage, delete what was put and re-raise."""
+    prefix = f"jobs/{job_id}/"
+    input_keys: dict[str, str] = {}
+    try:
+        for name, upload in uploads.items():
+            key = f"{prefix}inputs/{name}.{upload.extension}"
+            services.store.put_file(key, upload.path, content_type=upload.content_type)
+            input_keys[name] = key
+    except StoreUnavailable as exc:
+        _cleanup(services, prefix)
+        log.error("job %s: storing inputs failed: %s", job_id, exc)
+        raise  # answered as 503 storage_unavailable by jobservice.http.api.errors
+    return input_keys
+
+
+def _cleanup(services: Services, prefix: str) -> None:
+    try:
+        services.store.delete_prefix(prefix)
+    except StoreUnavailable:
+        log.exception("could not delete %s after a refused submission", prefix)
+
+
+def resubmit_job(services: Services, job: Job, *, source: str = "web") -> Job:
+    """Submit ``job`` again as a new job: same model, parameters (seed included) and inputs.
+
+    The stored inputs are copied to the new job's prefix through a temporary folder, so this works
+    on any object store and the new job goes through ``submit_job`` like any other.
+    """
+    spool = services.settings.resolved_spool_dir()
+    spool.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=spool, prefix="resubmit-") as tmp:
+        uploads: dict[str, CheckedUpload] = {}
+        for name, key in (job.input_keys or {}).items():
+            try:
+                path = services.store.get_file(key, Path(tmp) / Path(key).name)
+            except ObjectNotFound:
+                raise Conflict(
+                    "inputs_missing", f"Job {job.id}'s input '{name}' is no longer in the object store."
+                ) from None
+            except StoreUnavailable as exc:
+                log.error("job %s: reading input %s failed: %s", job.id, key, exc)
+                raise
+            uploads[name] = stored_upload(name, path, (job.input_meta or {}).get(name) or {})
+        sub = Submission(
+            task=job.task,
+            model=job.model,
+            params=dict(job.params or {}),
+            uploads=uploads,
+            source=source,
+            priority=job.priority,
+        )
+        new_job, _ = submit_job(services, sub)
+    return new_job

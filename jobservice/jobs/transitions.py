@@ -1,0 +1,443 @@
+"""The job state machine: the only code that changes a job's status.
+
+Every transition is a compare-and-swap ``UPDATE ... WHERE id = ? AND status IN (...)`` (plus the
+owning worker and attempt for a running job), so a redelivered message, a second reaper or a
+worker that lost its lease can never move a job twice. SQLite ignores ``SELECT ... FOR UPDATE``;
+a CAS update is portable (reference/stack-probe.md section 5). Each transition records a JobEvent.
+
+    queued ──claim──> running ──> succeeded | failed | canceled
+      │                  └──requeue (worker lost, attempts left)──> queued
+      └──> canceled (cancel while queued) | failed (reaper gives up, model withdrawn)
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from jobservice.db.tables import TERMINAL_STATUSES, Job, JobEvent, JobStatus, Stage, utcnow
+
+ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELED, JobStatus.FAILED}),
+    JobStatus.RUNNING: frozenset(
+        {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED, JobStatus.QUEUED}
+    ),
+    JobStatus.SUCCEEDED: frozenset(),
+    JobStatus.FAILED: frozenset(),
+    JobStatus.CANCELED: frozenset(),
+}
+
+
+class InvalidTransition(Exception):
+    """The job is not in a state from which the requested move is allowed."""
+
+    def __init__(self, job_id: uuid.UUID, current: JobStatus | None, target: JobStatus) -> None:
+        state = current.value if current else "missing"
+        super().__init__(f"job {job_id} cannot move from {state} to {target.value}")
+        self.job_id = job_id
+        self.current = current
+        self.target = target
+
+
+class LeaseLost(InvalidTransition):
+    """A worker tried to move a running job it no longer owns (the reaper requeued it)."""
+
+
+def transition_allowed(current: JobStatus, target: JobStatus) -> bool:
+    """Whether ``current -> target`` is a legal move of the state machine."""
+    return target in ALLOWED[current]
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Identifies one run of a job: the worker that claimed it and which attempt this is."""
+
+    worker_id: str
+    attempt: int
+
+
+def _event(
+    session: Session,
+    job_id: uuid.UUID,
+    *,
+    from_status: JobStatus | None,
+    to_status: JobStatus | None,
+    detail: str = "",
+    attempt: int = 0,
+    worker_id: str | None = None,
+) -> None:
+    session.add(
+        JobEvent(
+            job_id=job_id,
+            at=utcnow(),
+            from_status=from_status.value if from_status else None,
+            to_status=to_status.value if to_status else None,
+            attempt=attempt,
+            worker_id=worker_id,
+            detail=detail[:2000],
+        )
+    )
+
+
+def _cas(
+    session: Session,
+    job_id: uuid.UUID,
+    *,
+    sources: frozenset[JobStatus],
+    target: JobStatus,
+    values: dict[str, Any],
+    owner: Owner | None = None,
+    extra_where: Any = None,
+) -> bool:
+    for source in sources:
+        assert transition_allowed(source, target), f"{source} -> {target} is not in the state machine"
+    conditions = [Job.id == job_id, Job.status.in_(list(sources))]
+    if owner is not None:
+        conditions += [Job.worker_id == owner.worker_id, Job.attempts == owner.attempt]
+    if extra_where is not None:
+        conditions.append(extra_where)
+    result = session.execute(
+        update(Job)
+        .where(*conditions)
+        .values(status=target, updated_at=utcnow(), **values)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def _refuse(session: Session, job_id: uuid.UUID, target: JobStatus, owner: Owner | None) -> InvalidTransition:
+    current = session.scalar(select(Job.status).where(Job.id == job_id))
+    if owner is not None and current == JobStatus.RUNNING:
+        return LeaseLost(job_id, current, target)
+    return InvalidTransition(job_id, current, target)
+
+
+def get_job(session: Session, job_id: uuid.UUID) -> Job | None:
+    """The job row, freshly read."""
+    return session.get(Job, job_id, populate_existing=True)
+
+
+def record_created(session: Session, job: Job) -> None:
+    """Insert a new queued job and its first event."""
+    job.status = JobStatus.QUEUED
+    job.stage = Stage.QUEUED.value
+    session.add(job)
+    session.flush()
+    _event(
+        session, job.id, from_status=None, to_status=JobStatus.QUEUED, detail=f"submitted via {job.source}"
+    )
+
+
+def mark_enqueued(session: Session, job_id: uuid.UUID, *, at: datetime | None = None) -> None:
+    """Remember when a queue message for the job was last sent (the reaper re-sends lost ones)."""
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id)
+        .values(enqueued_at=at or utcnow())
+        .execution_options(synchronize_session=False)
+    )
+
+
+def mark_unsent(session: Session, job_id: uuid.UUID) -> None:
+    """Forget that a message was sent (the send failed), so the reaper sends one."""
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id)
+        .values(enqueued_at=None)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def claim_job(session: Session, job_id: uuid.UUID, *, worker_id: str, lease_seconds: float) -> Job | None:
+    """Move a queued job to running for ``worker_id``; None if it is not claimable (already taken)."""
+    now = utcnow()
+    claimed = _cas(
+        session,
+        job_id,
+        sources=frozenset({JobStatus.QUEUED}),
+        target=JobStatus.RUNNING,
+        values={
+            "worker_id": worker_id,
+            "attempts": Job.attempts + 1,
+            "stage": Stage.FETCHING.value,
+            "progress": 0.0,
+            "claimed_at": now,
+            "started_at": None,
+            "heartbeat_at": now,
+            "lease_expires_at": now + timedelta(seconds=lease_seconds),
+        },
+        extra_where=Job.cancel_requested_at.is_(None),
+    )
+    if not claimed:
+        return None
+    job = get_job(session, job_id)
+    assert job is not None
+    _event(
+        session,
+        job_id,
+        from_status=JobStatus.QUEUED,
+        to_status=JobStatus.RUNNING,
+        attempt=job.attempts,
+        worker_id=worker_id,
+        detail="claimed",
+    )
+    return job
+
+
+@dataclass(frozen=True)
+class Beat:
+    """What a heartbeat learned: whether we still own the job and whether it was canceled."""
+
+    owned: bool
+    cancel_requested: bool
+
+
+def heartbeat(
+    session: Session,
+    job_id: uuid.UUID,
+    *,
+    owner: Owner,
+    lease_seconds: float,
+    stage: str | None = None,
+    progress: float | None = None,
+) -> Beat:
+    """Extend a running job's lease (and record stage/progress); tells the worker about cancels."""
+    now = utcnow()
+    values: dict[str, Any] = {"heartbeat_at": now, "lease_expires_at": now + timedelta(seconds=lease_seconds)}
+    if stage is not None:
+        values["stage"] = stage
+        if stage == Stage.GENERATING.value:
+            values["started_at"] = func.coalesce(Job.started_at, now)
+    if progress is not None:
+        values["progress"] = max(0.0, min(1.0, progress))
+    result = session.execute(
+        update(Job)
+        .where(
+            Job.id == job_id,
+            Job.status == JobStatus.RUNNING,
+            Job.worker_id == owner.worker_id,
+            Job.attempts == owner.attempt,
+        )
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        return Beat(owned=False, cancel_requested=False)
+    cancel_at = session.scalar(select(Job.cancel_requested_at).where(Job.id == job_id))
+    return Beat(owned=True, cancel_requested=cancel_at is not None)
+
+
+def mark_succeeded(
+    session: Session,
+    job_id: uuid.UUID,
+    *,
+    owner: Owner,
+    output_key: str,
+    report_key: str,
+    verdict: str,
+    timings: dict[str, Any],
+    validation_summary: dict[str, Any],
+    cold_start: bool,
+) -> None:
+    """Finish a run whose output passed the gate."""
+    ok = _cas(
+        session,
+        job_id,
+        sources=frozenset({JobStatus.RUNNING}),
+        target=JobStatus.SUCCEEDED,
+        owner=owner,
+        values={
+            "stage": Stage.DONE.value,
+            "progress": 1.0,
+            "output_key": output_key,
+            "report_key": report_key,
+            "verdict": verdict,
+            "timings": timings,
+            "validation_summary": validation_summary,
+            "cold_start": cold_start,
+            "finished_at": utcnow(),
+            "lease_expires_at": None,
+            "error_code": None,
+            "error_message": None,
+        },
+    )
+    if not ok:
+        raise _refuse(session, job_id, JobStatus.SUCCEEDED, owner)
+    _event(
+        session,
+        job_id,
+        from_status=JobStatus.RUNNING,
+        to_status=JobStatus.SUCCEEDED,
+        attempt=owner.attempt,
+        worker_id=owner.worker_id,
+    )
+
+
+def mark_failed(
+    session: Session,
+    job_id: uuid.UUID,
+    *,
+    code: str,
+    message: str,
+    owner: Owner | None = None,
+    from_statuses: frozenset[JobStatus] = frozenset({JobStatus.RUNNING}),
+    output_key: str | None = None,
+    report_key: str | None = None,
+    verdict: str | None = None,
+    timings: dict[str, Any] | None = None,
+    validation_summary: dict[str, Any] | None = None,
+    cold_start: bool | None = None,
+) -> None:
+    """The one failure path: every failed job, from any cause, ends here."""
+    values: dict[str, Any] = {
+        "error_code": code,
+        "error_message": message[:4000],
+        "finished_at": utcnow(),
+        "lease_expires_at": None,
+    }
+    optional = {
+        "output_key": output_key,
+        "report_key": report_key,
+        "verdict": verdict,
+        "timings": timings,
+        "validation_summary": validation_summary,
+        "cold_start": cold_start,
+    }
+    values.update({k: v for k, v in optional.items() if v is not None})
+    previous = session.scalar(select(Job.status).where(Job.id == job_id))
+    ok = _cas(session, job_id, sources=from_statuses, target=JobStatus.FAILED, owner=owner, values=values)
+    if not ok:
+        raise _refuse(session, job_id, JobStatus.FAILED, owner)
+    _event(
+        session,
+        job_id,
+        from_status=previous,
+        to_status=JobStatus.FAILED,
+        attempt=owner.attempt if owner else 0,
+        worker_id=owner.worker_id if owner else None,
+        detail=f"{code}: {message}",
+    )
+
+
+def mark_canceled(
+    session: Session,
+    job_id: uuid.UUID,
+    *,
+    owner: Owner | None = None,
+    from_statuses: frozenset[JobStatus] = frozenset({JobStatus.RUNNING}),
+    detail: str = "canceled",
+    report_key: str | None = None,
+) -> None:
+    """Stop a job for good at the user's request (or because its worker died after a cancel)."""
+    previous = session.scalar(select(Job.status).where(Job.id == job_id))
+    values: dict[str, Any] = {
+        "finished_at": utcnow(),
+        "lease_expires_at": None,
+        "error_code": "canceled",
+        "error_message": detail,
+    }
+    if report_key:
+        values["report_key"] = report_key
+    if not _cas(
+        session, job_id, sources=from_statuses, target=JobStatus.CANCELED, owner=owner, values=values
+    ):
+        raise _refuse(session, job_id, JobStatus.CANCELED, owner)
+    _event(
+        session,
+        job_id,
+        from_status=previous,
+        to_status=JobStatus.CANCELED,
+        attempt=owner.attempt if owner else 0,
+        worker_id=owner.worker_id if owner else None,
+        detail=detail,
+    )
+
+
+def request_cancel(session: Session, job_id: uuid.UUID) -> JobStatus:
+    """Cancel a queued job at once, or ask a running one to stop at its next boundary.
+
+    Returns the status after the request; raises InvalidTransition for a finished job.
+    """
+    job = get_job(session, job_id)
+    if job is None or job.status in TERMINAL_STATUSES:
+        raise InvalidTransition(job_id, job.status if job else None, JobStatus.CANCELED)
+    if job.status == JobStatus.QUEUED:
+        try:
+            mark_canceled(
+                session, job_id, from_statuses=frozenset({JobStatus.QUEUED}), detail="canceled while queued"
+            )
+            return JobStatus.CANCELED
+        except InvalidTransition:
+            # It was claimed in between: fall through and ask the runner to stop.
+            pass
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.RUNNING, Job.cancel_requested_at.is_(None))
+        .values(cancel_requested_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount == 1:  # type: ignore[attr-defined]
+        _event(session, job_id, from_status=JobStatus.RUNNING, to_status=None, detail="cancel requested")
+    current = session.scalar(select(Job.status).where(Job.id == job_id))
+    if current is None:
+        raise InvalidTransition(job_id, None, JobStatus.CANCELED)
+    return JobStatus(current)
+
+
+def requeue_job(session: Session, job_id: uuid.UUID, *, owner: Owner, reason: str) -> None:
+    """Put a running job whose worker was lost back in the queue for another attempt."""
+    ok = _cas(
+        session,
+        job_id,
+        sources=frozenset({JobStatus.RUNNING}),
+        target=JobStatus.QUEUED,
+        owner=owner,
+        values={
+            "stage": Stage.QUEUED.value,
+            "progress": 0.0,
+            "worker_id": None,
+            "lease_expires_at": None,
+            "heartbeat_at": None,
+            "enqueued_at": None,
+        },
+        # A cancel that arrived meanwhile wins: the reaper cancels the run instead of requeueing it.
+        extra_where=Job.cancel_requested_at.is_(None),
+    )
+    if not ok:
+        raise _refuse(session, job_id, JobStatus.QUEUED, owner)
+    _event(
+        session,
+        job_id,
+        from_status=JobStatus.RUNNING,
+        to_status=JobStatus.QUEUED,
+        attempt=owner.attempt,
+        worker_id=owner.worker_id,
+        detail=f"requeued: {reason}",
+    )
+
+
+def queue_position(session: Session, job: Job) -> int:
+    """How many queued jobs of the same model run before this one (0 = next)."""
+    ahead = select(func.count()).where(
+        Job.model == job.model,
+        Job.status == JobStatus.QUEUED,
+        Job.id != job.id,
+        or_(
+            Job.priority < job.priority,
+            and_(
+                Job.priority == job.priority,
+                or_(Job.created_at < job.created_at, and_(Job.created_at == job.created_at, Job.id < job.id)),
+            ),
+        ),
+    )
+    return int(session.scalar(ahead) or 0)
+
+
+def events_of(session: Session, job_id: uuid.UUID) -> list[JobEvent]:
+    """A job's audit trail, oldest first."""
+    return list(session.scalars(select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)))

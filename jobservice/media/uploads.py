@@ -1,0 +1,250 @@
+"""Streaming uploads and content sniffing.
+
+Multipart file parts are streamed straight into named spool files (hashing as they go) instead
+of being held in memory; the request-wide size limit is enforced by Werkzeug while it reads.
+Files are then checked by content, never by name: images must open and fully decode under
+Pillow within pixel limits (decompression bombs refused), audio must decode under ffprobe with a
+duration within limits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from flask import Request
+from PIL import Image, UnidentifiedImageError
+
+from jobservice.errors import DomainError, Invalid, Malformed, TooLarge, Unavailable, Unsupported
+from jobservice.media.probe import MediaToolMissing, ProbeError, probe_media
+from jobservice.settings import Settings
+
+IMAGE_FORMATS = {"PNG": ("png", "image/png"), "JPEG": ("jpg", "image/jpeg"), "WEBP": ("webp", "image/webp")}
+# ffprobe format_name -> (extension, mime). M4A shows up as the whole ISO-BMFF family.
+AUDIO_FORMATS = {
+    "wav": ("wav", "audio/wav"),
+    "mp3": ("mp3", "audio/mpeg"),
+    "flac": ("flac", "audio/flac"),
+    "ogg": ("ogg", "audio/ogg"),
+    "mov,mp4,m4a,3gp,3g2,mj2": ("m4a", "audio/mp4"),
+}
+
+
+class SpoolFile:
+    """A named temporary file that hashes and counts what is written to it."""
+
+    def __init__(self, directory: Path, max_bytes: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._file = tempfile.NamedTemporaryFile(dir=directory, prefix="upload-", delete=True)  # noqa: SIM115
+        self._hash = hashlib.sha256()
+        self.size = 0
+        self.max_bytes = max_bytes
+
+    @property
+    def name(self) -> str:
+        """Path of the spool file on disk."""
+        return self._file.name
+
+    def write(self, data: bytes) -> int:
+        """Append ``data``; refuses to grow past the per-file ceiling."""
+        self.size += len(data)
+        if self.size > self.max_bytes:
+            raise TooLarge("file_too_large", f"An uploaded file is larger than {self.max_bytes // 2**20} MB.")
+        self._hash.update(data)
+        return self._file.write(data)
+
+    def sha256(self) -> str:
+        """Hex digest of everything written."""
+        return self._hash.hexdigest()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        """Reposition (Werkzeug rewinds files after parsing)."""
+        return self._file.seek(offset, whence)
+
+    def read(self, size: int = -1) -> bytes:
+        """Read back from the spool file."""
+        return self._file.read(size)
+
+    def tell(self) -> int:
+        """Current position."""
+        return self._file.tell()
+
+    def flush(self) -> None:
+        """Flush to disk so other processes (ffprobe) see all bytes."""
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close and delete the spool file."""
+        self._file.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the spool file is closed."""
+        return self._file.closed
+
+
+class UploadRequest(Request):
+    """A Flask request whose multipart files stream into spool files and are always cleaned up."""
+
+    spool_dir: Path = Path(tempfile.gettempdir())
+    max_file_bytes: int = 100 * 2**20
+
+    def _get_file_stream(
+        self,
+        total_content_length: int | None,
+        content_type: str | None,
+        filename: str | None = None,
+        content_length: int | None = None,
+    ) -> IO[bytes]:
+        spool = SpoolFile(self.spool_dir, self.max_file_bytes)
+        self.__dict__.setdefault("_spools", []).append(spool)
+        return spool  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Close the request and delete every spool file, even after a failed parse."""
+        try:
+            super().close()
+        finally:
+            for spool in self.__dict__.get("_spools", []):
+                spool.close()
+
+
+@dataclass
+class CheckedUpload:
+    """An uploaded file that passed its content checks."""
+
+    name: str  # the form field: "image" or "audio"
+    path: Path
+    extension: str
+    content_type: str
+    meta: dict[str, Any]
+
+
+def spool_of(storage: Any) -> SpoolFile:
+    """The SpoolFile behind a Werkzeug FileStorage."""
+    stream = storage.stream
+    if not isinstance(stream, SpoolFile):
+        raise Malformed("invalid_upload", f"The '{storage.name}' part could not be read as a file upload.")
+    stream.flush()
+    return stream
+
+
+def check_image(field: str, spool: SpoolFile, settings: Settings) -> CheckedUpload:
+    """Open and fully decode an uploaded image; refuse unknown formats, bombs and tiny images."""
+    limit = settings.max_image_mb * 2**20
+    if spool.size > limit:
+        raise TooLarge("file_too_large", f"The image is larger than {settings.max_image_mb} MB.")
+    if spool.size == 0:
+        raise Invalid("invalid_image", "The image file is empty.")
+    path = Path(spool.name)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                fmt = image.format or ""
+                width, height = image.size
+                if fmt not in IMAGE_FORMATS:
+                    raise Unsupported(
+                        "unsupported_image_type",
+                        f"The image is {fmt or 'not a known image format'}; send PNG, JPEG or WebP.",
+                    )
+                if width * height > settings.max_image_pixels:
+                    raise Invalid(
+                        "image_too_large",
+                        f"The image is {width}x{height} pixels; "
+                        f"at most {settings.max_image_pixels:,} pixels are accepted.",
+                    )
+                if min(width, height) < settings.min_image_side:
+                    raise Invalid(
+                        "image_too_small",
+                        f"The image is {width}x{height}; "
+                        f"each side must be at least {settings.min_image_side} pixels.",
+                    )
+                image.load()  # a full decode: truncated or corrupt files fail here
+    except DomainError:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise Invalid("image_too_large", "The image declares too many pixels to be decoded safely.") from None
+    except UnidentifiedImageError:
+        # Pillow's message names our spool file; say what matters to the sender instead.
+        raise Invalid("invalid_image", "The file is not a readable image; send PNG, JPEG or WebP.") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise Invalid("invalid_image", f"The image could not be decoded: {exc}.") from None
+    extension, mime = IMAGE_FORMATS[fmt]
+    meta = {"format": fmt, "width": width, "height": height, "bytes": spool.size, "sha256": spool.sha256()}
+    return CheckedUpload(name=field, path=path, extension=extension, content_type=mime, meta=meta)
+
+
+def check_audio(field: str, spool: SpoolFile, settings: Settings) -> CheckedUpload:
+    """Decode an uploaded audio file under ffprobe; refuse non-audio and out-of-range durations."""
+    limit = settings.max_audio_mb * 2**20
+    if spool.size > limit:
+        raise TooLarge("file_too_large", f"The audio is larger than {settings.max_audio_mb} MB.")
+    if spool.size == 0:
+        raise Invalid("invalid_audio", "The audio file is empty.")
+    path = Path(spool.name)
+    try:
+        facts = probe_media(path, count_frames=True, timeout=60.0)
+    except MediaToolMissing as exc:
+        raise Unavailable("media_tools_missing", str(exc)) from None
+    except ProbeError as exc:
+        raise Invalid("invalid_audio", f"The audio could not be decoded: {exc}") from None
+    audio = facts.audio
+    if audio is None:
+        raise Invalid("invalid_audio", "The file has no audio stream.")
+    fmt = facts.format_name or ""
+    if fmt not in AUDIO_FORMATS:
+        raise Unsupported(
+            "unsupported_audio_type",
+            f"The audio container is {fmt or 'unknown'}; send WAV, MP3, FLAC, OGG or M4A.",
+        )
+    decoded = getattr(audio, "nb_read_frames", None)
+    if decoded is not None and decoded <= 0:
+        raise Invalid("invalid_audio", "The audio stream holds no decodable frames.")
+    duration = audio.duration_s or facts.duration_s
+    if duration is None:
+        raise Invalid("invalid_audio", "The audio's duration could not be determined.")
+    if duration < settings.min_audio_seconds:
+        raise Invalid(
+            "audio_too_short",
+            f"The audio lasts {duration:.2f} s; at least {settings.min_audio_seconds} s is needed.",
+        )
+    if duration > settings.max_audio_seconds:
+        raise Invalid(
+            "audio_too_long",
+            f"The audio lasts {duration:.1f} s; at most {settings.max_audio_seconds:g} s is accepted.",
+        )
+    extension, mime = AUDIO_FORMATS[fmt]
+    meta = {
+        "format": fmt.split(",")[0] if extension != "m4a" else "m4a",
+        "codec": audio.codec_name,
+        "duration_s": round(duration, 4),
+        "sample_rate": audio.sample_rate,
+        "channels": audio.channels,
+        "bytes": spool.size,
+        "sha256": spool.sha256(),
+    }
+    return CheckedUpload(name=field, path=path, extension=extension, content_type=mime, meta=meta)
+
+
+FILE_CHECKS = {"image": check_image, "audio": check_audio}
+"""The content check of each file input, by form field name."""
+
+MIME_BY_EXTENSION = dict(IMAGE_FORMATS.values()) | dict(AUDIO_FORMATS.values())
+"""Content type of a stored input, by the extension the checks gave it."""
+
+
+def stored_upload(name: str, path: Path, meta: dict[str, Any]) -> CheckedUpload:
+    """An input that passed its checks earlier (copied back from the object store) as an upload."""
+    extension = path.suffix.lstrip(".")
+    return CheckedUpload(
+        name=name,
+        path=path,
+        extension=extension,
+        content_type=MIME_BY_EXTENSION.get(extension, "application/octet-stream"),
+        meta=dict(meta),
+    )

@@ -1,0 +1,57 @@
+"""The collaborators every entry point shares, built once from Settings and passed around.
+
+The API, the workers, the reaper and the CLI each build one ``Services``; tests build it with
+their own settings (or hand in fakes) instead of patching globals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from jobservice.backends.deployment import build_catalog
+from jobservice.catalog import Catalog
+from jobservice.db.engine import Database
+from jobservice.settings import Settings
+from jobservice.storage import ObjectStore, make_store
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+
+@dataclass
+class Services:
+    """Settings plus the database, object store, catalog and Celery app built from them."""
+
+    settings: Settings
+    db: Database
+    store: ObjectStore
+    catalog: Catalog
+    _celery: Celery | None = field(default=None, repr=False)
+
+    @property
+    def celery(self) -> Celery:
+        """The Celery app (built on first use: the API only needs it to send)."""
+        if self._celery is None:
+            from jobservice.broker import make_celery
+
+            self._celery = make_celery(self.settings)
+        return self._celery
+
+
+def build_services(
+    settings: Settings | None = None,
+    *,
+    store: ObjectStore | None = None,
+    catalog: Catalog | None = None,
+    celery: Celery | None = None,
+) -> Services:
+    """Build the shared collaborators; anything passed in is used as is."""
+    settings = settings or Settings()
+    return Services(
+        settings=settings,
+        db=Database(settings.resolved_database_url()),
+        store=store or make_store(settings),
+        catalog=catalog or build_catalog(settings.catalog_extra, deployment_file=settings.deployment_file),
+        _celery=celery,
+    )

@@ -1,0 +1,1 @@
+"""OmniRT, through ``python -m omnirt generate --config`` or ``omnirt serve``."""

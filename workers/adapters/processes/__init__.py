@@ -1,0 +1,3 @@
+"""Shared helpers of adapters that drive other processes and servers: children, residents,
+HTTP clients, instance pools, device memory.
+"""

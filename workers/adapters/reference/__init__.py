@@ -1,0 +1,1 @@
+"""The built-in reference models (real torch compute on CPU, CUDA or NPU)."""

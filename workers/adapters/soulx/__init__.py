@@ -1,0 +1,1 @@
+"""SoulX-FlashHead and SoulX-FlashTalk, driven through their checkouts' own code."""

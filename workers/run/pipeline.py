@@ -1,0 +1,396 @@
+"""The run pipeline: claim → fetch → load → generate (streamed encode + decode pass) → validate →
+upload → record. Every ending goes through one of three transitions, and a failed run still keeps
+its output and RunReport for inspection.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from jobservice.catalog import ModelSpec
+from jobservice.db.tables import Job, Stage, utcnow
+from jobservice.jobs.transitions import (
+    InvalidTransition,
+    Owner,
+    claim_job,
+    mark_canceled,
+    mark_failed,
+    mark_succeeded,
+)
+from jobservice.logs import job_log_context
+from jobservice.reports.run_report import RunReport, Validation
+from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutput
+from workers.devices import reset_peak_memory
+from workers.run.context import LeaseLostError, PipelineContext
+from workers.run.heartbeat import Heartbeat
+from workers.run.report import build_report, failed_check_message, validation_summary
+from workers.runtime import WorkerRuntime
+from workers.validation import Expectation, validate_file, validate_streamed
+
+log = logging.getLogger(__name__)
+
+
+def run_job(runtime: WorkerRuntime, raw_job_id: str) -> str:
+    """Run the job named by a queue message; returns how it ended (for logs and tests)."""
+    try:
+        job_id = uuid.UUID(str(raw_job_id))
+    except ValueError:
+        log.error("dropping a message with a malformed job id %r", raw_job_id)
+        return "malformed"
+    settings = runtime.services.settings
+    with runtime.services.db.session() as session:
+        job = claim_job(session, job_id, worker_id=runtime.worker_id, lease_seconds=settings.lease_seconds)
+    if job is None:
+        log.info("job %s: not queued any more (taken, canceled or finished); message dropped", job_id)
+        return "dropped"
+    with job_log_context(job_id, job.attempts):
+        log.info("job %s: claimed by %s (attempt %d)", job_id, runtime.worker_id, job.attempts)
+        return JobRun(runtime, job).execute()
+
+
+@dataclass
+class JobRun:
+    """One attempt at one job, from claim to its final transition."""
+
+    runtime: WorkerRuntime
+    job: Job
+    timings: dict[str, float] = field(default_factory=dict)
+    cold: bool = False
+    output: RunOutput | None = None
+    validation: Validation | None = None
+    generate_started_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        self.owner = Owner(self.runtime.worker_id, self.job.attempts)
+        self.services = self.runtime.services
+        self.settings = self.services.settings
+        self.spec: ModelSpec | None = self.services.catalog.get(self.job.model)
+        self.clock0 = time.perf_counter()
+        self.scratch = self.settings.resolved_scratch_dir() / f"{self.job.id}-{self.job.attempts}"
+        self.timeout = (self.spec.timeout_seconds if self.spec else None) or self.settings.job_timeout_seconds
+        self.heartbeat = Heartbeat(
+            self.services.db,
+            self.job.id,
+            self.owner,
+            lease_seconds=self.settings.lease_seconds,
+            beat_seconds=self.settings.heartbeat_seconds,
+            progress_interval=self.settings.progress_min_interval_seconds,
+            deadline_seconds=self.timeout,
+        )
+        self.ctx: PipelineContext | None = None
+        self.written: list[str] = []  # object keys this run stored (deleted again if it loses the job)
+
+    # --- the run -------------------------------------------------------------------------
+    def execute(self) -> str:
+        """Run to the end and record the outcome; never raises for a job-level failure."""
+        self.heartbeat.start()
+        try:
+            return self._run()
+        except LeaseLostError:
+            return self._lease_lost()
+        except JobCanceled as exc:
+            return self._canceled(exc.reason)
+        except AdapterError as exc:
+            return self._failed(exc.code, exc.message)
+        except Exception as exc:  # noqa: BLE001 - a bug in a model or in us must still end the job
+            log.exception("job %s: run crashed", self.job.id)
+            return self._failed("internal_error", f"{type(exc).__name__}: {exc}")
+        finally:
+            self.heartbeat.stop()
+            if self.ctx is not None:
+                self.ctx.abort()
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _stage(self, stage: Stage, progress: float | None = None) -> None:
+        self.heartbeat.update(stage=stage.value, progress=progress)
+
+    def _lap(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self.timings[name] = round((now - since) * 1000, 3)
+        return now
+
+    def _run(self) -> str:
+        if self.spec is None:
+            raise AdapterError(
+                "model_unavailable", f"Model '{self.job.model}' is not in this worker's catalog."
+            )
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        reset_peak_memory(self.runtime.device)
+        self._start_log()
+        t = time.perf_counter()
+        inputs = self._fetch_inputs()
+        t = self._lap("fetch_ms", t)
+
+        self._stage(Stage.LOADING, 0.02)
+        loaded, self.cold = self.runtime.resident.get(self.spec)
+        if self.cold:
+            self.timings["load_ms"] = round(loaded.load_ms, 3)
+        t = time.perf_counter()
+
+        self._stage(Stage.GENERATING, 0.05)
+        self.ctx = PipelineContext(
+            heartbeat=self.heartbeat,
+            scratch=self.scratch,
+            policy=self.spec.validation,
+            hash_frames=self.job.batch_id is not None,  # batches compare outputs frame by frame
+        )
+        self.generate_started_at = utcnow()
+        self.ctx.check_cancel()
+        self.output = loaded.adapter.run(loaded.handle, inputs, self.ctx)
+        self.ctx.check_cancel()
+        t = self._lap("generate_ms", t)
+
+        video_path = self._finish_video()
+        t = time.perf_counter()
+        self._stage(Stage.UPLOADING, 0.97)
+        self.ctx.check_cancel()  # still ours? a requeued job's new owner must not be overwritten
+        output_key = self.key("output.mp4")
+        self.services.store.put_file(output_key, video_path, content_type="video/mp4")
+        self.written.append(output_key)
+        self._lap("upload_ms", t)
+        return self._record_outcome(output_key, video_path)
+
+    def key(self, name: str) -> str:
+        """Object key of one of this run's files: ``jobs/<id>/<name>`` for the first attempt,
+        ``jobs/<id>/attempt-<n>/<name>`` for a retry, so a run that lost its lease can never
+        overwrite what the job's current owner stores."""
+        if self.job.attempts <= 1:
+            return f"jobs/{self.job.id}/{name}"
+        return f"jobs/{self.job.id}/attempt-{self.job.attempts}/{name}"
+
+    def _fetch_inputs(self) -> JobInputs:
+        files: dict[str, Path] = {}
+        for name, key in (self.job.input_keys or {}).items():
+            dest = self.scratch / "inputs" / Path(key).name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            files[name] = self.services.store.get_file(key, dest)
+        return JobInputs(
+            job_id=str(self.job.id),
+            model=self.job.model,
+            params=dict(self.job.params),
+            files=files,
+            scratch=self.scratch,
+            meta={name: dict(meta) for name, meta in (self.job.input_meta or {}).items()},
+        )
+
+    def _expectation(self) -> Expectation:
+        assert self.output is not None and self.spec is not None
+        fmt = self.output.expected or (self.ctx.format if self.ctx else None)
+        needs_audio = self.spec.task == "audio2video"
+        # Duration to check: the adapter's own figure, else the input speech, else frames / fps.
+        duration: float | None = None
+        if fmt is not None and fmt.expected_duration_s is not None:
+            duration = fmt.expected_duration_s
+        elif needs_audio:
+            duration = ((self.job.input_meta or {}).get("audio") or {}).get("duration_s")
+        elif fmt is not None:
+            duration = fmt.num_frames / fmt.fps
+        return Expectation(
+            width=fmt.width if fmt else None,
+            height=fmt.height if fmt else None,
+            fps=fmt.fps if fmt else None,
+            num_frames=fmt.num_frames if fmt else None,
+            duration_s=duration,
+            require_audio=needs_audio,
+        )
+
+    def _finish_video(self) -> Path:
+        assert self.output is not None and self.ctx is not None and self.spec is not None
+        expect = self._expectation()
+        if self.output.video_path is None:
+            t = time.perf_counter()
+            encoded = self.ctx.finish_encoding()
+            t = self._lap("encode_ms", t)
+            self._stage(Stage.VALIDATING, 0.96)
+            self.validation = validate_streamed(
+                path=encoded.path, encode=encoded, expect=expect, policy=self.spec.validation
+            )
+            self._lap("validate_ms", t)
+            return encoded.path
+        t = time.perf_counter()
+        self._stage(Stage.VALIDATING, 0.96)
+        self.validation = validate_file(
+            path=self.output.video_path, expect=expect, policy=self.spec.validation
+        )
+        self._lap("validate_ms", t)
+        return self.output.video_path
+
+    # --- endings -------------------------------------------------------------------------
+    def _report(
+        self, status: str, *, error: tuple[str, str] | None = None, video: Path | None = None
+    ) -> RunReport:
+        self.timings["total_ms"] = round((time.perf_counter() - self.clock0) * 1000, 3)
+        if self.ctx is not None and self.ctx.cold_start is not None:
+            self.cold = self.ctx.cold_start  # the adapter knows (a per-job script, a new resident)
+        return build_report(self, status=status, error=error, video_path=video)
+
+    # --- the run's log: jobs/<id>/log.txt, kept on success and failure --------------------
+    @property
+    def log_path(self) -> Path:
+        """Where this run's log is written (PipelineContext.job_log hands the same file to adapters)."""
+        return self.scratch / "job.log"
+
+    def _start_log(self) -> None:
+        with self.log_path.open("a", encoding="utf-8") as out:
+            out.write(
+                f"{utcnow().isoformat()} job {self.job.id} model {self.job.model} "
+                f"attempt {self.job.attempts} on {self.runtime.worker_id} ({self.runtime.device.label})\n"
+            )
+
+    def _store_log(self, outcome: str) -> None:
+        """Store the run's log beside its report (after the final transition: off the tail)."""
+        if not self.log_path.exists():
+            return
+        try:
+            with self.log_path.open("a", encoding="utf-8") as out:
+                out.write(f"{utcnow().isoformat()} finished: {outcome}\n")
+            self.services.store.put_file(
+                self.key("log.txt"), self.log_path, content_type="text/plain; charset=utf-8"
+            )
+        except Exception:  # noqa: BLE001 - the job outcome matters more than its log
+            log.exception("job %s: could not store the log", self.job.id)
+
+    def _store_report(self, report: RunReport) -> str | None:
+        key = self.key("report.json")
+        try:
+            self.services.store.put_bytes(
+                key, report.model_dump_json(indent=2).encode(), content_type="application/json"
+            )
+        except Exception:  # noqa: BLE001 - the job outcome matters more than its report
+            log.exception("job %s: could not store the report", self.job.id)
+            return None
+        self.written.append(key)
+        return key
+
+    def _finish(self, transition: Callable[[Session], None], report: RunReport) -> bool:
+        """Make the final transition (retrying database hiccups); False if the job is no longer ours."""
+        for delay in (0.5, 1.0, 2.0, 4.0, None):
+            try:
+                with self.services.db.session() as session:
+                    transition(session)
+            except InvalidTransition:
+                self._lease_lost()
+                return False
+            except OperationalError:
+                if delay is None:
+                    raise
+                log.warning("job %s: database unavailable for the final transition; retrying", self.job.id)
+                time.sleep(delay)
+                continue
+            outcome = report.status + (
+                f" ({report.error.code}): {report.error.message}" if report.error else ""
+            )
+            self._store_log(outcome)
+            return True
+        return False
+
+    def _record_outcome(self, output_key: str, video_path: Path) -> str:
+        assert self.validation is not None
+        passed = self.validation.verdict == "passed"
+        error = None if passed else ("validation_failed", failed_check_message(self.validation))
+        report = self._report("succeeded" if passed else "failed", error=error, video=video_path)
+        report_key = self._store_report(report)
+        common: dict[str, Any] = {
+            "owner": self.owner,
+            "output_key": output_key,
+            "report_key": report_key or "",
+            "verdict": self.validation.verdict,
+            "timings": summary_timings(report),
+            "validation_summary": validation_summary(
+                self.validation, warnings=self.ctx.extra.get("warnings") if self.ctx else None
+            ),
+            "cold_start": self.cold,
+        }
+
+        def transition(session: Session) -> None:
+            if passed:
+                mark_succeeded(session, self.job.id, **common)
+            else:
+                assert error is not None
+                mark_failed(session, self.job.id, code=error[0], message=error[1], **common)
+
+        if not self._finish(transition, report):
+            return "lease_lost"
+        log.info(
+            "job %s: %s in %.0f ms",
+            self.job.id,
+            "succeeded" if passed else "failed validation",
+            report.timings["total_ms"],
+        )
+        return "succeeded" if passed else "validation_failed"
+
+    def _failed(self, code: str, message: str) -> str:
+        if self.ctx is not None:
+            self.ctx.abort()
+        report = self._report("failed", error=(code, message))
+        report_key = self._store_report(report)
+
+        def transition(session: Session) -> None:
+            mark_failed(
+                session,
+                self.job.id,
+                code=code,
+                message=message,
+                owner=self.owner,
+                report_key=report_key,
+                timings=summary_timings(report),
+                cold_start=self.cold,
+            )
+
+        if not self._finish(transition, report):
+            return "lease_lost"
+        log.warning("job %s: failed (%s): %s", self.job.id, code, message)
+        return f"failed:{code}"
+
+    def _canceled(self, reason: str) -> str:
+        if reason == "timeout":
+            return self._failed(
+                "timeout", f"The job ran longer than its limit of {self.timeout:g} s and was stopped."
+            )
+        if self.ctx is not None:
+            self.ctx.abort()
+        report = self._report("canceled", error=("canceled", "Canceled at the user's request."))
+        report_key = self._store_report(report)
+
+        def transition(session: Session) -> None:
+            mark_canceled(
+                session, self.job.id, owner=self.owner, detail="canceled while running", report_key=report_key
+            )
+
+        if not self._finish(transition, report):
+            return "lease_lost"
+        log.info("job %s: canceled while running", self.job.id)
+        return "canceled"
+
+    def _lease_lost(self) -> str:
+        log.warning("job %s: this worker lost the job's lease; leaving it to its new owner", self.job.id)
+        for key in self.written:  # nothing points at them: the job's row names its owner's files
+            try:
+                self.services.store.delete(key)
+            except Exception:  # noqa: BLE001 - an orphan is harmless; keep going
+                log.warning("job %s: could not delete orphan %s", self.job.id, key)
+        return "lease_lost"
+
+
+def summary_timings(report: RunReport) -> dict[str, Any]:
+    """The figures kept in the jobs table (the full breakdown is in the report)."""
+    summary: dict[str, Any] = {k: v for k, v in report.timings.items() if k.endswith("_ms")}
+    summary["queue_wait_ms"] = report.queue_wait_ms
+    for name in ("render_fps", "rtf", "media_duration_s"):
+        value = getattr(report, name)
+        if value is not None:
+            summary[name] = value
+    if report.last_frame_at is not None:
+        summary["last_frame_at"] = report.last_frame_at.isoformat()
+    return summary

@@ -7,13 +7,14 @@ help: ## list the targets
 quickstart: ## set up and run the sample jobs on the embedded stack (Ctrl-C stops)
 	./scripts/quickstart.sh
 
-test: ## set up and run the whole suite (lint, types, pytest)
+test: ## set up and run the whole suite (lint, types, import rules, unit and integration tiers)
 	./scripts/test.sh
 
-lint: ## ruff and mypy
+lint: ## ruff, mypy and the import rules
 	$(VENV)/bin/ruff check jobservice workers tests scripts
 	$(VENV)/bin/ruff format --check jobservice workers tests scripts
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 format: ## ruff format and autofix
 	$(VENV)/bin/ruff format jobservice workers tests scripts

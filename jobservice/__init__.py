@@ -1,10 +1,11 @@
 """jobservice: a queue-backed batch video job service (the API side and the shared domain).
 
-Domain packages: ``db`` (engine, tables, migrations), ``jobs`` (state machine, submit, queue,
+Domain packages: ``db`` (engine, tables, migrations), ``jobs`` (state machine, submit,
 reaper), ``catalog`` (a leaf of data types), ``backends`` (one module per model family),
 ``storage``, ``batches``, ``media`` (probe, uploads), ``reports`` (RunReport), ``fleet``
 (placement, worker presence); leaf modules ``settings``, ``errors``, ``logs``; ``wiring`` builds
-the collaborators every entry point shares. Surfaces: ``http`` (api/, web/) and ``cli``.
+the collaborators every entry point shares and ``broker`` the Celery wiring (one queue per
+model). Surfaces: ``http`` (api/, web/) and ``cli``.
 
 Rules (checked by import-linter in ./scripts/test.sh): nothing here imports ``workers`` or torch;
 domain packages never import the surfaces; no import cycles.

@@ -46,7 +46,7 @@ from jobservice.backends.deployment import default_catalog  # noqa: E402
 from jobservice.cli.embedded import Child, start_redis, wait_http  # noqa: E402
 from jobservice.db.engine import Database  # noqa: E402
 from jobservice.db.migrate import upgrade  # noqa: E402
-from jobservice.jobs.transitions import get_job  # noqa: E402
+from jobservice.jobs.queries import get_job  # noqa: E402
 from workers.validation import Expectation, validate_file  # noqa: E402
 
 PROFILES: dict[str, dict[str, Any]] = {

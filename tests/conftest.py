@@ -18,6 +18,8 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis
+from flask import Flask
+from flask.testing import FlaskClient
 from moto.server import ThreadedMotoServer
 
 from jobservice.db.migrate import upgrade
@@ -165,7 +167,7 @@ def services(settings: Settings) -> Iterator[Services]:
 
 
 @pytest.fixture
-def app(services: Services):  # type: ignore[no-untyped-def]
+def app(services: Services) -> Flask:
     """The Flask app."""
     application = create_app(services=services)
     application.config["TESTING"] = True
@@ -173,7 +175,7 @@ def app(services: Services):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def client(app):  # type: ignore[no-untyped-def]
+def client(app: Flask) -> FlaskClient:
     """A test client of the app."""
     return app.test_client()
 

@@ -122,18 +122,13 @@ def compare_metric(
     return result
 
 
-def compare_case(
-    baseline: dict[str, Any] | None, candidate: dict[str, Any], *, spec: dict[str, Any]
-) -> dict[str, Any]:
-    """The verdict on one case, with the reasons and every metric's comparison."""
-    out: dict[str, Any] = {"case": candidate["name"], "model": candidate.get("model"), "reasons": []}
-    if baseline is None:
-        return {**out, "verdict": "new", "reasons": ["not in the baseline"], "metrics": []}
-    if baseline.get("digest") != candidate.get("digest"):
-        reason = "its model, parameters or inputs differ from the baseline's; not compared"
-        return {**out, "verdict": "changed", "reasons": [reason], "metrics": []}
+def _compare_metrics(
+    baseline: dict[str, Any], candidate: dict[str, Any], *, spec: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[str], bool]:
+    """Every tracked metric of one case compared: (the comparisons, the regression reasons, whether
+    any metric improved). A metric that cannot be read is ``n/a`` with why, not an error."""
     reasons: list[str] = []
-    regressed = improved = False
+    improved = False
     metrics = []
     for name in tracked_metrics(spec):
         metric = METRICS[name]
@@ -153,23 +148,48 @@ def compare_case(
             continue
         metrics.append({**entry, **result.as_dict()})
         if why is not None:
-            regressed = True
             reasons.append(why)
         elif result.verdict == "improvement":
             improved = True
+    return metrics, reasons, improved
+
+
+def _compare_validation(
+    baseline: dict[str, Any], candidate: dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """The share of runs passing the output gate on both sides, and the reason if it fell."""
     old_rate, new_rate = _pass_rate(baseline), _pass_rate(candidate)
     validation = {"baseline_pass_rate": old_rate, "candidate_pass_rate": new_rate, "verdict": "ok"}
     if old_rate is not None and new_rate is not None and new_rate < old_rate:
         validation["verdict"] = "regression"
-        regressed = True
-        reasons.append(f"runs passing the gate fell from {old_rate:.0%} to {new_rate:.0%}")
+        return validation, f"runs passing the gate fell from {old_rate:.0%} to {new_rate:.0%}"
+    return validation, None
+
+
+def _frames_reason(frames: dict[str, Any]) -> str | None:
+    """Why the output frames count as a regression, or None when they did not change."""
+    if frames["verdict"] != "changed":
+        return None
+    if "note" in frames:
+        return "the output video changed (its file differs)"
+    return f"output frames changed ({frames['changed_frames']} of {frames['frames']})"
+
+
+def compare_case(
+    baseline: dict[str, Any] | None, candidate: dict[str, Any], *, spec: dict[str, Any]
+) -> dict[str, Any]:
+    """The verdict on one case, with the reasons and every metric's comparison."""
+    out: dict[str, Any] = {"case": candidate["name"], "model": candidate.get("model"), "reasons": []}
+    if baseline is None:
+        return {**out, "verdict": "new", "reasons": ["not in the baseline"], "metrics": []}
+    if baseline.get("digest") != candidate.get("digest"):
+        reason = "its model, parameters or inputs differ from the baseline's; not compared"
+        return {**out, "verdict": "changed", "reasons": [reason], "metrics": []}
+    metrics, reasons, improved = _compare_metrics(baseline, candidate, spec=spec)
+    validation, fell = _compare_validation(baseline, candidate)
     frames = _frames(baseline, candidate)
-    if frames["verdict"] == "changed":
-        regressed = True
-        if "note" in frames:
-            reasons.append("the output video changed (its file differs)")
-        else:
-            reasons.append(f"output frames changed ({frames['changed_frames']} of {frames['frames']})")
+    reasons += [why for why in (fell, _frames_reason(frames)) if why is not None]
+    regressed = bool(reasons)
     if candidate.get("status") == "failed":
         verdict = "failed"
         reasons = [e["message"] for e in candidate.get("expectations") or [] if not e["passed"]] + reasons

@@ -43,78 +43,99 @@ def hardware(case: dict[str, Any], environment: dict[str, Any]) -> str:
     return f"{device} ({', '.join(cards)})" if cards and device != "cpu" else str(device)
 
 
+def _case_metrics(case: dict[str, Any], verdict_of: dict[str, Any], tracked: list[str]) -> dict[str, Any]:
+    """One case's figure per shown metric (tracked ones, then the seed-table columns), with its
+    comparison against the baseline when there was one."""
+    metrics = {}
+    for name in dict.fromkeys([*tracked, *TABLE_METRICS]):
+        summary = (case.get("summary") or {}).get(name) or {}
+        versus: dict[str, Any] = next((m for m in verdict_of.get("metrics") or [] if m["metric"] == name), {})
+        metrics[name] = {
+            "median": summary.get("median"),
+            "sigma": summary.get("sigma"),
+            "n": summary.get("n", 0),
+            "why": (case.get("unavailable") or {}).get(name) or "no value recorded",
+            "baseline": versus.get("baseline"),
+            "change": versus.get("change"),
+            "threshold": versus.get("threshold"),
+            "verdict": versus.get("verdict", "n/a"),
+            "note": versus.get("note") or ("no baseline" if not verdict_of else "not tracked by the spec"),
+        }
+    return metrics
+
+
+def _case_row(
+    case: dict[str, Any], *, verdict_of: dict[str, Any], tracked: list[str], environment: dict[str, Any]
+) -> dict[str, Any]:
+    """One case of a report: its verdict and reasons, where and how it ran, and its metrics.
+
+    ``verdict_of`` is the case's comparison against the baseline, empty when there was none.
+    """
+    runs = case.get("runs") or []
+    info = case.get("info") or {}
+    if verdict_of:
+        verdict = verdict_of["verdict"]
+    else:
+        verdict = "failed" if case.get("status") == "failed" else "no_baseline"
+    failed_checks = [e["message"] for e in case.get("expectations") or [] if not e["passed"]]
+    return {
+        "case": case["name"],
+        "model": case.get("model"),
+        "verdict": verdict,
+        "reasons": verdict_of.get("reasons") or failed_checks,
+        "hardware": hardware(case, environment),
+        "resolution": f"{info.get('width')}x{info.get('height')}" if info.get("width") else None,
+        "fps": info.get("fps"),
+        "frames": info.get("frames"),
+        "repeats": len(runs),
+        "passed": sum(1 for r in runs if r.get("status") == "succeeded"),
+        "figures": case.get("figures") or ("warm" if case.get("samples") else None),
+        "metrics": _case_metrics(case, verdict_of, tracked),
+        "frames_check": verdict_of.get("frames") or {"verdict": "n/a"},
+        "frames_digest": (case.get("frames") or {}).get("digest"),
+        "expectations": case.get("expectations") or [],
+        "jobs": [r["job_id"] for r in runs],
+    }
+
+
+def _batch_header(batch: Batch) -> dict[str, Any]:
+    """The batch's own fields a report shows above its cases."""
+    return {
+        "id": str(batch.id),
+        "name": batch.name,
+        "status": batch.status,
+        "verdict": batch.verdict,
+        "source": batch.source,
+        "origin": batch.origin,
+        "spec_digest": batch.spec_digest,
+        "pinned": batch.pinned,
+        "baseline_id": str(batch.baseline_id) if batch.baseline_id else None,
+        "created_at": batch.created_at.isoformat() if batch.created_at else None,
+        "finished_at": batch.finished_at.isoformat() if batch.finished_at else None,
+        "error": batch.error,
+    }
+
+
 def report_data(batch: Batch) -> dict[str, Any]:
     """Everything a report shows, as one JSON-ready dict, cases worst first."""
     results = batch.results or {}
     comparison = results.get("comparison") or {}
     compared = {c["case"]: c for c in comparison.get("cases") or []}
     tracked = tracked_metrics(batch.spec or {})
-    cases = []
-    for case in results.get("cases") or []:
-        verdict_of = compared.get(case["name"]) or {}
-        runs = case.get("runs") or []
-        info = case.get("info") or {}
-        metrics = {}
-        for name in dict.fromkeys([*tracked, *TABLE_METRICS]):
-            summary = (case.get("summary") or {}).get(name) or {}
-            versus: dict[str, Any] = next(
-                (m for m in verdict_of.get("metrics") or [] if m["metric"] == name), {}
-            )
-            metrics[name] = {
-                "median": summary.get("median"),
-                "sigma": summary.get("sigma"),
-                "n": summary.get("n", 0),
-                "why": (case.get("unavailable") or {}).get(name) or "no value recorded",
-                "baseline": versus.get("baseline"),
-                "change": versus.get("change"),
-                "threshold": versus.get("threshold"),
-                "verdict": versus.get("verdict", "n/a"),
-                "note": versus.get("note")
-                or ("no baseline" if not verdict_of else "not tracked by the spec"),
-            }
-        if verdict_of:
-            verdict = verdict_of["verdict"]
-        else:
-            verdict = "failed" if case.get("status") == "failed" else "no_baseline"
-        failed_checks = [e["message"] for e in case.get("expectations") or [] if not e["passed"]]
-        cases.append(
-            {
-                "case": case["name"],
-                "model": case.get("model"),
-                "verdict": verdict,
-                "reasons": verdict_of.get("reasons") or failed_checks,
-                "hardware": hardware(case, batch.environment or {}),
-                "resolution": f"{info.get('width')}x{info.get('height')}" if info.get("width") else None,
-                "fps": info.get("fps"),
-                "frames": info.get("frames"),
-                "repeats": len(runs),
-                "passed": sum(1 for r in runs if r.get("status") == "succeeded"),
-                "figures": case.get("figures") or ("warm" if case.get("samples") else None),
-                "metrics": metrics,
-                "frames_check": verdict_of.get("frames") or {"verdict": "n/a"},
-                "frames_digest": (case.get("frames") or {}).get("digest"),
-                "expectations": case.get("expectations") or [],
-                "jobs": [r["job_id"] for r in runs],
-            }
+    cases = [
+        _case_row(
+            case,
+            verdict_of=compared.get(case["name"]) or {},
+            tracked=tracked,
+            environment=batch.environment or {},
         )
+        for case in results.get("cases") or []
+    ]
     order = [*CASE_ORDER, "no_baseline"]
     cases.sort(key=lambda c: order.index(c["verdict"]) if c["verdict"] in order else len(order))
     return {
         "object": "batch_report",
-        "batch": {
-            "id": str(batch.id),
-            "name": batch.name,
-            "status": batch.status,
-            "verdict": batch.verdict,
-            "source": batch.source,
-            "origin": batch.origin,
-            "spec_digest": batch.spec_digest,
-            "pinned": batch.pinned,
-            "baseline_id": str(batch.baseline_id) if batch.baseline_id else None,
-            "created_at": batch.created_at.isoformat() if batch.created_at else None,
-            "finished_at": batch.finished_at.isoformat() if batch.finished_at else None,
-            "error": batch.error,
-        },
+        "batch": _batch_header(batch),
         "tracked_metrics": tracked,
         "counts": comparison.get("counts") or {},
         "cases": cases,

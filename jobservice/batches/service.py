@@ -90,6 +90,42 @@ def abandon_if_incomplete(services: Services, batch: Batch) -> bool:
     return True
 
 
+def _batch_row(
+    *,
+    batch_id: uuid.UUID,
+    plan: Plan,
+    cases: list[dict[str, Any]],
+    source: str,
+    idempotency_key: str | None,
+) -> Batch:
+    """The new batch's row, still creating, with its resolved spec (``cases``: the described cases,
+    their inputs already stored)."""
+    loaded = plan.loaded
+    resolved = {
+        "name": loaded.spec.name,
+        "description": loaded.spec.description,
+        "baseline": loaded.spec.baseline,
+        "thresholds": loaded.spec.thresholds.model_dump(mode="json"),
+        "metrics": [m.model_dump(mode="json") for m in loaded.spec.metrics],
+        "cases": cases,
+    }
+    return Batch(
+        id=batch_id,
+        name=loaded.spec.name,
+        spec_digest=loaded.digest,
+        spec=resolved,
+        spec_text=loaded.text,
+        origin=loaded.origin[:512],
+        source=source,
+        status=BatchStatus.CREATING.value,
+        pinned=False,
+        total_jobs=sum(c.repeat for c in plan.cases),
+        idempotency_key=idempotency_key,
+        environment={"created_by": creator_environment()},
+        results={},
+    )
+
+
 def create_batch(
     services: Services,
     plan: Plan,
@@ -114,28 +150,8 @@ def create_batch(
     except StoreUnavailable:
         _discard_inputs(services, batch_id)
         raise  # answered as 503 storage_unavailable by jobservice.http.api.errors
-    resolved = {
-        "name": loaded.spec.name,
-        "description": loaded.spec.description,
-        "baseline": loaded.spec.baseline,
-        "thresholds": loaded.spec.thresholds.model_dump(mode="json"),
-        "metrics": [m.model_dump(mode="json") for m in loaded.spec.metrics],
-        "cases": cases,
-    }
-    batch = Batch(
-        id=batch_id,
-        name=loaded.spec.name,
-        spec_digest=loaded.digest,
-        spec=resolved,
-        spec_text=loaded.text,
-        origin=loaded.origin[:512],
-        source=source,
-        status=BatchStatus.CREATING.value,
-        pinned=False,
-        total_jobs=sum(c.repeat for c in plan.cases),
-        idempotency_key=idempotency_key,
-        environment={"created_by": creator_environment()},
-        results={},
+    batch = _batch_row(
+        batch_id=batch_id, plan=plan, cases=cases, source=source, idempotency_key=idempotency_key
     )
     try:
         with services.db.session() as session:  # the row and its spec in one transaction

@@ -1,5 +1,6 @@
-"""Jobs: the state machine (transitions), accepting a job (submit), the queue, the reaper,
-idempotency keys and the read models (schemas).
+"""Jobs: the state machine (transitions), leases and queue-message bookkeeping (leases), reading
+jobs (queries), accepting a job (submit), the queue, the reaper, idempotency keys and the read
+models (schemas).
 
 Domain: imports db, catalog, backends, storage, media, reports; never the HTTP, web or CLI surfaces.
 """

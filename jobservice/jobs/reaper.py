@@ -22,11 +22,11 @@ from sqlalchemy import or_, select
 from jobservice.catalog import queue_for
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, JobStatus, utcnow
+from jobservice.jobs.leases import mark_enqueued
 from jobservice.jobs.transitions import (
     InvalidTransition,
     Owner,
     mark_canceled,
-    mark_enqueued,
     mark_failed,
     requeue_job,
 )

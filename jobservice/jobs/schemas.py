@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import Malformed
-from jobservice.jobs.transitions import queue_position
+from jobservice.jobs.queries import queue_position
 
 
 class ErrorView(BaseModel):

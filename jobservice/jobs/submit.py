@@ -26,7 +26,8 @@ from jobservice.broker import send_job
 from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, utcnow
 from jobservice.errors import Conflict, DomainError, Invalid, NotFound, invalid_parameters
-from jobservice.jobs.transitions import mark_unsent, record_created
+from jobservice.jobs.leases import mark_unsent
+from jobservice.jobs.transitions import record_created
 from jobservice.media.uploads import CheckedUpload, stored_upload
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.wiring import Services

@@ -8,19 +8,42 @@ a CAS update is portable (reference/stack-probe.md section 5). Each transition r
     queued ──claim──> running ──> succeeded | failed | canceled
       │                  └──requeue (worker lost, attempts left)──> queued
       └──> canceled (cancel while queued) | failed (reaper gives up, model withdrawn)
+
+Here: the allowed moves (``ALLOWED``), their errors, and the moves themselves: create, claim,
+succeed, fail, cancel (and the cancel request) and requeue. Reading a job, its events and its
+queue position is in ``jobservice.jobs.queries``; the bookkeeping that never changes the status
+(the run that owns a job, heartbeats extending its lease, when its queue message was sent) is in
+``jobservice.jobs.leases``.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import TERMINAL_STATUSES, Job, JobEvent, JobStatus, Stage, utcnow
+from jobservice.jobs.leases import Owner
+from jobservice.jobs.queries import get_job
+
+# Owner is part of this module's signatures, so callers may import it from here too.
+__all__ = [
+    "ALLOWED",
+    "InvalidTransition",
+    "LeaseLost",
+    "Owner",
+    "claim_job",
+    "mark_canceled",
+    "mark_failed",
+    "mark_succeeded",
+    "record_created",
+    "request_cancel",
+    "requeue_job",
+    "transition_allowed",
+]
 
 ALLOWED: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELED, JobStatus.FAILED}),
@@ -51,14 +74,6 @@ class LeaseLost(InvalidTransition):
 def transition_allowed(current: JobStatus, target: JobStatus) -> bool:
     """Whether ``current -> target`` is a legal move of the state machine."""
     return target in ALLOWED[current]
-
-
-@dataclass(frozen=True)
-class Owner:
-    """Identifies one run of a job: the worker that claimed it and which attempt this is."""
-
-    worker_id: str
-    attempt: int
 
 
 def _event(
@@ -117,11 +132,6 @@ def _refuse(session: Session, job_id: uuid.UUID, target: JobStatus, owner: Owner
     return InvalidTransition(job_id, current, target)
 
 
-def get_job(session: Session, job_id: uuid.UUID) -> Job | None:
-    """The job row, freshly read."""
-    return session.get(Job, job_id, populate_existing=True)
-
-
 def record_created(session: Session, job: Job) -> None:
     """Insert a new queued job and its first event."""
     job.status = JobStatus.QUEUED
@@ -130,26 +140,6 @@ def record_created(session: Session, job: Job) -> None:
     session.flush()
     _event(
         session, job.id, from_status=None, to_status=JobStatus.QUEUED, detail=f"submitted via {job.source}"
-    )
-
-
-def mark_enqueued(session: Session, job_id: uuid.UUID, *, at: datetime | None = None) -> None:
-    """Remember when a queue message for the job was last sent (the reaper re-sends lost ones)."""
-    session.execute(
-        update(Job)
-        .where(Job.id == job_id)
-        .values(enqueued_at=at or utcnow())
-        .execution_options(synchronize_session=False)
-    )
-
-
-def mark_unsent(session: Session, job_id: uuid.UUID) -> None:
-    """Forget that a message was sent (the send failed), so the reaper sends one."""
-    session.execute(
-        update(Job)
-        .where(Job.id == job_id)
-        .values(enqueued_at=None)
-        .execution_options(synchronize_session=False)
     )
 
 
@@ -187,49 +177,6 @@ def claim_job(session: Session, job_id: uuid.UUID, *, worker_id: str, lease_seco
         detail="claimed",
     )
     return job
-
-
-@dataclass(frozen=True)
-class Beat:
-    """What a heartbeat learned: whether we still own the job and whether it was canceled."""
-
-    owned: bool
-    cancel_requested: bool
-
-
-def heartbeat(
-    session: Session,
-    job_id: uuid.UUID,
-    *,
-    owner: Owner,
-    lease_seconds: float,
-    stage: str | None = None,
-    progress: float | None = None,
-) -> Beat:
-    """Extend a running job's lease (and record stage/progress); tells the worker about cancels."""
-    now = utcnow()
-    values: dict[str, Any] = {"heartbeat_at": now, "lease_expires_at": now + timedelta(seconds=lease_seconds)}
-    if stage is not None:
-        values["stage"] = stage
-        if stage == Stage.GENERATING.value:
-            values["started_at"] = func.coalesce(Job.started_at, now)
-    if progress is not None:
-        values["progress"] = max(0.0, min(1.0, progress))
-    result = session.execute(
-        update(Job)
-        .where(
-            Job.id == job_id,
-            Job.status == JobStatus.RUNNING,
-            Job.worker_id == owner.worker_id,
-            Job.attempts == owner.attempt,
-        )
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        return Beat(owned=False, cancel_requested=False)
-    cancel_at = session.scalar(select(Job.cancel_requested_at).where(Job.id == job_id))
-    return Beat(owned=True, cancel_requested=cancel_at is not None)
 
 
 def mark_succeeded(
@@ -419,25 +366,3 @@ def requeue_job(session: Session, job_id: uuid.UUID, *, owner: Owner, reason: st
         worker_id=owner.worker_id,
         detail=f"requeued: {reason}",
     )
-
-
-def queue_position(session: Session, job: Job) -> int:
-    """How many queued jobs of the same model run before this one (0 = next)."""
-    ahead = select(func.count()).where(
-        Job.model == job.model,
-        Job.status == JobStatus.QUEUED,
-        Job.id != job.id,
-        or_(
-            Job.priority < job.priority,
-            and_(
-                Job.priority == job.priority,
-                or_(Job.created_at < job.created_at, and_(Job.created_at == job.created_at, Job.id < job.id)),
-            ),
-        ),
-    )
-    return int(session.scalar(ahead) or 0)
-
-
-def events_of(session: Session, job_id: uuid.UUID) -> list[JobEvent]:
-    """A job's audit trail, oldest first."""
-    return list(session.scalars(select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)))

@@ -308,7 +308,10 @@ def test_a_zero_baseline_median_finishes_and_every_view_answers(bclient: Any, bs
     finish_jobs(bservices, first["id"], generate_ms=steady(100), memory=lambda j: {"peak_mb": 0.0})
     second = create(bclient, body)
     finish_jobs(
-        bservices, second["id"], generate_ms=steady(100), memory=lambda j: {"peak_mb": j.batch_repeat and 5.0}
+        bservices,
+        second["id"],
+        generate_ms=steady(100),
+        memory=lambda j: {"peak_mb": 5.0 if j.batch_repeat else 0.0},
     )
     view = show(bclient, second["id"])
     assert view["status"] == "finished" and view["verdict"] == "regressed"

@@ -41,7 +41,7 @@ def test_schedules_are_checked() -> None:
     )
     assert [e.key for e in entries] == ["batches/nightly.yaml", "b.yaml"]
     assert cron_schedule("30 1 * * 1-5") == crontab(minute="30", hour="1", day_of_week="1-5")
-    bad = [
+    bad: list[tuple[list[dict[str, Any]], str]] = [
         ([{"spec": "a", "cron": "0 2 * *"}], "5 fields"),
         ([{"spec": "a", "cron": "61 2 * * *"}], "61"),
         ([{"spec": "a"}], "exactly one"),

@@ -122,7 +122,7 @@ def test_the_tick_resumes_an_interrupted_creation_and_finishes_batches(bservices
             with pytest.raises(KeyboardInterrupt):
                 create_batch(bservices, plan, source="beat")
     finally:
-        service.submit_job = original  # type: ignore[assignment]
+        service.submit_job = original
     with bservices.db.session() as s:
         batch = s.query(Batch).one()
     assert batch.status == "creating" and len(batch_jobs(bservices, batch.id)) == 2

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.batches.helpers import finish_jobs, spec, steady, t2v_case
+from tests.batches.helpers import Timing, finish_jobs, spec, steady, t2v_case
 
 pytestmark = pytest.mark.integration
 
@@ -20,6 +20,11 @@ def create(client: Any, body: dict[str, Any]) -> str:
     return str(response.get_json()["id"])
 
 
+def zulu_slowed(slower: float, night: int) -> Timing:
+    """One night's generate_ms: case "zulu" ``slower`` times the others, all ``night`` ms later."""
+    return lambda job: steady(1000 * (slower if job.batch_case == "zulu" else 1.0) + night)(job)
+
+
 def test_report_page_lists_regressions_first_with_trends(bclient: Any, bservices: Any) -> None:
     body = spec(t2v_case(name="alpha", repeat=3), t2v_case(name="zulu", repeat=3))
     ids = []
@@ -28,9 +33,7 @@ def test_report_page_lists_regressions_first_with_trends(bclient: Any, bservices
         finish_jobs(
             bservices,
             ids[-1],
-            generate_ms=lambda j, s=slower, n=night: steady(
-                1000 * (s if j.batch_case == "zulu" else 1.0) + n
-            )(j),
+            generate_ms=zulu_slowed(slower, night),
         )
     running = create(bclient, body)
 

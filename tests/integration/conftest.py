@@ -26,7 +26,7 @@ from jobservice.cli.embedded import exported, redis_binary
 from jobservice.db.migrate import upgrade
 from jobservice.db.tables import Job, JobEvent
 from jobservice.http.app import create_app
-from jobservice.jobs.transitions import events_of, get_job
+from jobservice.jobs.queries import events_of, get_job
 from jobservice.wiring import Services, build_services
 from tests.conftest import ROOT, make_settings
 

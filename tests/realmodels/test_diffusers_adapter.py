@@ -38,7 +38,7 @@ def params(**overrides: Any) -> dict[str, Any]:
     ).model_dump(mode="json")
 
 
-def test_budget_fails_fast_without_loading(tmp_path, tiny_wan: Path, ctx: RecordingContext) -> None:  # type: ignore[no-untyped-def]
+def test_budget_fails_fast_without_loading(tmp_path: Path, tiny_wan: Path, ctx: RecordingContext) -> None:
     from workers.adapters.diffusers_wan import DiffusersWanAdapter
 
     spec = deployed_spec(
@@ -51,8 +51,8 @@ def test_budget_fails_fast_without_loading(tmp_path, tiny_wan: Path, ctx: Record
 
 
 def test_generates_frames_step_by_step_and_cancels_at_a_step(
-    tmp_path, tiny_wan: Path, ctx: RecordingContext
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, tiny_wan: Path, ctx: RecordingContext
+) -> None:
     from workers.adapters.diffusers_wan import DiffusersWanAdapter
 
     spec = deployed_spec(tmp_path, "wan-tiny", {"backend": "diffusers", "path": str(tiny_wan)})

@@ -4,32 +4,40 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jobservice.fleet.placement import parse_devices
 from tests.realmodels.conftest import RecordingContext, deployed_spec, fh_params
-from tests.standins.deploy import flashhead_checkout
-from workers.adapters.base import AdapterError, JobCanceled
+from tests.standins.deploy import FakeCheckout, flashhead_checkout
+from workers.adapters.base import AdapterError, JobCanceled, JobInputs
 from workers.adapters.processes.memory import CardMemory
-from workers.adapters.soulx.flashhead import FlashHeadAdapter
+from workers.adapters.soulx.flashhead import FlashHeadAdapter, FlashHeadHandle
 
 
 @pytest.fixture
-def checkout(tmp_path: Path):  # type: ignore[no-untyped-def]
+def checkout(tmp_path: Path) -> FakeCheckout:
     return flashhead_checkout(tmp_path / "site")
 
 
 def loaded(
-    tmp_path: Path, checkout, devices: str = "npu:2,3", adapter: FlashHeadAdapter | None = None, **entry
-):  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    checkout: FakeCheckout,
+    devices: str = "npu:2,3",
+    adapter: FlashHeadAdapter | None = None,
+    **entry: Any,
+) -> tuple[FlashHeadAdapter, FlashHeadHandle]:
     spec = deployed_spec(tmp_path, "soulx-flashhead-1.3b", checkout.script_entry(**entry))
     adapter = adapter or FlashHeadAdapter(memory_reader=lambda device: None)
     return adapter, adapter.load(parse_devices(devices), spec.config)
 
 
-def test_torchrun_over_the_card_group_with_the_quality_profile(tmp_path, checkout, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+def test_torchrun_over_the_card_group_with_the_quality_profile(
+    tmp_path: Path, checkout: FakeCheckout, ctx: RecordingContext, job_inputs: Callable[..., JobInputs]
+) -> None:
     adapter, handle = loaded(tmp_path, checkout)
     out = adapter.run(handle, job_inputs("soulx-flashhead-1.3b", fh_params(seed=7)), ctx)
     assert out.video_path is not None and out.video_path.stat().st_size > 0
@@ -60,8 +68,8 @@ def test_torchrun_over_the_card_group_with_the_quality_profile(tmp_path, checkou
 
 
 def test_python_launcher_on_one_card_and_job_parameters_become_variables(
-    tmp_path, checkout, ctx, job_inputs
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, checkout: FakeCheckout, ctx: RecordingContext, job_inputs: Callable[..., JobInputs]
+) -> None:
     adapter, handle = loaded(tmp_path, checkout, devices="cuda:1", ascend_env_script=None)
     params = fh_params(sample_steps=4, latent_carry=True, vae_2d_split=False, model_type="lite")
     adapter.run(handle, job_inputs("soulx-flashhead-1.3b", params), ctx)
@@ -86,7 +94,15 @@ def test_python_launcher_on_one_card_and_job_parameters_become_variables(
         ("oom", "out_of_memory", "NPU out of memory"),
     ],
 )
-def test_failures_become_clear_errors(tmp_path, checkout, ctx, job_inputs, mode, code, words) -> None:  # type: ignore[no-untyped-def]
+def test_failures_become_clear_errors(
+    tmp_path: Path,
+    checkout: FakeCheckout,
+    ctx: RecordingContext,
+    job_inputs: Callable[..., JobInputs],
+    mode: str,
+    code: str,
+    words: str,
+) -> None:
     adapter, handle = loaded(tmp_path, checkout)
     checkout.set_mode(mode)
     with pytest.raises(AdapterError) as failure:
@@ -94,7 +110,9 @@ def test_failures_become_clear_errors(tmp_path, checkout, ctx, job_inputs, mode,
     assert failure.value.code == code and words in failure.value.message
 
 
-def test_cancel_kills_the_whole_process_group(tmp_path, checkout, job_inputs, ctx: RecordingContext) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_kills_the_whole_process_group(
+    tmp_path: Path, checkout: FakeCheckout, job_inputs: Callable[..., JobInputs], ctx: RecordingContext
+) -> None:
     adapter, handle = loaded(tmp_path, checkout)
     checkout.set_mode("hang")
     ctx.cancel_when = lambda c: len(checkout.records("generate_video.py")) == 2
@@ -110,7 +128,9 @@ def test_cancel_kills_the_whole_process_group(tmp_path, checkout, job_inputs, ct
     assert not any(_alive(pid) for pid in pids), "torchrun or a rank survived the cancel"
 
 
-def test_budget_refuses_before_launching(tmp_path, checkout, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+def test_budget_refuses_before_launching(
+    tmp_path: Path, checkout: FakeCheckout, ctx: RecordingContext, job_inputs: Callable[..., JobInputs]
+) -> None:
     cards = [CardMemory("npu", 2, free_mb=20 * 1024), CardMemory("npu", 3, free_mb=12 * 1024)]
     adapter = FlashHeadAdapter(memory_reader=lambda device: cards)
     adapter, handle = loaded(tmp_path, checkout, adapter=adapter)
@@ -121,7 +141,9 @@ def test_budget_refuses_before_launching(tmp_path, checkout, ctx, job_inputs) ->
     assert checkout.records() == [], "nothing may start when the cards cannot hold the model"
 
 
-def test_budget_passes_with_enough_memory(tmp_path, checkout, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+def test_budget_passes_with_enough_memory(
+    tmp_path: Path, checkout: FakeCheckout, ctx: RecordingContext, job_inputs: Callable[..., JobInputs]
+) -> None:
     cards = [
         CardMemory("npu", 2, free_mb=30 * 1024, source="fake"),
         CardMemory("npu", 3, free_mb=30 * 1024, source="fake"),
@@ -145,7 +167,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_the_expected_length_comes_from_the_inputs_meta(tmp_path, checkout, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+def test_the_expected_length_comes_from_the_inputs_meta(
+    tmp_path: Path, checkout: FakeCheckout, ctx: RecordingContext, job_inputs: Callable[..., JobInputs]
+) -> None:
     adapter, handle = loaded(tmp_path, checkout)
     inputs = job_inputs("soulx-flashhead-1.3b", fh_params())
     inputs.meta = {"audio": {"duration_s": 1.0}}  # what the API measured; the file is not probed again
@@ -154,8 +178,8 @@ def test_the_expected_length_comes_from_the_inputs_meta(tmp_path, checkout, ctx,
 
 
 def test_once_mode_expects_the_shorter_video_upstreams_script_makes(
-    tmp_path, checkout, ctx, job_inputs
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, checkout: FakeCheckout, ctx: RecordingContext, job_inputs: Callable[..., JobInputs]
+) -> None:
     # generate_video.py in "once" mode pads 2 s of speech to 33 + 28 frames of embedding, then
     # makes one chunk of 33 frames: the video lasts 1.32 s, not the speech's 2 s.
     adapter, handle = loaded(tmp_path, checkout, devices="npu:2")
@@ -165,7 +189,9 @@ def test_once_mode_expects_the_shorter_video_upstreams_script_makes(
     assert out.video_path is not None and _frames_in(out.video_path) == 33
 
 
-def test_once_mode_refuses_speech_too_short_for_a_chunk(tmp_path, checkout, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+def test_once_mode_refuses_speech_too_short_for_a_chunk(
+    tmp_path: Path, checkout: FakeCheckout, ctx: RecordingContext, job_inputs: Callable[..., JobInputs]
+) -> None:
     adapter, handle = loaded(tmp_path, checkout, devices="npu:2")
     inputs = job_inputs("soulx-flashhead-1.3b", fh_params(audio_encode_mode="once"))
     inputs.meta = {"audio": {"duration_s": 1.2}}

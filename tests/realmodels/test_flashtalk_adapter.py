@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,10 @@ import pytest
 from jobservice.backends.flashtalk import FlashTalkParams
 from jobservice.fleet.placement import parse_devices
 from tests.realmodels.conftest import RecordingContext, deployed_spec
-from tests.standins.deploy import flashtalk_checkout
-from workers.adapters.base import AdapterError, JobCanceled
+from tests.standins.deploy import FakeCheckout, flashtalk_checkout
+from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutput
 from workers.adapters.processes.memory import CardMemory
-from workers.adapters.soulx.flashtalk import FlashTalkAdapter
+from workers.adapters.soulx.flashtalk import FlashTalkAdapter, FlashTalkHandle
 
 
 def ft_params(**overrides: Any) -> dict[str, Any]:
@@ -23,11 +24,13 @@ def ft_params(**overrides: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def checkout(tmp_path: Path):  # type: ignore[no-untyped-def]
+def checkout(tmp_path: Path) -> FakeCheckout:
     return flashtalk_checkout(tmp_path / "site")
 
 
-def loaded(tmp_path: Path, checkout, adapter: FlashTalkAdapter | None = None, **entry: Any):  # type: ignore[no-untyped-def]
+def loaded(
+    tmp_path: Path, checkout: FakeCheckout, adapter: FlashTalkAdapter | None = None, **entry: Any
+) -> tuple[FlashTalkAdapter, FlashTalkHandle]:
     """An adapter and its handle on npu:4-7 (chunk_timeout and cancel_grace 5 s unless given)."""
     entry = checkout.script_entry(
         resident_script=checkout.extra["resident_script"],
@@ -41,7 +44,9 @@ def loaded(tmp_path: Path, checkout, adapter: FlashTalkAdapter | None = None, **
 
 
 @pytest.fixture
-def adapter_and_handle(tmp_path: Path, checkout):  # type: ignore[no-untyped-def]
+def adapter_and_handle(
+    tmp_path: Path, checkout: FakeCheckout
+) -> Iterator[tuple[FlashTalkAdapter, FlashTalkHandle]]:
     adapter, handle = loaded(tmp_path, checkout)
     yield adapter, handle
     adapter.unload(handle)
@@ -53,14 +58,26 @@ def fresh(tmp_path: Path, name: str) -> RecordingContext:
     return RecordingContext(scratch)
 
 
-def run_job(adapter, handle, job_inputs, run_ctx: RecordingContext, **params: Any):  # type: ignore[no-untyped-def]
+def run_job(
+    adapter: FlashTalkAdapter,
+    handle: FlashTalkHandle,
+    job_inputs: Callable[..., JobInputs],
+    run_ctx: RecordingContext,
+    **params: Any,
+) -> RunOutput:
     """One job in ``run_ctx``'s scratch folder."""
     inputs = job_inputs("soulx-flashtalk-14b", ft_params(**params))
     inputs.scratch = run_ctx.scratch
     return adapter.run(handle, inputs, run_ctx)
 
 
-def test_resident_is_started_once_and_reused(tmp_path, checkout, adapter_and_handle, job_inputs, ctx) -> None:  # type: ignore[no-untyped-def]
+def test_resident_is_started_once_and_reused(
+    tmp_path: Path,
+    checkout: FakeCheckout,
+    adapter_and_handle: tuple[FlashTalkAdapter, FlashTalkHandle],
+    job_inputs: Callable[..., JobInputs],
+    ctx: RecordingContext,
+) -> None:
     adapter, handle = adapter_and_handle
     out = adapter.run(handle, job_inputs("soulx-flashtalk-14b", ft_params()), ctx)
     assert ctx.cold_start is True and ctx.extra["pipeline_reused"] is False
@@ -93,8 +110,12 @@ def test_resident_is_started_once_and_reused(tmp_path, checkout, adapter_and_han
 
 
 def test_settings_that_force_a_reload_evict_the_old_pipeline(
-    tmp_path, checkout, adapter_and_handle, job_inputs, ctx
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    checkout: FakeCheckout,
+    adapter_and_handle: tuple[FlashTalkAdapter, FlashTalkHandle],
+    job_inputs: Callable[..., JobInputs],
+    ctx: RecordingContext,
+) -> None:
     adapter, handle = adapter_and_handle
     adapter.run(handle, job_inputs("soulx-flashtalk-14b", ft_params()), ctx)
     first_pid = ctx.extra["resident"]["pid"]
@@ -108,8 +129,12 @@ def test_settings_that_force_a_reload_evict_the_old_pipeline(
 
 
 def test_cancel_at_a_chunk_boundary_keeps_the_resident(
-    tmp_path, checkout, adapter_and_handle, job_inputs, ctx
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    checkout: FakeCheckout,
+    adapter_and_handle: tuple[FlashTalkAdapter, FlashTalkHandle],
+    job_inputs: Callable[..., JobInputs],
+    ctx: RecordingContext,
+) -> None:
     adapter, handle = adapter_and_handle
     checkout.set_mode("slow_chunks:0.5")
     ctx.cancel_when = lambda c: len(c.chunks) >= 1
@@ -124,8 +149,12 @@ def test_cancel_at_a_chunk_boundary_keeps_the_resident(
 
 
 def test_out_of_memory_in_a_chunk_fails_the_job_not_the_resident(
-    tmp_path, checkout, adapter_and_handle, job_inputs, ctx
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    checkout: FakeCheckout,
+    adapter_and_handle: tuple[FlashTalkAdapter, FlashTalkHandle],
+    job_inputs: Callable[..., JobInputs],
+    ctx: RecordingContext,
+) -> None:
     adapter, handle = adapter_and_handle
     checkout.set_mode("oom")
     with pytest.raises(AdapterError) as failure:
@@ -139,7 +168,13 @@ def test_out_of_memory_in_a_chunk_fails_the_job_not_the_resident(
     assert nxt.extra["pipeline_reused"] is True
 
 
-def test_a_crashed_resident_is_replaced(tmp_path, checkout, adapter_and_handle, job_inputs, ctx) -> None:  # type: ignore[no-untyped-def]
+def test_a_crashed_resident_is_replaced(
+    tmp_path: Path,
+    checkout: FakeCheckout,
+    adapter_and_handle: tuple[FlashTalkAdapter, FlashTalkHandle],
+    job_inputs: Callable[..., JobInputs],
+    ctx: RecordingContext,
+) -> None:
     adapter, handle = adapter_and_handle
     checkout.set_mode("crash")
     with pytest.raises(AdapterError) as failure:
@@ -155,8 +190,12 @@ def test_a_crashed_resident_is_replaced(tmp_path, checkout, adapter_and_handle, 
 
 
 def test_a_hung_chunk_is_stopped_at_chunk_timeout(
-    tmp_path, checkout, adapter_and_handle, job_inputs, ctx
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    checkout: FakeCheckout,
+    adapter_and_handle: tuple[FlashTalkAdapter, FlashTalkHandle],
+    job_inputs: Callable[..., JobInputs],
+    ctx: RecordingContext,
+) -> None:
     adapter, handle = adapter_and_handle
     checkout.set_mode("hang")
     started = time.monotonic()
@@ -167,15 +206,20 @@ def test_a_hung_chunk_is_stopped_at_chunk_timeout(
 
 
 def test_max_chunks_caps_the_video_and_its_expected_duration(
-    tmp_path, adapter_and_handle, job_inputs, ctx
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    adapter_and_handle: tuple[FlashTalkAdapter, FlashTalkHandle],
+    job_inputs: Callable[..., JobInputs],
+    ctx: RecordingContext,
+) -> None:
     adapter, handle = adapter_and_handle
     out = adapter.run(handle, job_inputs("soulx-flashtalk-14b", ft_params(max_chunks=1)), ctx)
     assert out.frames_generated == 28 and ctx.format is not None
     assert ctx.format.expected_duration_s == pytest.approx(28 / 25)
 
 
-def test_budget_is_checked_before_a_resident_starts(tmp_path, checkout, job_inputs, ctx) -> None:  # type: ignore[no-untyped-def]
+def test_budget_is_checked_before_a_resident_starts(
+    tmp_path: Path, checkout: FakeCheckout, job_inputs: Callable[..., JobInputs], ctx: RecordingContext
+) -> None:
     entry = checkout.script_entry(resident_script=checkout.extra["resident_script"], cards=4)
     spec = deployed_spec(tmp_path, "soulx-flashtalk-14b", entry)
     cards = [CardMemory("npu", i, free_mb=10 * 1024) for i in (4, 5, 6, 7)]
@@ -190,8 +234,11 @@ def test_budget_is_checked_before_a_resident_starts(tmp_path, checkout, job_inpu
 
 
 def test_every_request_carries_an_id_that_its_answer_echoes(
-    checkout, adapter_and_handle, job_inputs, ctx
-) -> None:  # type: ignore[no-untyped-def]
+    checkout: FakeCheckout,
+    adapter_and_handle: tuple[FlashTalkAdapter, FlashTalkHandle],
+    job_inputs: Callable[..., JobInputs],
+    ctx: RecordingContext,
+) -> None:
     adapter, handle = adapter_and_handle
     adapter.run(handle, job_inputs("soulx-flashtalk-14b", ft_params()), ctx)
     ids = [r["id"] for r in checkout.records("flashtalk_op")]
@@ -199,8 +246,12 @@ def test_every_request_carries_an_id_that_its_answer_echoes(
 
 
 def test_a_cancel_with_start_in_flight_does_not_desynchronise_the_next_job(
-    tmp_path, checkout, adapter_and_handle, job_inputs, ctx
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    checkout: FakeCheckout,
+    adapter_and_handle: tuple[FlashTalkAdapter, FlashTalkHandle],
+    job_inputs: Callable[..., JobInputs],
+    ctx: RecordingContext,
+) -> None:
     adapter, handle = adapter_and_handle
     adapter.run(handle, job_inputs("soulx-flashtalk-14b", ft_params()), ctx)  # the resident is warm
     checkout.set_mode("slow_start:1")
@@ -217,8 +268,12 @@ def test_a_cancel_with_start_in_flight_does_not_desynchronise_the_next_job(
 
 @pytest.mark.parametrize("mode", ["slow_end:3", "slow_start:3"])
 def test_a_resident_that_does_not_settle_within_cancel_grace_is_replaced(
-    tmp_path, checkout, job_inputs, ctx, mode: str
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    checkout: FakeCheckout,
+    job_inputs: Callable[..., JobInputs],
+    ctx: RecordingContext,
+    mode: str,
+) -> None:
     adapter, handle = loaded(tmp_path, checkout, cancel_grace=0.5)
     try:
         adapter.run(handle, job_inputs("soulx-flashtalk-14b", ft_params()), ctx)
@@ -241,7 +296,9 @@ def test_a_resident_that_does_not_settle_within_cancel_grace_is_replaced(
         adapter.unload(handle)
 
 
-def test_only_the_last_resident_logs_are_kept(tmp_path, checkout, job_inputs, ctx) -> None:  # type: ignore[no-untyped-def]
+def test_only_the_last_resident_logs_are_kept(
+    tmp_path: Path, checkout: FakeCheckout, job_inputs: Callable[..., JobInputs], ctx: RecordingContext
+) -> None:
     adapter, handle = loaded(
         tmp_path, checkout, FlashTalkAdapter(memory_reader=lambda device: None, resident_logs_kept=2)
     )
@@ -255,7 +312,12 @@ def test_only_the_last_resident_logs_are_kept(tmp_path, checkout, job_inputs, ct
         adapter.unload(handle)
 
 
-def test_durations_come_from_the_inputs_meta(checkout, adapter_and_handle, job_inputs, ctx) -> None:  # type: ignore[no-untyped-def]
+def test_durations_come_from_the_inputs_meta(
+    checkout: FakeCheckout,
+    adapter_and_handle: tuple[FlashTalkAdapter, FlashTalkHandle],
+    job_inputs: Callable[..., JobInputs],
+    ctx: RecordingContext,
+) -> None:
     adapter, handle = adapter_and_handle
     inputs = job_inputs("soulx-flashtalk-14b", ft_params())
     inputs.meta = {"audio": {"duration_s": 1.0}}  # what the API measured; the file is not probed again

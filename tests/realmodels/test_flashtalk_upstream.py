@@ -27,9 +27,10 @@ from workers.adapters.soulx.flashtalk import FlashTalkAdapter
 pytestmark = pytest.mark.slow
 SECONDS = 13.24  # the jobs: 331 frames at 25 fps, 12 chunks of 28 new frames
 # The checkout's YAML: upstream's values, frames made small so the test is quick.
-UPSTREAM_YAML = {"height": 256, "width": 192}
+# Keyword arguments of flashtalk_upstream_checkout: YAML values over upstream's infer_params.yaml.
+UPSTREAM_YAML: dict[str, Any] = {"height": 256, "width": 192}
 PATCHED_YAML = {"frame_num": 29, "motion_frames_num": 1, "sample_steps": 2, "height": 704, "width": 416}
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {
     "upstream": {"frames": "new_frames_only", "reads_env": False, **UPSTREAM_YAML},
     "patched": {"frames": "all_frames", "reads_env": True, **PATCHED_YAML},
 }

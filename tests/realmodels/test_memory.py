@@ -12,7 +12,7 @@ import pytest
 from jobservice.fleet.placement import parse_devices
 from tests.standins.deploy import ROOT
 from workers.adapters.base import AdapterError
-from workers.adapters.processes.memory import CardMemory, check_budget, is_out_of_memory
+from workers.adapters.processes.memory import CardMemory, MemoryReader, check_budget, is_out_of_memory
 
 # The users' npu-smi output (seeds/004): eight 910B3 cards, HBM used / total in MB.
 NPU_SMI = """\
@@ -30,7 +30,7 @@ for index, used in enumerate([3874, 50449, 3404, 3405, 44930, 7206, 3389, 59668]
     )
 
 
-def reader(*cards: tuple[int, float]):  # type: ignore[no-untyped-def]
+def reader(*cards: tuple[int, float]) -> MemoryReader:
     return lambda device: [CardMemory(device.kind, i, free_mb=gb * 1024, source="fake") for i, gb in cards]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,15 @@ from tests.realmodels.conftest import RecordingContext, deployed_spec
 from tests.standins.common import read_records
 from tests.standins.deploy import ROOT, STANDINS, flashhead_checkout
 from tests.standins.omnirt_real import OmniRTServe, ensure_venv
-from workers.adapters.base import AdapterError
-from workers.adapters.omnirt.adapter import OmniRTAdapter
+from workers.adapters.base import AdapterError, JobInputs
+from workers.adapters.omnirt.adapter import OmniRTAdapter, OmniRTHandle
 from workers.adapters.omnirt.request import public_report
 
 MODEL = "soulx-flashhead-1.3b"
 FAKE_PATH = f"{STANDINS / 'omnirt_pkg'}:{ROOT}"
+
+# The ``cli`` fixture: the adapter, its handle, the stand-in's record file and its mode file.
+OmniRTCli = tuple[OmniRTAdapter, OmniRTHandle, Path, Path]
 
 
 def params(**overrides: Any) -> dict[str, Any]:
@@ -35,7 +38,7 @@ def params(**overrides: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def cli(tmp_path: Path):  # type: ignore[no-untyped-def]
+def cli(tmp_path: Path) -> OmniRTCli:
     record, mode = tmp_path / "omnirt.jsonl", tmp_path / "mode.txt"
     env = {"STANDIN_RECORD": str(record), "STANDIN_MODE_FILE": str(mode), "PYTHONPATH": FAKE_PATH}
     entry = {
@@ -51,7 +54,9 @@ def cli(tmp_path: Path):  # type: ignore[no-untyped-def]
     return adapter, adapter.load(parse_devices("cpu"), spec.config), record, mode
 
 
-def test_cli_sends_one_whole_request_file(cli, ctx: RecordingContext, job_inputs) -> None:  # type: ignore[no-untyped-def]
+def test_cli_sends_one_whole_request_file(
+    cli: OmniRTCli, ctx: RecordingContext, job_inputs: Callable[..., JobInputs]
+) -> None:
     adapter, handle, record, _ = cli
     request = params(seed=3, config={"model_type": "lite", "sample_steps": 4})
     out = adapter.run(handle, job_inputs("omnirt", request), ctx)
@@ -96,7 +101,9 @@ def test_the_stand_in_refuses_a_config_file_without_task_as_omnirt_does(tmp_path
 @pytest.mark.parametrize(
     ("mode", "code"), [("budget", "insufficient_device_memory"), ("outside", "output_invalid")]
 )
-def test_cli_failures_only_the_stand_in_can_act_out(cli, ctx, job_inputs, mode: str, code: str) -> None:  # type: ignore[no-untyped-def]
+def test_cli_failures_only_the_stand_in_can_act_out(
+    cli: OmniRTCli, ctx: RecordingContext, job_inputs: Callable[..., JobInputs], mode: str, code: str
+) -> None:
     adapter, handle, _, mode_file = cli
     mode_file.write_text(mode)
     with pytest.raises(AdapterError) as failure:
@@ -104,7 +111,9 @@ def test_cli_failures_only_the_stand_in_can_act_out(cli, ctx, job_inputs, mode: 
     assert failure.value.code == code, failure.value.message
 
 
-def test_cli_inline_artifact_is_decoded_into_the_output_folder(cli, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+def test_cli_inline_artifact_is_decoded_into_the_output_folder(
+    cli: OmniRTCli, ctx: RecordingContext, job_inputs: Callable[..., JobInputs]
+) -> None:
     adapter, handle, _, mode_file = cli
     mode_file.write_text("inline")
     out = adapter.run(handle, job_inputs("omnirt", params()), ctx)
@@ -139,7 +148,9 @@ def test_a_request_config_may_come_as_json_text_from_a_form() -> None:
         OmniRTAudioParams.model_validate({"omnirt_model": MODEL, "config": "[1, 2]"})
 
 
-def test_a_refused_key_is_refused_by_the_adapter_too(cli, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+def test_a_refused_key_is_refused_by_the_adapter_too(
+    cli: OmniRTCli, ctx: RecordingContext, job_inputs: Callable[..., JobInputs]
+) -> None:
     adapter, handle, record, _ = cli
     request = {**params(), "config": {"repo_path": "/tmp/evil"}}  # e.g. queued before validation refused it
     with pytest.raises(AdapterError) as refused:
@@ -153,14 +164,18 @@ def test_a_deployment_config_may_not_choose_the_output_folder(tmp_path: Path) ->
         deployed_spec(tmp_path, "omnirt", {"python": sys.executable, "config": {"output_dir": "/srv"}})
 
 
-def test_the_gate_expects_the_requested_size_not_omnirts_claim(cli, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+def test_the_gate_expects_the_requested_size_not_omnirts_claim(
+    cli: OmniRTCli, ctx: RecordingContext, job_inputs: Callable[..., JobInputs]
+) -> None:
     adapter, handle, _, _ = cli
     out = adapter.run(handle, job_inputs("omnirt", params(width=320, height=192)), ctx)
     assert out.expected is not None and (out.expected.width, out.expected.height) == (320, 192)
     assert out.extra["expected_from"]["width"] == "request"
 
 
-def test_the_duration_comes_from_the_inputs_meta(cli, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+def test_the_duration_comes_from_the_inputs_meta(
+    cli: OmniRTCli, ctx: RecordingContext, job_inputs: Callable[..., JobInputs]
+) -> None:
     adapter, handle, _, _ = cli
     inputs = job_inputs("omnirt", params())
     inputs.meta = {"audio": {"duration_s": 1.5}}
@@ -182,7 +197,12 @@ def real_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Omni
     server.stop()
 
 
-def test_server_mode_through_a_shared_folder_and_a_path_map(tmp_path, real_server, ctx, job_inputs) -> None:  # type: ignore[no-untyped-def]
+def test_server_mode_through_a_shared_folder_and_a_path_map(
+    tmp_path: Path,
+    real_server: tuple[OmniRTServe, Any],
+    ctx: RecordingContext,
+    job_inputs: Callable[..., JobInputs],
+) -> None:
     server, checkout = real_server
     shared, seen_as = tmp_path / "shared", tmp_path / "seen-by-omnirt"
     shared.mkdir()

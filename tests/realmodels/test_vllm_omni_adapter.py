@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from tests.realmodels.conftest import RecordingContext, deployed_spec
 from tests.standins.servers import FakeVllmOmni
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs
 from workers.adapters.processes.instance_pool import InstancePool
-from workers.adapters.vllm_omni import VllmOmniAdapter
+from workers.adapters.vllm_omni import VllmHandle, VllmOmniAdapter
 
 MODEL = "Wan2.1-T2V-1.3B-Diffusers"
 
@@ -34,7 +35,7 @@ def params(**overrides: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def servers(tmp_path: Path):  # type: ignore[no-untyped-def]
+def servers(tmp_path: Path) -> Iterator[list[FakeVllmOmni]]:
     started = [FakeVllmOmni(tmp_path / f"s{i}", model=MODEL).start() for i in range(2)]
     yield started
     for server in started:
@@ -46,7 +47,9 @@ def redis(clean_redis: str) -> redis_lib.Redis:
     return redis_lib.Redis.from_url(clean_redis)
 
 
-def adapter_for(tmp_path: Path, endpoints: list[str], redis: Any, **entry: Any):  # type: ignore[no-untyped-def]
+def adapter_for(
+    tmp_path: Path, endpoints: list[str], redis: redis_lib.Redis, **entry: Any
+) -> tuple[VllmOmniAdapter, VllmHandle]:
     spec = deployed_spec(
         tmp_path,
         "wan2.1-t2v-1.3b",
@@ -65,8 +68,8 @@ def inputs_for(ctx: RecordingContext, **overrides: Any) -> JobInputs:
 
 
 def test_async_generation_sends_the_form_and_records_the_server_telemetry(
-    tmp_path, servers, redis, ctx
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, servers: list[FakeVllmOmni], redis: redis_lib.Redis, ctx: RecordingContext
+) -> None:
     adapter, handle = adapter_for(tmp_path, [servers[0].url], redis, api_key="secret")
     out = adapter.run(handle, inputs_for(ctx, negative_prompt="blur", flow_shift=3.0), ctx)
     (request,) = servers[0].requests
@@ -100,7 +103,9 @@ def test_async_generation_sends_the_form_and_records_the_server_telemetry(
     assert handle.pool.holder(servers[0].url) is None, "the lease is released"
 
 
-def test_sync_generation_reads_the_headers(tmp_path, servers, redis, ctx) -> None:  # type: ignore[no-untyped-def]
+def test_sync_generation_reads_the_headers(
+    tmp_path: Path, servers: list[FakeVllmOmni], redis: redis_lib.Redis, ctx: RecordingContext
+) -> None:
     adapter, handle = adapter_for(tmp_path, [servers[0].url], redis, mode="sync")
     out = adapter.run(handle, inputs_for(ctx), ctx)
     assert servers[0].requests[0]["path"] == "/v1/videos/sync"
@@ -119,7 +124,15 @@ def test_sync_generation_reads_the_headers(tmp_path, servers, redis, ctx) -> Non
         ("sync", "reject", "request_rejected"),
     ],
 )
-def test_server_answers_become_job_errors(tmp_path, servers, redis, ctx, mode, server_mode, code) -> None:  # type: ignore[no-untyped-def]
+def test_server_answers_become_job_errors(
+    tmp_path: Path,
+    servers: list[FakeVllmOmni],
+    redis: redis_lib.Redis,
+    ctx: RecordingContext,
+    mode: str,
+    server_mode: str,
+    code: str,
+) -> None:
     servers[0].mode = server_mode
     adapter, handle = adapter_for(tmp_path, [servers[0].url], redis, mode=mode)
     with pytest.raises(AdapterError) as failure:
@@ -128,7 +141,9 @@ def test_server_answers_become_job_errors(tmp_path, servers, redis, ctx, mode, s
     assert handle.pool.holder(servers[0].url) is None
 
 
-def test_cancel_deletes_the_server_job_and_frees_the_instance(tmp_path, servers, redis, ctx) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_deletes_the_server_job_and_frees_the_instance(
+    tmp_path: Path, servers: list[FakeVllmOmni], redis: redis_lib.Redis, ctx: RecordingContext
+) -> None:
     servers[0].mode = "hang"  # stays in_progress forever, as vllm-omni #2327 describes
     adapter, handle = adapter_for(tmp_path, [servers[0].url], redis)
     started = time.monotonic()
@@ -139,7 +154,9 @@ def test_cancel_deletes_the_server_job_and_frees_the_instance(tmp_path, servers,
     assert handle.pool.holder(servers[0].url) is None
 
 
-def test_an_unreachable_instance_is_skipped(tmp_path, servers, redis, ctx) -> None:  # type: ignore[no-untyped-def]
+def test_an_unreachable_instance_is_skipped(
+    tmp_path: Path, servers: list[FakeVllmOmni], redis: redis_lib.Redis, ctx: RecordingContext
+) -> None:
     from tests.conftest import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
@@ -150,7 +167,7 @@ def test_an_unreachable_instance_is_skipped(tmp_path, servers, redis, ctx) -> No
     assert len(servers[1].requests) == 2 and ctx.extra["instance"] == servers[1].url
 
 
-def test_all_instances_unreachable(tmp_path, redis, ctx) -> None:  # type: ignore[no-untyped-def]
+def test_all_instances_unreachable(tmp_path: Path, redis: redis_lib.Redis, ctx: RecordingContext) -> None:
     from tests.conftest import free_port
 
     adapter, handle = adapter_for(tmp_path, [f"http://127.0.0.1:{free_port()}"], redis)
@@ -159,7 +176,7 @@ def test_all_instances_unreachable(tmp_path, redis, ctx) -> None:  # type: ignor
     assert failure.value.code == "instance_unreachable"
 
 
-def test_pool_leases_are_exclusive_across_workers_and_expire(redis) -> None:  # type: ignore[no-untyped-def]
+def test_pool_leases_are_exclusive_across_workers_and_expire(redis: redis_lib.Redis) -> None:
     endpoints = ["http://a:1", "http://b:1"]
     first = InstancePool(endpoints, redis=redis, ttl_seconds=1.0)
     second = InstancePool(endpoints, redis=redis, ttl_seconds=1.0)  # another worker, same Redis
@@ -179,7 +196,9 @@ def test_pool_leases_are_exclusive_across_workers_and_expire(redis) -> None:  # 
     assert first.holder(a.endpoint) is None and first.holder(b.endpoint) is None
 
 
-def test_a_pool_never_gives_one_instance_two_jobs(tmp_path, servers, redis) -> None:  # type: ignore[no-untyped-def]
+def test_a_pool_never_gives_one_instance_two_jobs(
+    tmp_path: Path, servers: list[FakeVllmOmni], redis: redis_lib.Redis
+) -> None:
     for server in servers:
         server.gen_seconds = 0.6
     results: list[str] = []

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from werkzeug import Request, Response
 from werkzeug.serving import make_server
@@ -36,7 +36,7 @@ class _Server:
         self.url = f"http://127.0.0.1:{self._server.server_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def start(self) -> _Server:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -91,7 +91,7 @@ class FakeVllmOmni(_Server):
             if path.endswith("/sync"):
                 return self._sync(form)
             video_id = f"video_gen_{uuid.uuid4().hex[:12]}"
-            video = {
+            video: dict[str, Any] = {
                 "id": video_id,
                 "object": "video",
                 "model": self.model,
@@ -104,9 +104,9 @@ class FakeVllmOmni(_Server):
             return self.json(video)
         parts = path.strip("/").split("/")
         if len(parts) >= 3 and parts[:2] == ["v1", "videos"]:
-            video = self.videos.get(parts[2])
-            if video is None:
+            if parts[2] not in self.videos:
                 return self.json({"error": {"message": "not found"}}, 404)
+            video = self.videos[parts[2]]
             if method == "DELETE":
                 self.deleted.append(video["id"])
                 video["status"] = "failed"

@@ -12,6 +12,7 @@ from pathlib import Path
 import boto3
 import pytest
 from botocore.config import Config
+from pydantic import SecretStr
 
 from jobservice.settings import Settings
 from jobservice.storage import LocalStore, ObjectStore, S3Store, make_store
@@ -33,14 +34,14 @@ def s3_client(moto_server: str) -> object:
 @pytest.fixture
 def s3_settings(moto_server: str) -> Settings:
     """Settings for an S3 store on a fresh, uniquely named bucket (created on first use)."""
-    return Settings(
+    return Settings(  # type: ignore[call-arg]  # _env_file: pydantic-settings' init argument, not a field
         _env_file=None,
         storage_backend="s3",
         s3_bucket=f"test-{uuid.uuid4().hex[:24]}",
         s3_endpoint_url=moto_server,
         s3_region="us-east-1",
         s3_access_key_id=MOTO_CREDENTIALS["aws_access_key_id"],
-        s3_secret_access_key=MOTO_CREDENTIALS["aws_secret_access_key"],
+        s3_secret_access_key=SecretStr(MOTO_CREDENTIALS["aws_secret_access_key"]),
         s3_multipart_threshold_mb=5,  # moto's minimum part size, so ~12 MB files go multipart
         s3_create_bucket=True,
     )

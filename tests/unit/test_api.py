@@ -15,7 +15,7 @@ from PIL import Image
 
 from jobservice.broker import BrokerInspector
 from jobservice.db.tables import Job, JobStatus
-from jobservice.jobs.transitions import get_job
+from jobservice.jobs.queries import get_job
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,7 @@ def post_form(client: Any, form: dict[str, Any]) -> Any:
     from werkzeug.datastructures import FileStorage, MultiDict
     from werkzeug.test import encode_multipart
 
-    values = MultiDict()
+    values: MultiDict[str, Any] = MultiDict()
     for key, value in form.items():
         if isinstance(value, tuple):
             stream, name = value
@@ -226,7 +226,14 @@ def _bomb_png(width: int, height: int) -> bytes:
     ],
 )
 def test_bad_uploads_are_refused_and_leave_nothing(
-    client: Any, services: Any, portrait: Path, speech: Path, image: Any, audio: Any, status: int, code: str
+    client: Any,
+    services: Any,
+    portrait: Path,
+    speech: Path,
+    image: str | bytes | None,
+    audio: str | bytes | None,
+    status: int,
+    code: str,
 ) -> None:
     pngs = {"png": portrait.read_bytes(), "tiny": png_bytes(20, 20), "bomb": _bomb_png(30000, 30000)}
     gif = io.BytesIO()
@@ -239,8 +246,9 @@ def test_bad_uploads_are_refused_and_leave_nothing(
         "short": _tiny_wav(0.2),
         "long": _tiny_wav(301),
     }
-    image_bytes = pngs.get(image, image) if isinstance(image, str) else image
-    audio_bytes = audios.get(audio, audio) if isinstance(audio, str) else audio
+    # A name must be one of the samples above (a typo raises here, not as a confusing upload).
+    image_bytes = pngs[image] if isinstance(image, str) else image
+    audio_bytes = audios[audio] if isinstance(audio, str) else audio
     response = post_form(client, a2v_form(image_bytes, audio_bytes))
     assert_error(response, status, code)
     assert job_count(services) == 0

@@ -135,7 +135,7 @@ def test_flashtalk_presets_resolve_at_the_api(tmp_path: Path) -> None:
 
 
 def test_group_overrides_are_checked_and_applied(tmp_path: Path) -> None:
-    data = {
+    data: dict[str, Any] = {
         "models": {"wan2.1-t2v-1.3b": {"endpoints": ["http://a:8023", "http://b:8023"]}},
         "workers": [
             {

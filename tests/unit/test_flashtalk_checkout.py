@@ -36,6 +36,12 @@ def test_settings_a_checkout_fixes_no_longer_tell_residents_apart() -> None:
     realtime = FlashTalkParams.model_validate({}).model_dump(mode="json")
     quality = FlashTalkParams.model_validate({"preset": "quality"}).model_dump(mode="json")
     assert effective_key(realtime, {}) != effective_key(quality, {})
-    fixed = {"height": 768, "width": 448, "frame_num": 33, "motion_frames_num": 5, "sample_steps": 4}
+    fixed: dict[str, float] = {
+        "height": 768,
+        "width": 448,
+        "frame_num": 33,
+        "motion_frames_num": 5,
+        "sample_steps": 4,
+    }
     fixed["color_correction_strength"] = 1.0
     assert effective_key(realtime, fixed) == effective_key(quality, fixed)

@@ -12,8 +12,9 @@ from sqlalchemy import update
 from jobservice.db.engine import Database
 from jobservice.db.migrate import upgrade
 from jobservice.db.tables import Job, JobStatus, utcnow
+from jobservice.jobs.queries import get_job
 from jobservice.jobs.reaper import reap
-from jobservice.jobs.transitions import Owner, claim_job, get_job, request_cancel
+from jobservice.jobs.transitions import Owner, claim_job, request_cancel
 from tests.unit.test_state_machine import new_job
 
 
@@ -116,9 +117,8 @@ def test_lost_messages_are_resent_but_live_ones_are_not(db: Database) -> None:
     send = Recorder()
     result = reap(db, send, lambda queues: {str(live)}, resend_after_seconds=10)
     assert result.resent == [str(lost)] and send.sent == [str(lost)]
-    assert status(db, lost).enqueued_at is not None and status(db, lost).enqueued_at > utcnow() - timedelta(
-        seconds=5
-    )
+    resent_at = status(db, lost).enqueued_at
+    assert resent_at is not None and resent_at > utcnow() - timedelta(seconds=5)
     assert fresh not in [uuid.UUID(s) for s in send.sent]
 
 

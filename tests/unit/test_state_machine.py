@@ -16,19 +16,17 @@ from sqlalchemy import update
 from jobservice.db.engine import Database
 from jobservice.db.migrate import upgrade
 from jobservice.db.tables import Job, JobStatus, utcnow
+from jobservice.jobs.leases import heartbeat
+from jobservice.jobs.queries import events_of, get_job, queue_position
 from jobservice.jobs.transitions import (
     ALLOWED,
     InvalidTransition,
     LeaseLost,
     Owner,
     claim_job,
-    events_of,
-    get_job,
-    heartbeat,
     mark_canceled,
     mark_failed,
     mark_succeeded,
-    queue_position,
     record_created,
     request_cancel,
     requeue_job,

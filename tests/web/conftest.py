@@ -13,7 +13,8 @@ from werkzeug.datastructures import FileStorage, MultiDict
 from werkzeug.test import encode_multipart
 
 from jobservice.db.tables import Job
-from jobservice.jobs.transitions import Owner, claim_job, get_job, mark_failed, mark_succeeded
+from jobservice.jobs.queries import get_job
+from jobservice.jobs.transitions import Owner, claim_job, mark_failed, mark_succeeded
 from jobservice.reports.run_report import Check, ProbeFacts, RunReport, Segment, StreamFacts, Validation
 from jobservice.wiring import Services
 

@@ -15,7 +15,7 @@ import time
 import uuid
 
 from jobservice.db.engine import Database
-from jobservice.jobs.transitions import Owner, heartbeat
+from jobservice.jobs.leases import Owner, heartbeat
 
 log = logging.getLogger(__name__)
 

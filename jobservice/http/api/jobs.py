@@ -12,9 +12,10 @@ from flask import Blueprint, Response, current_app, jsonify, redirect, request, 
 from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import Conflict, Invalid, NotFound
 from jobservice.http.api.submission import parse_submission
+from jobservice.jobs.queries import events_of, get_job
 from jobservice.jobs.schemas import job_view, list_jobs
 from jobservice.jobs.submit import submit_job
-from jobservice.jobs.transitions import InvalidTransition, events_of, get_job, request_cancel
+from jobservice.jobs.transitions import InvalidTransition, request_cancel
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.wiring import Services
 

@@ -23,9 +23,10 @@ from jobservice.http.web.blueprint import bp
 from jobservice.http.web.charts import failed_first, stage_bar, timeline
 from jobservice.http.web.security import check_csrf
 from jobservice.http.web.wording import failure_text, queue_text, stage_text
+from jobservice.jobs.queries import events_of
 from jobservice.jobs.schemas import job_view, list_jobs
 from jobservice.jobs.submit import resubmit_job
-from jobservice.jobs.transitions import InvalidTransition, events_of, request_cancel
+from jobservice.jobs.transitions import InvalidTransition, request_cancel
 from jobservice.media.uploads import MIME_BY_EXTENSION
 from jobservice.reports.run_report import RunReport
 from jobservice.storage import ObjectNotFound, StoreUnavailable

@@ -145,15 +145,7 @@ class FlashHeadAdapter(Adapter):
         )
         ctx.add_extra("memory_budget", budget)
         duration = input_audio_duration(inputs)
-        frames = round(duration * FPS)
-        if params["audio_encode_mode"] == "once":
-            frames = once_frames(duration, str(params["model_type"]))
-            if frames <= 0:
-                raise AdapterError(
-                    "input_too_short",
-                    f"audio_encode_mode once needs more than {CHUNK_FRAMES / FPS:g} s of speech "
-                    f"(generate_video.py makes no chunk for {duration:.2f} s); use stream.",
-                )
+        frames = expected_frames(duration, params)
         out_dir = inputs.scratch / "flashhead"
         out_dir.mkdir(parents=True, exist_ok=True)
         save = out_dir / "res_output.mp4"  # FlashHead writes res_output_tmp.mp4 first, then muxes
@@ -172,23 +164,7 @@ class FlashHeadAdapter(Adapter):
             argv, entry=entry, env=env, ctx=ctx, launch=launch, duration=duration, params=params
         )
         ctx.add_timing("process_ms", (time.perf_counter() - started) * 1000)
-        log_tail = tail_text(ctx.job_log())
-        if code != 0:
-            raise child_failure(
-                what="FlashHead generate_video.py",
-                code=code,
-                log_tail=log_tail,
-                device=device,
-                env_script=entry.ascend_env_script,
-            )
-        if not save.exists():
-            raise AdapterError(
-                "output_missing",
-                f"generate_video.py exited 0 but wrote no {save.name} (its final ffmpeg mux runs unchecked); "
-                f"last lines: {last_lines(log_tail)}",
-            )
-        if save.stat().st_size == 0:
-            raise AdapterError("output_empty", f"generate_video.py wrote an empty {save.name}.")
+        check_output(code, save, log_tail=tail_text(ctx.job_log()), entry=entry, device=device)
         record_chunk_costs(ctx, str(params["model_type"]))
         ctx.progress(1.0)
         return RunOutput(
@@ -252,3 +228,39 @@ def record_chunk_costs(ctx: RunContext, model_type: str) -> None:
         ms = round(chunks[index], 3)
         frames = NEW_FRAMES_PER_CHUNK.get(model_type, NEW_FRAMES_PER_CHUNK["pro"])
         ctx.record_chunk(ChunkTelemetry(index=index, frames=frames, core_ms=ms, total_ms=ms))
+
+
+def expected_frames(duration: float, params: dict[str, Any]) -> int:
+    """The frames generate_video.py makes for ``duration`` s of speech (once mode makes fewer)."""
+    if params["audio_encode_mode"] != "once":
+        return round(duration * FPS)
+    frames = once_frames(duration, str(params["model_type"]))
+    if frames <= 0:
+        raise AdapterError(
+            "input_too_short",
+            f"audio_encode_mode once needs more than {CHUNK_FRAMES / FPS:g} s of speech "
+            f"(generate_video.py makes no chunk for {duration:.2f} s); use stream.",
+        )
+    return frames
+
+
+def check_output(
+    code: int, save: Path, *, log_tail: str, entry: FlashHeadEntry, device: DeviceContext
+) -> None:
+    """The script's exit status and the file it should have left, as job errors."""
+    if code != 0:
+        raise child_failure(
+            what="FlashHead generate_video.py",
+            code=code,
+            log_tail=log_tail,
+            device=device,
+            env_script=entry.ascend_env_script,
+        )
+    if not save.exists():
+        raise AdapterError(
+            "output_missing",
+            f"generate_video.py exited 0 but wrote no {save.name} (its final ffmpeg mux runs unchecked); "
+            f"last lines: {last_lines(log_tail)}",
+        )
+    if save.stat().st_size == 0:
+        raise AdapterError("output_empty", f"generate_video.py wrote an empty {save.name}.")

@@ -37,10 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from jobservice.backends.flashtalk import FLASHTALK_RELOAD_KEYS, FlashTalkEntry
-from jobservice.reports.run_report import ChunkTelemetry
 from workers.adapters.base import (
     Adapter,
     AdapterError,
@@ -56,12 +53,12 @@ from workers.adapters.processes.memory import MemoryReader, check_budget, read_f
 from workers.adapters.processes.resident_client import ResidentGone, ResidentWorker
 from workers.adapters.soulx.common import child_env, input_audio_duration, resolve_launch
 from workers.adapters.soulx.flashtalk_checkout import (
-    check_chunk,
     effective_key,
     not_honoured,
     requested,
     warning,
 )
+from workers.adapters.soulx.flashtalk_chunks import stream_chunks
 
 log = logging.getLogger(__name__)
 DEFAULT_RESIDENT = Path(__file__).with_name("flashtalk_resident.py")
@@ -298,26 +295,15 @@ class FlashTalkAdapter(Adapter):
                 expected_duration_s=keep / fps if capped else None,
             )
         )
-        emitted = 0
-        for index in range(chunks):
-            ctx.check_cancel()
-            answer = self._chunk(resident, index, ctx, entry)
-            check_chunk(answer, per_chunk, ctx)
-            frames = _read_frames(Path(answer["path"]), int(answer["frames"]), height, width)
-            frames = frames[: keep - emitted]
-            ctx.emit_frames(frames)
-            emitted += len(frames)
-            ctx.record_chunk(
-                ChunkTelemetry(
-                    index=index,
-                    frames=int(answer["frames"]),
-                    audio_embedding_ms=float(answer.get("audio_embedding_ms", 0.0)),
-                    core_ms=float(answer.get("core_ms", 0.0)),
-                    copy_ms=float(answer.get("copy_ms", 0.0)),
-                    total_ms=float(answer.get("total_ms", 0.0)),
-                )
-            )
-            ctx.progress((index + 1) / chunks)
+        emitted = stream_chunks(
+            resident,
+            ctx=ctx,
+            chunks=chunks,
+            per_chunk=per_chunk,
+            keep=keep,
+            size=(height, width),
+            chunk_timeout=entry.chunk_timeout,
+        )
         resident.request({"op": "end"}, timeout=60.0, check_cancel=lambda: None)
         return RunOutput(frames_generated=emitted, media_duration_s=emitted / fps)
 
@@ -347,40 +333,11 @@ class FlashTalkAdapter(Adapter):
             stale.shutdown()  # an older resident of the same settings in force
         ft.residents[effective_key(params, ft.fixed)] = resident
 
-    @staticmethod
-    def _chunk(
-        resident: ResidentWorker, index: int, ctx: RunContext, entry: FlashTalkEntry
-    ) -> dict[str, Any]:
-        answer = resident.request(
-            {"op": "chunk", "index": index},
-            timeout=entry.chunk_timeout,
-            check_cancel=ctx.check_cancel,
-            during=f"chunk {index}",
-        )
-        if answer.get("event") != "chunk" or int(answer.get("index", -1)) != index:
-            raise ResidentGone("model_crashed", f"the resident answered {answer!r} to chunk {index}")
-        return answer
-
 
 def _forget(ft: FlashTalkHandle, resident: ResidentWorker) -> None:
     """Drop ``resident`` from the LRU, whatever key it is filed under."""
     for key in [k for k, r in ft.residents.items() if r is resident]:
         del ft.residents[key]
-
-
-def _read_frames(path: Path, count: int, height: int, width: int) -> np.ndarray:
-    """A chunk's raw RGB frames [N, H, W, 3] written by the resident (and deleted once read)."""
-    try:
-        data = np.fromfile(path, dtype=np.uint8)
-    except OSError as exc:
-        raise AdapterError("model_error", f"the chunk file {path} cannot be read: {exc}") from exc
-    finally:
-        path.unlink(missing_ok=True)
-    if data.size != count * height * width * 3:
-        raise AdapterError(
-            "model_error", f"chunk {path.name} holds {data.size} bytes, not {count}x{height}x{width}x3"
-        )
-    return data.reshape(count, height, width, 3)
 
 
 def _size(path: Path) -> int:

@@ -13,6 +13,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import yaml
@@ -43,7 +44,9 @@ if VARIANT.get("reads_env"):
 target_size = (infer_params["height"], infer_params["width"])
 
 
-def get_pipeline(world_size, ckpt_dir, wav2vec_dir, cpu_offload=False):
+def get_pipeline(
+    world_size: int, ckpt_dir: str, wav2vec_dir: str, cpu_offload: bool = False
+) -> FlashTalkPipeline:
     """Upstream builds FlashTalkPipeline on the device get_device chose, initialising
     torch.distributed (NCCL, through xfuser) when world_size > 1; here gloo on the CPU."""
     if world_size > 1 and not dist.is_initialized():
@@ -67,7 +70,7 @@ def get_pipeline(world_size, ckpt_dir, wav2vec_dir, cpu_offload=False):
     )
 
 
-def get_base_data(pipeline, input_prompt, cond_image, base_seed):
+def get_base_data(pipeline: FlashTalkPipeline, input_prompt: str, cond_image: str, base_seed: int) -> None:
     """Returns None; the pipeline keeps the conditioning (upstream: prepare_params)."""
     record("flash_talk.get_base_data", pipeline=id(pipeline), seed=base_seed, pid=os.getpid())
     pipeline.prepare_params(
@@ -83,7 +86,12 @@ def get_base_data(pipeline, input_prompt, cond_image, base_seed):
     )
 
 
-def get_audio_embedding(pipeline, audio_array, audio_start_idx=-1, audio_end_idx=-1):
+def get_audio_embedding(
+    pipeline: FlashTalkPipeline,
+    audio_array: np.ndarray,
+    audio_start_idx: int = -1,
+    audio_end_idx: int = -1,
+) -> torch.Tensor:
     """[1, end - start, 5, layers, dim] float32: each video frame with its two neighbours either
     side (indices clamped to the window), over the whole clip when no range is given."""
     per_frame = pipeline.preprocess_audio(
@@ -97,7 +105,7 @@ def get_audio_embedding(pipeline, audio_array, audio_start_idx=-1, audio_end_idx
     return per_frame[neighbours].unsqueeze(0).contiguous()
 
 
-def run_pipeline(pipeline, audio_embedding):
+def run_pipeline(pipeline: FlashTalkPipeline, audio_embedding: torch.Tensor) -> torch.Tensor:
     """Frames [T, H, W, 3], float32 in 0..255 (not rounded), on the pipeline's device."""
     sample = pipeline.generate(audio_embedding.to(pipeline.device))  # [3, T, H, W] in -1..1
     return (sample.permute(1, 2, 3, 0).add(1).mul(127.5).clamp(0, 255)).contiguous()

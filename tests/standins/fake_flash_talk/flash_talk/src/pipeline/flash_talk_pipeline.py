@@ -29,15 +29,15 @@ class FlashTalkPipeline:
 
     def __init__(
         self,
-        config,
-        checkpoint_dir,
-        wav2vec_dir,
-        device="cuda",
-        use_usp=False,
-        cpu_offload=False,
-        num_timesteps=1000,
-        use_timestep_transform=True,
-    ):
+        config: object,
+        checkpoint_dir: str,
+        wav2vec_dir: str,
+        device: str = "cuda",
+        use_usp: bool = False,
+        cpu_offload: bool = False,
+        num_timesteps: int = 1000,
+        use_timestep_transform: bool = True,
+    ) -> None:
         for folder in (checkpoint_dir, wav2vec_dir):
             if not Path(folder).is_dir():
                 raise FileNotFoundError(folder)
@@ -48,28 +48,30 @@ class FlashTalkPipeline:
     @torch.no_grad()
     def prepare_params(
         self,
-        input_prompt,
-        cond_image,
-        target_size,
-        frame_num,
-        motion_frames_num,
-        sampling_steps,
-        seed=None,
-        shift=5.0,
-        color_correction_strength=0.0,
-    ):
+        input_prompt: str,
+        cond_image: str,
+        target_size: tuple[int, int],
+        frame_num: int,
+        motion_frames_num: int,
+        sampling_steps: int,
+        seed: int | None = None,
+        shift: float = 5.0,
+        color_correction_strength: float = 0.0,
+    ) -> None:
         """Keeps the portrait at ``target_size`` (height, width) and restarts the motion."""
         self.frame_num, self.motion_frames_num = frame_num, motion_frames_num
         height, width = target_size
         image = Image.open(cond_image).convert("RGB").resize((width, height))
         pixels = torch.from_numpy(np.asarray(image, dtype=np.float32).copy())  # [H, W, 3] 0..255
         self.portrait = pixels.permute(2, 0, 1) / 127.5 - 1.0  # [3, H, W] in -1..1
+        if seed is None:  # upstream hands None to manual_seed, which raises this
+            raise TypeError("manual_seed expected a seed, got None")
         self.generator = torch.Generator(device="cpu").manual_seed(int(seed))
         self.next_frame = 0  # absolute index of the next new frame of this job
         self.prepared = True
 
     @torch.no_grad()
-    def preprocess_audio(self, speech_array, sr=16000, fps=25):
+    def preprocess_audio(self, speech_array: np.ndarray, sr: int = 16000, fps: int = 25) -> torch.Tensor:
         """One row per video frame: the frame's speech energy spread over layers x dim."""
         frames = int(len(speech_array) / sr * fps)
         speech = torch.as_tensor(np.asarray(speech_array, dtype=np.float32))
@@ -78,7 +80,7 @@ class FlashTalkPipeline:
         return energy[:, None, None].expand(frames, LAYERS, DIM).contiguous()
 
     @torch.no_grad()
-    def generate(self, audio_embedding):
+    def generate(self, audio_embedding: torch.Tensor) -> torch.Tensor:
         """[3, T, H, W] float32 in -1..1 for the next chunk (see the module docstring for T)."""
         if not self.prepared:
             raise AttributeError("'FlashTalkPipeline' object has no attribute 'arg_c'")

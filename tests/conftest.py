@@ -79,15 +79,27 @@ def pg_server_url() -> str:
     return PG_URL
 
 
-@pytest.fixture
-def pg_url(pg_server_url: str) -> Iterator[str]:
-    """A fresh, migrated PostgreSQL database for one test, dropped afterwards."""
-    name = f"jobservice_test_{uuid.uuid4().hex[:10]}"
+@pytest.fixture(scope="session")
+def pg_template(pg_server_url: str) -> Iterator[str]:
+    """A PostgreSQL database migrated once per session; each test gets a copy (CREATE ... TEMPLATE)."""
+    name = f"jobservice_template_{uuid.uuid4().hex[:10]}"
     admin = pg_server_url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
+    upgrade(pg_server_url.rsplit("/", 1)[0] + f"/{name}")
+    yield name
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_url(pg_server_url: str, pg_template: str) -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for one test (a copy of the template), dropped afterwards."""
+    name = f"jobservice_test_{uuid.uuid4().hex[:10]}"
+    admin = pg_server_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
     url = pg_server_url.rsplit("/", 1)[0] + f"/{name}"
-    upgrade(url)
     yield url
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

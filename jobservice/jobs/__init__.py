@@ -1,6 +1,7 @@
 """Jobs: the state machine (transitions), leases and queue-message bookkeeping (leases), reading
-jobs (queries), accepting a job (submit), the queue, the reaper, idempotency keys and the read
-models (schemas).
+jobs (queries), accepting a job (submit), the reaper, idempotency keys and the read models
+(schemas).
 
-Domain: imports db, catalog, backends, storage, media, reports; never the HTTP, web or CLI surfaces.
+Domain: imports db, catalog, broker, media, storage, wiring and errors; never the HTTP, web or
+CLI surfaces.
 """

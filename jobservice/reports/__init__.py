@@ -1,4 +1,4 @@
 """The RunReport schema and what a run was built from (buildinfo).
 
-A leaf of the domain: imports nothing of the project but settings.
+A leaf of the domain: imports nothing of the project; the API, batches and workers read it.
 """

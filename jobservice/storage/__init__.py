@@ -2,6 +2,8 @@
 
 Callers depend only on :class:`ObjectStore` and build the concrete store with
 :func:`make_store`, once per process (after fork, for workers).
+
+A leaf of the domain: imports only ``jobservice.settings``; anything may import it.
 """
 
 from __future__ import annotations

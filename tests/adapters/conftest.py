@@ -1,4 +1,5 @@
-"""Fixtures of the reference-model adapter tests: a fake RunContext and small media inputs."""
+"""Fixtures of the reference-model adapter tests: small media inputs (the fake RunContext is
+tests.fakes.context.RecordingContext)."""
 
 from __future__ import annotations
 
@@ -12,84 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jobservice.reports.run_report import ChunkTelemetry
-from workers.adapters.base import JobCanceled, JobInputs, VideoFormat
+from workers.adapters.base import JobInputs
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
-
-
-class FakeRunContext:
-    """Implements the RunContext protocol by recording everything the adapter reports.
-
-    ``cancel_after``: raise JobCanceled on that many-th ``check_cancel`` call (1-based).
-    """
-
-    def __init__(self, cancel_after: int | None = None, log_path: Path | None = None) -> None:
-        self.cancel_after = cancel_after
-        self.log_path = log_path
-        self.memory: dict[str, float] = {}
-        self.extra: dict[str, Any] = {}
-        self.cold_start: bool | None = None
-        self.format: VideoFormat | None = None
-        self.chunks_of_frames: list[np.ndarray] = []
-        self.progress_log: list[tuple[float, str | None]] = []
-        self.steps: list[float] = []
-        self.chunks: list[ChunkTelemetry] = []
-        self.timings: dict[str, float] = {}
-        self.cancel_checks = 0
-
-    def start_video(self, fmt: VideoFormat) -> None:
-        assert self.format is None, "start_video called twice"
-        self.format = fmt
-
-    def emit_frames(self, frames: Any) -> None:
-        assert self.format is not None, "emit_frames before start_video"
-        array = frames.cpu().numpy() if hasattr(frames, "cpu") else np.asarray(frames)
-        assert array.dtype == np.uint8 and array.ndim == 4 and array.shape[3] == 3, array.shape
-        self.chunks_of_frames.append(array)
-
-    def progress(self, fraction: float, stage: str | None = None) -> None:
-        assert 0.0 <= fraction <= 1.0 + 1e-9
-        self.progress_log.append((fraction, stage))
-
-    def check_cancel(self) -> None:
-        self.cancel_checks += 1
-        if self.cancel_after is not None and self.cancel_checks >= self.cancel_after:
-            raise JobCanceled("canceled")
-
-    def record_step(self, ms: float) -> None:
-        self.steps.append(ms)
-
-    def record_chunk(self, chunk: ChunkTelemetry) -> None:
-        self.chunks.append(chunk)
-
-    def add_timing(self, name: str, ms: float) -> None:
-        assert name.endswith("_ms")
-        self.timings[name] = ms
-
-    def job_log(self) -> Path:
-        if self.log_path is None:
-            raise AssertionError("this FakeRunContext has no log file")
-        return self.log_path
-
-    def add_memory(self, name: str, mb: float) -> None:
-        self.memory[name] = mb
-
-    def add_extra(self, key: str, value: Any) -> None:
-        self.extra[key] = value
-
-    def set_cold_start(self, cold: bool) -> None:
-        self.cold_start = cold
-
-    @property
-    def frames(self) -> np.ndarray:
-        """Every emitted frame, [N, H, W, 3] uint8."""
-        return (
-            np.concatenate(self.chunks_of_frames)
-            if self.chunks_of_frames
-            else np.zeros((0, 0, 0, 3), np.uint8)
-        )
 
 
 @pytest.fixture

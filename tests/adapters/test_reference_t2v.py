@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tests.adapters.conftest import FakeRunContext
+from tests.fakes.context import RecordingContext
 from workers.adapters.base import DeviceContext, JobCanceled, JobInputs
 from workers.adapters.reference.t2v import ReferenceT2VAdapter
 from workers.adapters.reference.t2v_prior import token_ids, tokenize
@@ -35,13 +36,13 @@ def model() -> tuple[ReferenceT2VAdapter, Any]:
 
 @pytest.fixture
 def generate(
-    model: tuple[ReferenceT2VAdapter, Any], make_inputs: Callable[..., JobInputs]
-) -> Callable[..., tuple[np.ndarray, FakeRunContext, Any]]:
+    model: tuple[ReferenceT2VAdapter, Any], make_inputs: Callable[..., JobInputs], tmp_path: Path
+) -> Callable[..., tuple[np.ndarray, RecordingContext, Any]]:
     """Run the model with SMALL overridden by keyword arguments."""
 
-    def run(**overrides: Any) -> tuple[np.ndarray, FakeRunContext, Any]:
+    def run(**overrides: Any) -> tuple[np.ndarray, RecordingContext, Any]:
         adapter, handle = model
-        ctx = FakeRunContext()
+        ctx = RecordingContext(tmp_path)
         out = adapter.run(handle, make_inputs("reference-t2v", {**SMALL, **overrides}), ctx)
         return ctx.frames, ctx, out
 
@@ -116,11 +117,11 @@ def test_tokenizer_is_stable_and_lowercase() -> None:
 
 
 def test_cancel_stops_the_denoising_loop(
-    model: tuple[ReferenceT2VAdapter, Any], make_inputs: Callable[..., JobInputs]
+    model: tuple[ReferenceT2VAdapter, Any], make_inputs: Callable[..., JobInputs], tmp_path: Path
 ) -> None:
     adapter, handle = model
-    ctx = FakeRunContext(cancel_after=3)
+    ctx = RecordingContext(tmp_path, cancel_after=3)
     with pytest.raises(JobCanceled):
         adapter.run(handle, make_inputs("reference-t2v", {**SMALL, "num_inference_steps": 50}), ctx)
     assert len(ctx.steps) <= 2
-    assert ctx.chunks_of_frames == []
+    assert ctx.emitted == []

@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 
 from jobservice.reports.run_report import summarize_chunks
-from tests.adapters.conftest import SAMPLES, FakeRunContext, write_wav
+from tests.adapters.conftest import SAMPLES, write_wav
+from tests.fakes.context import RecordingContext
 from workers.adapters.base import AdapterError, DeviceContext, JobCanceled, JobInputs
 from workers.adapters.reference.talking_head import ReferenceTalkingHeadAdapter, output_size
 from workers.adapters.reference.talking_head_motion import MotionPlan, carry, continue_motion, rest_frames
@@ -41,13 +42,15 @@ def model() -> tuple[ReferenceTalkingHeadAdapter, Any]:
 
 @pytest.fixture
 def animate(
-    model: tuple[ReferenceTalkingHeadAdapter, Any], make_inputs: Callable[..., JobInputs]
-) -> Callable[..., tuple[np.ndarray, FakeRunContext, Any]]:
+    model: tuple[ReferenceTalkingHeadAdapter, Any], make_inputs: Callable[..., JobInputs], tmp_path: Path
+) -> Callable[..., tuple[np.ndarray, RecordingContext, Any]]:
     """Animate ``image`` with ``audio`` and PARAMS overridden by keyword arguments."""
 
-    def run(audio: Path, image: Path = PORTRAIT, **overrides: Any) -> tuple[np.ndarray, FakeRunContext, Any]:
+    def run(
+        audio: Path, image: Path = PORTRAIT, **overrides: Any
+    ) -> tuple[np.ndarray, RecordingContext, Any]:
         adapter, handle = model
-        ctx = FakeRunContext()
+        ctx = RecordingContext(tmp_path)
         inputs = make_inputs(
             "reference-talking-head", {**PARAMS, **overrides}, {"image": image, "audio": audio}
         )
@@ -198,10 +201,13 @@ def test_motion_is_continuous_across_chunks() -> None:
 
 
 def test_cancel_stops_between_chunks(
-    model: tuple[ReferenceTalkingHeadAdapter, Any], make_inputs: Callable[..., JobInputs], speech_clip: Path
+    model: tuple[ReferenceTalkingHeadAdapter, Any],
+    make_inputs: Callable[..., JobInputs],
+    speech_clip: Path,
+    tmp_path: Path,
 ) -> None:
     adapter, handle = model
-    ctx = FakeRunContext(cancel_after=2)
+    ctx = RecordingContext(tmp_path, cancel_after=2)
     with pytest.raises(JobCanceled):
         adapter.run(
             handle,

@@ -18,6 +18,7 @@ from jobservice.batches.metrics import RunFacts, run_facts
 from jobservice.batches.render import TABLE_METRICS, render_comparison_text, render_csv, render_markdown
 from jobservice.db.tables import Batch
 from jobservice.reports.run_report import model_residency_of, residency_for
+from tests.fakes.context import RecordingContext
 from workers.adapters.soulx.flashhead import record_chunk_costs
 
 SPEC = {"metrics": [{"name": n} for n in ("generate_ms", "render_fps", "rtf", "ttff_ms", "cold_start_ms")]}
@@ -159,15 +160,6 @@ def test_the_seed_table_export_fills_every_column_or_says_why() -> None:
 
 
 def test_flashhead_chunk_costs_become_chunk_telemetry(tmp_path: Path) -> None:
-    class Ctx:
-        chunks: list[Any] = []
-
-        def job_log(self) -> Path:
-            return tmp_path / "job.log"
-
-        def record_chunk(self, chunk: Any) -> None:
-            self.chunks.append(chunk)
-
     (tmp_path / "job.log").write_text(
         "2026-04-28 18:09:09.123 | INFO | Data preparation done. Start to generate video...\n"
         "Generate video chunk-0 done, cost time: 6.590s\n"
@@ -175,8 +167,8 @@ def test_flashhead_chunk_costs_become_chunk_telemetry(tmp_path: Path) -> None:
         "Generate video chunk-1 done, cost time: 0.890s\n"  # a second rank logs it too
         "Generate video chunk-2 done, cost time: 0.900s\n"
     )
-    ctx = Ctx()
-    record_chunk_costs(ctx, "pro")  # type: ignore[arg-type]
+    ctx = RecordingContext(tmp_path)
+    record_chunk_costs(ctx, "pro")
     assert [(c.index, c.frames, c.core_ms) for c in ctx.chunks] == [(0, 28, 6590), (1, 28, 890), (2, 28, 900)]
     chunks = [c.model_dump() for c in ctx.chunks]
     summary = {"chunk_count": 3.0, "steady_chunk_core_ms_avg": 895.0}

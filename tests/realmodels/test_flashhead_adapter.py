@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from jobservice.fleet.placement import parse_devices
-from tests.realmodels.conftest import RecordingContext, deployed_spec, fh_params
+from tests.fakes.context import RecordingContext
+from tests.realmodels.conftest import deployed_spec, fh_params
 from tests.standins.deploy import FakeCheckout, flashhead_checkout
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs
 from workers.adapters.processes.memory import CardMemory
@@ -64,7 +65,7 @@ def test_torchrun_over_the_card_group_with_the_quality_profile(
     assert flags["--base_seed"] == "7" and flags["--ckpt_dir"] == str(checkout.ckpt_dir)
     assert flags["--save_file"].endswith("res_output.mp4")
     assert "Generate video chunk-1 done" in ctx.log_text()
-    assert ctx.progress_log[-1] == 1.0
+    assert ctx.fractions[-1] == 1.0
 
 
 def test_python_launcher_on_one_card_and_job_parameters_become_variables(

@@ -12,7 +12,8 @@ import pytest
 
 from jobservice.backends.flashtalk import FlashTalkParams
 from jobservice.fleet.placement import parse_devices
-from tests.realmodels.conftest import RecordingContext, deployed_spec
+from tests.fakes.context import RecordingContext
+from tests.realmodels.conftest import deployed_spec
 from tests.standins.deploy import FakeCheckout, flashtalk_checkout
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutput
 from workers.adapters.processes.memory import CardMemory

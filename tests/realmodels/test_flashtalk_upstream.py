@@ -19,7 +19,8 @@ import pytest
 
 from jobservice.backends.flashtalk import FlashTalkParams
 from jobservice.fleet.placement import parse_devices
-from tests.realmodels.conftest import ROOT, RecordingContext, deployed_spec
+from tests.fakes.context import RecordingContext
+from tests.realmodels.conftest import ROOT, deployed_spec
 from tests.standins.deploy import FakeCheckout, flashtalk_upstream_checkout
 from workers.adapters.base import AdapterError, JobInputs
 from workers.adapters.soulx.flashtalk import FlashTalkAdapter
@@ -79,7 +80,7 @@ def job(tmp_path: Path, name: str, audio: Path, params: dict[str, Any]) -> tuple
 def bar_rows(ctx: RecordingContext) -> list[int]:
     """Where the fake's moving bar is in each frame (it moves 7 rows per new frame)."""
     rows = []
-    for frame in np.concatenate(ctx.frames):
+    for frame in ctx.frames:
         means = frame.astype(np.float32).mean(axis=1)  # [H, 3]
         hits = np.flatnonzero((means[:, 0] > 200) & (means[:, 1] < 100))
         rows.append(int(hits[0]) if hits.size else -1)

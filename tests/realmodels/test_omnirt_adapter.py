@@ -18,7 +18,8 @@ from pydantic import ValidationError
 
 from jobservice.backends.omnirt import OmniRTAudioParams, OmniRTTextParams
 from jobservice.fleet.placement import parse_devices
-from tests.realmodels.conftest import RecordingContext, deployed_spec
+from tests.fakes.context import RecordingContext
+from tests.realmodels.conftest import deployed_spec
 from tests.standins.common import read_records
 from tests.standins.deploy import ROOT, STANDINS, flashhead_checkout
 from tests.standins.omnirt_real import OmniRTServe, ensure_venv

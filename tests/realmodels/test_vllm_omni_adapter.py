@@ -13,7 +13,8 @@ import redis as redis_lib
 
 from jobservice.backends.vllm_omni import VllmWanParams
 from jobservice.fleet.placement import parse_devices
-from tests.realmodels.conftest import RecordingContext, deployed_spec
+from tests.fakes.context import RecordingContext
+from tests.realmodels.conftest import deployed_spec
 from tests.standins.servers import FakeVllmOmni
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs
 from workers.adapters.processes.instance_pool import InstancePool
@@ -99,7 +100,7 @@ def test_async_generation_sends_the_form_and_records_the_server_telemetry(
         and ctx.timings["server_queue_wait_ms"] == 12.5
     )
     assert ctx.memory["server_peak_mb"] == 4096.5 and ctx.timings["server_inference_ms"] > 0
-    assert ctx.progress_log and max(ctx.progress_log) < 1.0
+    assert ctx.progress_log and max(ctx.fractions) < 1.0
     assert handle.pool.holder(servers[0].url) is None, "the lease is released"
 
 

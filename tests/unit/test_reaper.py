@@ -10,19 +10,16 @@ import pytest
 from sqlalchemy import update
 
 from jobservice.db.engine import Database
-from jobservice.db.migrate import upgrade
 from jobservice.db.tables import Job, JobStatus, utcnow
 from jobservice.jobs.queries import get_job
 from jobservice.jobs.reaper import reap
 from jobservice.jobs.transitions import Owner, claim_job, request_cancel
-from tests.unit.test_state_machine import new_job
+from tests.factories import new_job, sqlite_copy
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Database:
-    url = f"sqlite:///{tmp_path / 'reaper.db'}"
-    upgrade(url)
-    return Database(url)
+def db(tmp_path: Path, migrated_sqlite: Path) -> Database:
+    return sqlite_copy(migrated_sqlite, tmp_path)
 
 
 class Recorder:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from sqlalchemy import update
 
 from jobservice.db.engine import Database
-from jobservice.db.migrate import upgrade
 from jobservice.db.tables import Job, JobStatus, utcnow
 from jobservice.jobs.leases import heartbeat
 from jobservice.jobs.queries import events_of, get_job, queue_position
@@ -27,35 +25,16 @@ from jobservice.jobs.transitions import (
     mark_canceled,
     mark_failed,
     mark_succeeded,
-    record_created,
     request_cancel,
     requeue_job,
     transition_allowed,
 )
-
-
-def new_job(
-    db: Database, *, model: str = "reference-t2v", priority: int = 0, created_offset: float = 0.0
-) -> uuid.UUID:
-    job = Job(
-        id=uuid.uuid4(),
-        task="text2video",
-        model=model,
-        params={"prompt": "x"},
-        priority=priority,
-        created_at=utcnow() + timedelta(seconds=created_offset),
-        max_attempts=3,
-    )
-    with db.session() as s:
-        record_created(s, job)
-    return job.id
+from tests.factories import new_job, sqlite_copy
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Database:
-    url = f"sqlite:///{tmp_path / 'jobs.db'}"
-    upgrade(url)
-    return Database(url)
+def db(tmp_path: Path, migrated_sqlite: Path) -> Database:
+    return sqlite_copy(migrated_sqlite, tmp_path)
 
 
 def status_of(db: Database, job_id: uuid.UUID) -> JobStatus:
@@ -281,11 +260,9 @@ SHARED_DB: Database
 
 
 @pytest.fixture
-def shared_db(tmp_path: Path) -> Database:
+def shared_db(tmp_path: Path, migrated_sqlite: Path) -> Database:
     global SHARED_DB
-    url = f"sqlite:///{tmp_path / 'machine.db'}"
-    upgrade(url)
-    SHARED_DB = Database(url)
+    SHARED_DB = sqlite_copy(migrated_sqlite, tmp_path, "machine.db")
     return SHARED_DB
 
 

@@ -1,4 +1,7 @@
-"""The output gate: ffprobe facts plus one black/freeze decode pass, judged against a policy."""
+"""The output gate: ffprobe facts plus one black/freeze decode pass, judged against a policy.
+
+Imports ``workers.media`` and the ``jobservice`` catalog, probe and reports; the run uses it.
+"""
 
 from workers.media.detect import Detections, detector_filter, parse_detections
 from workers.validation.checks import Expectation

@@ -1,0 +1,47 @@
+"""Factories of test data: databases copied from the session's migrated template, and job rows.
+
+Tests build rows through the same transition functions the service uses (``record_created``), so
+a factory never writes a state the service could not reach.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from jobservice.db.engine import Database
+from jobservice.db.tables import Job, utcnow
+from jobservice.jobs.transitions import record_created
+
+
+def sqlite_copy(template: Path, folder: Path, name: str = "jobs.db") -> Database:
+    """A migrated SQLite database: a copy of the session's template (see ``migrated_sqlite``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, folder / name)
+    return Database(f"sqlite:///{folder / name}")
+
+
+def new_job(
+    db: Database,
+    *,
+    model: str = "reference-t2v",
+    priority: int = 0,
+    created_offset: float = 0.0,
+    params: dict[str, Any] | None = None,
+) -> uuid.UUID:
+    """A queued text2video job, recorded as ``POST /jobs`` records one; returns its id."""
+    job = Job(
+        id=uuid.uuid4(),
+        task="text2video",
+        model=model,
+        params=params or {"prompt": "x"},
+        priority=priority,
+        created_at=utcnow() + timedelta(seconds=created_offset),
+        max_attempts=3,
+    )
+    with db.session() as s:
+        record_created(s, job)
+    return job.id

@@ -252,7 +252,7 @@ def load_deployment(path: Path | str) -> Deployment:
         raw = _read(source)
     except FileNotFoundError:
         raise DeploymentError(f"{source}: no such deployment file (JOBSERVICE_DEPLOYMENT_FILE)") from None
-    except (OSError, yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, yaml.YAMLError, tomllib.TOMLDecodeError, ValueError) as exc:
         raise DeploymentError(f"{source}: cannot read it: {exc}") from None
     if not isinstance(raw, dict):
         raise DeploymentError(f"{source}: the top level must be a mapping with models: and workers:")

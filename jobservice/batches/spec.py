@@ -25,7 +25,19 @@ MAX_SPEC_BYTES = 1 << 20  # a spec text or file; far above any real one (200 cas
 MAX_SPEC_DEPTH = 32  # nesting of mappings and lists; deeper data would exhaust Python's recursion
 
 # libyaml when it is installed: the pure-Python parser needs ~10 s of CPU for a 1 MB spec.
-_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _SpecLoader(_BASE_LOADER):
+    """The safe loader without YAML's implicit timestamps: a spec has no dates, and building one
+    raises for an impossible date (2026-02-30); such a scalar stays text and is judged as text."""
+
+
+_SpecLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in _BASE_LOADER.yaml_implicit_resolvers.items()
+}
+_YAML_LOADER: Any = _SpecLoader
 
 
 class SpecError(Exception):
@@ -206,6 +218,8 @@ def parse_spec(data: Any, *, text: str = "", origin: str = "", base_dir: Path | 
         raise SpecError("A batch spec must be a mapping with 'name' and 'cases'.")
     if _depth(data) > MAX_SPEC_DEPTH:
         raise SpecError(f"The batch spec is nested more than {MAX_SPEC_DEPTH} levels deep.")
+    if _has_nul(data):
+        raise SpecError("The batch spec contains a NUL character.")
     try:
         spec = BatchSpec.model_validate(data)
     except ValidationError as exc:
@@ -227,6 +241,8 @@ def parse_spec_text(text: str, *, origin: str = "", base_dir: Path | None = None
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError(f"The batch spec is not valid YAML{where}: {problem}.") from None
+    except (ValueError, OverflowError, RecursionError) as exc:  # a scalar YAML cannot build
+        raise SpecError(f"The batch spec holds a value that cannot be read: {exc}.") from None
     return parse_spec(data, text=text, origin=origin, base_dir=base_dir)
 
 
@@ -290,3 +306,14 @@ def resolve_under(root: Path, relative: str, *, what: str, base: Path | None = N
     if not resolved.is_relative_to(root.resolve()):
         raise SpecError(f"The {what} '{relative}' points outside the batch root ({root}).")
     return resolved
+
+
+def _has_nul(value: Any) -> bool:
+    """Whether any key or text of ``value`` holds a NUL character (PostgreSQL cannot store one)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(item) for item in value)
+    return False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Flask
+from flask import Flask, Response
 
 from jobservice.catalog import Catalog
 from jobservice.http import web
@@ -14,6 +14,8 @@ from jobservice.media.uploads import UploadRequest
 from jobservice.settings import Settings
 from jobservice.storage import ObjectStore
 from jobservice.wiring import Services, build_services
+
+MAX_FORM_PARTS = 64
 
 
 def create_app(
@@ -32,6 +34,7 @@ def create_app(
     app.config.update(
         MAX_CONTENT_LENGTH=settings.max_request_mb * 2**20,
         MAX_FORM_MEMORY_SIZE=1 * 2**20,
+        MAX_FORM_PARTS=MAX_FORM_PARTS,  # a job is two files and a few fields, not a thousand parts
         JSON_SORT_KEYS=False,
     )
     app.request_class = _request_class(settings)
@@ -44,7 +47,14 @@ def create_app(
     app.register_blueprint(batches_api.bp)
     app.register_blueprint(batches_web.bp)
     web.init_app(app)
+    app.after_request(_nosniff)
     return app
+
+
+def _nosniff(response: Response) -> Response:
+    # Browsers must not guess a type: a stored upload or a log served as text stays text.
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    return response
 
 
 def _request_class(settings: Settings) -> type[UploadRequest]:

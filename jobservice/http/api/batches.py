@@ -6,12 +6,10 @@ per-field details, an unknown batch a 404, an action that does not fit its state
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, Field, ValidationError, model_validator
-from werkzeug.exceptions import RequestEntityTooLarge
 
 from jobservice.batches.compare import compare_results
 from jobservice.batches.finalize import refresh_batch
@@ -31,6 +29,7 @@ from jobservice.batches.spec import (
 from jobservice.batches.states import BatchStatus
 from jobservice.db.tables import Batch
 from jobservice.errors import Conflict, DomainError, Invalid, Malformed, TooLarge, Unsupported
+from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.jobs import services
 from jobservice.jobs.idempotency import parse_idempotency_key
 from jobservice.jobs.schemas import job_view
@@ -83,12 +82,7 @@ def _loaded_spec() -> LoadedSpec:
             return parse_spec_text(raw.decode("utf-8"), origin="api")
         except UnicodeDecodeError:
             raise Malformed("invalid_yaml", "The spec must be UTF-8 text.") from None
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):
-        body = None
-    if not isinstance(body, dict):
-        raise Malformed("invalid_json", "The request body must be a JSON object.")
+    body = json_object(raw)
     try:
         create = BatchCreate.model_validate(body)
     except ValidationError as exc:
@@ -109,15 +103,7 @@ def _body() -> bytes:
         "spec_too_large",
         f"The request is larger than {MAX_BODY_BYTES // 2**20} MB; a spec is much smaller.",
     )
-    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        raise too_large
-    app_limit = request.max_content_length
-    # Also stops a body sent without a length; never raises the app's own limit.
-    request.max_content_length = MAX_BODY_BYTES if app_limit is None else min(app_limit, MAX_BODY_BYTES)
-    try:
-        return request.get_data()
-    except RequestEntityTooLarge:
-        raise too_large from None
+    return read_body(request, limit=MAX_BODY_BYTES, too_large=too_large)
 
 
 def parse_limit(raw: str, *, most: int = 100) -> int:

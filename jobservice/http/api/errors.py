@@ -77,7 +77,9 @@ def init_app(app: Flask) -> None:
     def too_large(_error: RequestEntityTooLarge) -> Response:
         limit = app.config.get("MAX_CONTENT_LENGTH")
         size = f" of {limit // 2**20} MB" if limit else ""
-        return respond(TooLarge("payload_too_large", f"The request is larger than the limit{size}."))
+        parts = app.config.get("MAX_FORM_PARTS")
+        many = f", or has more than {parts} form fields and files" if parts else ""
+        return respond(TooLarge("payload_too_large", f"The request is larger than the limit{size}{many}."))
 
     app.register_error_handler(HTTPException, _http_error)
     for kind in (DomainError, *OUTAGES, Exception):

@@ -13,13 +13,16 @@ from dataclasses import dataclass, field
 from flask import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from jobservice.errors import DomainError, Invalid, Malformed, Unsupported
+from jobservice.errors import DomainError, Invalid, TooLarge, Unsupported
+from jobservice.http.api.bodies import json_object, read_body
 from jobservice.jobs.idempotency import parse_idempotency_key
 from jobservice.jobs.submit import Submission
 from jobservice.media.uploads import FILE_CHECKS, spool_of
 from jobservice.settings import Settings
 
 FORM_TYPES = {"multipart/form-data", "application/x-www-form-urlencoded"}
+# A text2video request is a prompt and a few numbers; files go as multipart.
+MAX_JSON_BYTES = 256 * 1024
 
 
 class JobCreate(BaseModel):
@@ -54,11 +57,11 @@ class ReadForm:
 
 def json_submission(request: Request) -> Submission:
     """A submission from a JSON body, refused when the body is not a JSON object of the right shape."""
-    body = request.get_json(silent=True)
-    if body is None:
-        raise Malformed("invalid_json", "The request body is not valid JSON.")
-    if not isinstance(body, dict):
-        raise Malformed("invalid_json", "The request body must be a JSON object.")
+    too_large = TooLarge(
+        "payload_too_large",
+        f"A JSON job request is limited to {MAX_JSON_BYTES // 1024} KB; send files as multipart.",
+    )
+    body = json_object(read_body(request, limit=MAX_JSON_BYTES, too_large=too_large))
     try:
         return JobCreate.model_validate(body).submission()
     except ValidationError as exc:
@@ -96,6 +99,9 @@ def _read_fields(request: Request, rules: FormRules, read: ReadForm) -> None:
         if len(values) > 1 and not rules.last_value_wins:
             message = f"Parameter '{key}' was given {len(values)} times."
             read.problems.append(Invalid("invalid_parameters", message, field=key))
+            continue
+        if any("\x00" in value for value in values):
+            read.problems.append(Invalid("invalid_text", f"'{key}' contains a NUL character.", field=key))
             continue
         read.submission.params[key] = values[-1]
 

@@ -149,7 +149,7 @@ class Settings(BaseSettings):
         """The database URL, defaulting to SQLite under ``var_dir``."""
         if self.database_url:
             return self.database_url
-        return f"sqlite:///{(self.var_dir / 'jobservice.db.engine').resolve()}"
+        return f"sqlite:///{(self.var_dir / 'jobservice.db').resolve()}"
 
     def resolved_storage_root(self) -> Path:
         """The local object store folder."""

@@ -158,7 +158,7 @@ def main() -> None:
     var = tmp / "var"
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSERVICE_")}
     redis_child, broker = start_redis(var, env)
-    db_url = f"sqlite:///{var / 'jobservice.db.engine'}"
+    db_url = f"sqlite:///{var / 'jobservice.db'}"
     upgrade(db_url)
     env.update(
         {

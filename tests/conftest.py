@@ -26,6 +26,7 @@ from jobservice.db.migrate import upgrade
 from jobservice.http.app import create_app
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
+from tests.factories import copy_template
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
@@ -150,15 +151,14 @@ def make_settings(var_dir: Path, **overrides: object) -> Settings:
 @pytest.fixture(scope="session")
 def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite database migrated once per session; tests get copies of it."""
-    path = tmp_path_factory.mktemp("template") / "jobservice.db.engine"
+    path = tmp_path_factory.mktemp("template") / "jobservice.db"
     upgrade(f"sqlite:///{path}")
     return path
 
 
 def fresh_sqlite(template: Path, var_dir: Path) -> Settings:
     """Settings under ``var_dir`` whose SQLite database is a copy of the migrated template."""
-    var_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(template, var_dir / "jobservice.db.engine")
+    copy_template(template, var_dir, "jobservice.db")  # the default SQLite file under var_dir
     return make_settings(var_dir)
 
 

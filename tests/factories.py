@@ -17,11 +17,16 @@ from jobservice.db.tables import Job, utcnow
 from jobservice.jobs.transitions import record_created
 
 
-def sqlite_copy(template: Path, folder: Path, name: str = "jobs.db") -> Database:
-    """A migrated SQLite database: a copy of the session's template (see ``migrated_sqlite``)."""
+def copy_template(template: Path, folder: Path, name: str = "jobs.db") -> Path:
+    """A migrated SQLite file: a copy of the session's template (see ``migrated_sqlite``)."""
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(template, folder / name)
-    return Database(f"sqlite:///{folder / name}")
+    return folder / name
+
+
+def sqlite_copy(template: Path, folder: Path, name: str = "jobs.db") -> Database:
+    """A Database on a copy of the migrated template."""
+    return Database(f"sqlite:///{copy_template(template, folder, name)}")
 
 
 def new_job(

@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from jobservice.backends.entry import EntryBase
-from jobservice.backends.family import FAMILIES, known_backend
+from jobservice.backends.family import FAMILIES, config_problem, known_backend
 from jobservice.backends.params import with_defaults
 from jobservice.backends.reference import reference_specs
 from jobservice.catalog import Catalog, ModelSpec, ValidationPolicy, WorkerGroup
@@ -229,12 +229,7 @@ class Deployment:
 
 
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors(include_url=False)[0]
-    parts = list(err["loc"])
-    if parts and parts[0] in FAMILIES:  # the discriminator's tag, not a key of the file
-        parts = parts[1:]
-    loc = ".".join(str(p) for p in parts)
-    return f"{loc}: {err['msg']}" if loc else err["msg"]
+    return config_problem(exc.errors(include_url=False)[0], tag_at=0)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -259,19 +254,10 @@ def load_deployment(path: Path | str) -> Deployment:
     try:
         data = DeploymentFile.model_validate(raw, context={"base_dir": source.parent})
     except ValidationError as exc:
-        problems = [_format(err) for err in exc.errors(include_url=False)]
+        problems = [config_problem(err, tag_at=2) for err in exc.errors(include_url=False)]
         more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])})" if len(problems) > 1 else ""
         raise DeploymentError(f"{source}: {problems[0]}{more}") from None
     return Deployment(data, source=source)
-
-
-def _format(err: Any) -> str:
-    # Drop the discriminator's tag from the location: "models.x.flashhead.launcher" -> "models.x.launcher".
-    parts = list(err["loc"])
-    if len(parts) >= 3 and parts[0] == "models" and parts[2] in FAMILIES:
-        del parts[2]
-    loc = ".".join(str(p) for p in parts)
-    return f"{loc}: {err['msg']}" if loc else err["msg"]
 
 
 def default_catalog() -> Catalog:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,19 @@ def register(family: Family) -> Family:
         raise ValueError(f"{family.entry.__name__}.backend must be Literal['{family.name}']")
     FAMILIES[family.name] = family
     return family
+
+
+def config_problem(err: Mapping[str, Any], *, tag_at: int | None = None) -> str:
+    """One pydantic problem of a deployment file as ``loc: message``.
+
+    ``tag_at``: where pydantic put the family's tag of a discriminated entry, dropped because it is
+    not a key of the file ("models.x.flashhead.launcher" -> "models.x.launcher").
+    """
+    parts = list(err["loc"])
+    if tag_at is not None and len(parts) > tag_at and parts[tag_at] in FAMILIES:
+        del parts[tag_at]
+    loc = ".".join(str(p) for p in parts)
+    return f"{loc}: {err['msg']}" if loc else str(err["msg"])
 
 
 def known_backend(model_id: str) -> str | None:

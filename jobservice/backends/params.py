@@ -8,6 +8,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError, create_model, model_validator
 
+from jobservice.backends.family import config_problem
 from jobservice.catalog import ModelParams
 
 SEED_FIELD = Field(default=None, ge=0, le=2**32 - 1, description="Random seed; chosen if absent.")
@@ -56,7 +57,9 @@ def with_defaults(
         try:
             TypeAdapter(info.rebuild_annotation()).validate_python(value)
         except ValidationError as exc:
-            raise ValueError(f"default for '{key}': {_first(exc)}") from None
+            raise ValueError(
+                f"default for '{key}': {config_problem(exc.errors(include_url=False)[0])}"
+            ) from None
         # rebuild_annotation keeps the field's limits (ge, le, multiple_of) on the new default.
         fields[key] = (info.rebuild_annotation(), Field(default=value, description=info.description))
     if allowed_models:
@@ -73,7 +76,7 @@ def with_defaults(
     try:
         model.model_validate(sample)
     except ValidationError as exc:
-        raise ValueError(f"defaults: {_first(exc)}") from None
+        raise ValueError(f"defaults: {config_problem(exc.errors(include_url=False)[0])}") from None
     return model  # type: ignore[return-value]
 
 
@@ -81,9 +84,3 @@ def _placeholder(annotation: Any) -> Any:
     """A valid value for a required text field (a Literal's first choice, else "x")."""
     choices = get_args(annotation) if get_origin(annotation) is Literal else ()
     return choices[0] if choices else "x"
-
-
-def _first(exc: ValidationError) -> str:
-    err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    return f"{loc}: {err['msg']}" if loc else err["msg"]

@@ -50,6 +50,9 @@ def make_celery(settings: Settings) -> Celery:
             "socket_connect_timeout": settings.publish_timeout_seconds,
         },
         broker_connection_retry_on_startup=True,
+        # A worker (or beat) whose broker went away waits for it, however long: it never exits over
+        # it, and its reaper keeps requeueing dead runs meanwhile (workers/maintenance.py).
+        broker_connection_max_retries=None,
         broker_connection_timeout=settings.publish_timeout_seconds,
         task_publish_retry=True,
         task_publish_retry_policy={

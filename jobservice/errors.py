@@ -24,12 +24,14 @@ class DomainError(Exception):
         *,
         field: str | None = None,
         details: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.field = field
         self.details = details or []
+        self.headers = headers or {}  # e.g. Retry-After, WWW-Authenticate
 
     def body(self) -> dict[str, Any]:
         """The JSON body of the error response: ``{"error": {"code", "message", "details"?}}``."""
@@ -45,10 +47,25 @@ class Malformed(DomainError):
     status = 400
 
 
+class Unauthorized(DomainError):
+    """No valid credentials: a missing, wrong or revoked API key."""
+
+    status = 401
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(code, message, headers={"WWW-Authenticate": 'Bearer realm="jobservice"'})
+
+
 class Forbidden(DomainError):
     """The request is understood but not allowed from where it came."""
 
     status = 403
+
+
+class Misdirected(DomainError):
+    """The request names a host this service does not answer for (DNS rebinding, a wrong proxy)."""
+
+    status = 421
 
 
 class NotFound(DomainError):
@@ -79,6 +96,32 @@ class Invalid(DomainError):
     """Well-formed but wrong: a bad value, a missing or unexpected input."""
 
     status = 422
+
+
+class Gone(DomainError):
+    """The thing existed but its files were deleted (retention)."""
+
+    status = 410
+
+
+class TooMany(DomainError):
+    """Over a quota or a rate limit; ``Retry-After`` says when to try again."""
+
+    status = 429
+
+    def __init__(
+        self, code: str, message: str, *, retry_after: float, details: list[dict[str, Any]] | None = None
+    ) -> None:
+        super().__init__(
+            code, message, details=details, headers={"Retry-After": str(max(1, int(retry_after + 0.999)))}
+        )
+        self.retry_after = retry_after
+
+
+class InsufficientStorage(DomainError):
+    """The store or the spool is below its free-space floor; nothing was stored."""
+
+    status = 507
 
 
 class Unavailable(DomainError):

@@ -66,6 +66,12 @@ class Settings(BaseSettings):
         default=12 * 3600, description="Redis redelivery window; must exceed the longest job."
     )
     publish_timeout_seconds: float = Field(default=2.0, gt=0)
+    metrics_settle_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="GET /metrics counts a job this long after it was created or finished, so a row whose "
+        "transaction commits late (SQLite waits up to 30 s for its lock) is never skipped.",
+    )
 
     # --- catalog -------------------------------------------------------------------------
     catalog_extra: list[str] = Field(
@@ -96,6 +102,11 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Other sites whose pages may POST to this service (e.g. https://portal.example.com).",
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description='Host names this service answers for (DNS rebinding); ["*"]: any. Empty: loopback '
+        "names (localhost, 127.0.0.1, ::1, *.localhost) when auth is off, any host when auth is keys.",
+    )
     secret_key: SecretStr | None = Field(
         default=None,
         description="Signs web-session cookies (CSRF); unset: generated once into var_dir/secret_key.",
@@ -104,6 +115,26 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = Field(
         default="text", description="`json`: every process writes one JSON object per log line."
     )
+
+    # --- keys, tenants, quotas, retention (jobservice.auth, jobservice.quotas, jobservice.retention)
+    auth: Literal["keys", "off"] = Field(
+        default="keys",
+        description="`keys`: every request needs `Authorization: Bearer <key>`; `off`: anyone who reaches "
+        "the port is the admin of tenant `default` (loopback only unless auth_off_anywhere).",
+    )
+    auth_off_anywhere: bool = Field(
+        default=False, description="Allow auth=off on a non-loopback address (you put auth in front)."
+    )
+    default_tenant: str = Field(default="default", description="The tenant of auth=off requests.")
+    quota_active_jobs: int = Field(default=100, ge=0, description="Jobs queued+running at once, per tenant.")
+    quota_batch_jobs: int = Field(default=500, ge=0, description="Jobs (cases x repeats) in one batch.")
+    quota_jobs_per_hour: int = Field(default=2000, ge=0, description="Jobs created per rolling hour.")
+    quota_requests_per_minute: int = Field(default=1200, ge=0, description="API requests per minute per key.")
+    min_free_mb: int = Field(
+        default=1024, ge=0, description="Below this free space in the store or spool, submissions get 507."
+    )
+    retention_hours: float = Field(default=720.0, gt=0, description="Jobs' files are deleted after this.")
+    gc_interval_seconds: float = Field(default=300.0, gt=0, description="How often the beat sweeps.")
 
     # --- nightly batches (jobservice.batches) ----------------------------------------------
     batch_priority: int = Field(

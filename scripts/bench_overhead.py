@@ -166,6 +166,7 @@ def main() -> None:
             "JOBSERVICE_DATABASE_URL": db_url,
             "JOBSERVICE_BROKER_URL": broker,
             "JOBSERVICE_LOG_LEVEL": "WARNING",
+            "JOBSERVICE_AUTH": "off",  # loopback only, as under `jobservice up`
             "PYTHONUNBUFFERED": "1",
         }
     )

@@ -143,6 +143,9 @@ def make_settings(var_dir: Path, **overrides: object) -> Settings:
         "resend_after_seconds": 1.0,
         "progress_min_interval_seconds": 0.1,
         "publish_timeout_seconds": 1.0,
+        # Tests that exercise keys and tenants say auth="keys"; the rest act as the admin.
+        "auth": "off",
+        "min_free_mb": 16,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

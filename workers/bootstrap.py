@@ -16,6 +16,7 @@ from celery import Celery, signals
 
 from jobservice.fleet.placement import inventory, parse_devices
 from jobservice.logs import install_on
+from jobservice.retention.orphans import sweep_orphans
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
 from workers.maintenance import Maintenance
@@ -67,7 +68,7 @@ class WorkerProcess:
             self._runtime.resident.unload_all()
 
     def on_ready(self, **_: Any) -> None:
-        """Parent ready: announce the worker and start the maintenance loop."""
+        """Parent set up, before the broker connection: announce the worker, start the maintenance loop."""
         settings = self.services.settings
         node = os.environ.get("JOBSERVICE_WORKER_NODE")
         device = parse_devices(settings.worker_devices)
@@ -85,6 +86,10 @@ class WorkerProcess:
             },
         )
         self.maintenance.start()
+        try:  # this host's leftovers of dead processes: spool, scratch, half-written store files
+            sweep_orphans(self.services, store=False)
+        except Exception:  # noqa: BLE001 - housekeeping must never stop a worker from starting
+            log.warning("the start-up orphan sweep failed", exc_info=True)
 
     def on_shutdown(self, **_: Any) -> None:
         """Parent stopping: retire the presence row."""
@@ -117,6 +122,7 @@ def bootstrap(settings: Settings | None = None) -> Celery:
     signals.after_setup_task_logger.connect(use_our_format, weak=False)
     signals.worker_process_init.connect(process.on_child_start, weak=False)
     signals.worker_process_shutdown.connect(process.on_child_stop, weak=False)
-    signals.worker_ready.connect(process.on_ready, weak=False)
+    # Before the broker connection (not worker_ready): a worker started while Redis is away reaps.
+    signals.celeryd_after_setup.connect(process.on_ready, weak=False)
     signals.worker_shutdown.connect(process.on_shutdown, weak=False)
     return app

@@ -3,3 +3,5 @@
 from workers.bootstrap import bootstrap
 
 app = bootstrap()
+# Reconnect to a broker that went away within seconds of its return (workers/consumer.py).
+app.conf.worker_consumer = "workers.consumer:PromptConsumer"

@@ -1,4 +1,9 @@
-"""A worker's background duties: keep its presence row fresh and run the reaper."""
+"""A worker's background duties: keep its presence row fresh and run the reaper.
+
+The loop starts before Celery connects to the broker (``celeryd_after_setup``), so a worker that
+starts, or restarts, while Redis is away still requeues the jobs of dead runs: the reaper's
+database moves need no broker, and its sends catch up when the broker is back.
+"""
 
 from __future__ import annotations
 
@@ -30,9 +35,17 @@ class Maintenance:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="jobservice-maintenance", daemon=True)
         self._inspector: BrokerInspector | None = None
+        self._announced = False
 
     def start(self) -> None:
-        """Announce the worker and start the loop."""
+        """Announce the worker and start the loop (which announces it later if the database is away)."""
+        try:
+            self._announce()
+        except Exception:  # noqa: BLE001 - the loop tries again; the reaper must run regardless
+            log.warning("could not announce worker %s yet; will retry", self.worker_id, exc_info=True)
+        self._thread.start()
+
+    def _announce(self) -> None:
         with self.services.db.session() as session:
             announce_worker(
                 session,
@@ -43,7 +56,7 @@ class Maintenance:
                 models=self.models,
                 info=self.info,
             )
-        self._thread.start()
+        self._announced = True
 
     def stop(self) -> None:
         """Stop the loop and mark the worker stopped."""
@@ -65,6 +78,8 @@ class Maintenance:
 
     def run_once(self) -> None:
         """One round: presence, then a reaper pass."""
+        if not self._announced:
+            self._announce()
         with self.services.db.session() as session:
             touch_worker(session, self.worker_id)
         result = reap(
@@ -75,17 +90,27 @@ class Maintenance:
         )
         if result.changed:
             log.info(
-                "reaper: requeued %d, failed %d, canceled %d, re-sent %d",
+                "reaper: requeued %d, failed %d, canceled %d, sent %d, waiting for the broker %d",
                 len(result.requeued),
                 len(result.failed),
                 len(result.canceled),
                 len(result.resent),
+                len(result.unsent),
             )
 
     def _loop(self) -> None:
+        failing = False
         while not self._stop.wait(self.services.settings.reap_interval_seconds):
             try:
                 self.run_once()
-            except Exception:  # noqa: BLE001 - keep reaping through database or broker hiccups
-                log.warning("maintenance round failed; retrying", exc_info=True)
+            except Exception as exc:  # noqa: BLE001 - keep reaping through database or broker hiccups
                 self._inspector = None
+                if not failing:  # the whole story once per outage, then one line per round
+                    log.warning("maintenance round failed; retrying", exc_info=True)
+                else:
+                    log.debug("maintenance round failed again: %s", exc)
+                failing = True
+                continue
+            if failing:
+                log.info("maintenance rounds work again")
+                failing = False

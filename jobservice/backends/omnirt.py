@@ -26,7 +26,14 @@ class OmniRTEntry(EntryBase):
     endpoint: str | None = Field(default=None, description="http://host:port of omnirt serve (server mode).")
     api_key: str | None = None
     omnirt_backend: Literal["auto", "cuda", "ascend", "cpu-stub"] = "auto"
-    models: list[str] = Field(default_factory=list, description="OmniRT model ids offered (empty: any).")
+    models: list[str] = Field(
+        default_factory=list, description="OmniRT model ids offered (required: a request names one of them)."
+    )
+    request_config: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Per OmniRT model, the config keys a request may set (a part of the allow-list; "
+        "a model not named here takes the whole allow-list).",
+    )
     fps: dict[str, float] = Field(default_factory=dict, description="Output fps per OmniRT model.")
     config: dict[str, Any] = Field(default_factory=dict, description="OmniRT config sent with every request.")
     path_map: dict[str, str] = Field(
@@ -61,7 +68,20 @@ class OmniRTEntry(EntryBase):
     def _server_needs_endpoint(self) -> OmniRTEntry:
         if self.mode == "server" and not self.endpoint:
             raise ValueError("endpoint is required when mode is server")
+        if not self.models:  # without it a request could ask OmniRT for any model it can load
+            raise ValueError("models is required: the OmniRT model ids this entry offers")
+        for model, keys in self.request_config.items():
+            if model not in self.models:
+                raise ValueError(f"request_config names '{model}', which is not in models")
+            extra = sorted(set(keys) - OMNIRT_REQUEST_CONFIG_KEYS)
+            if extra:
+                raise ValueError(f"request_config.{model}: '{extra[0]}' is not on the request allow-list")
         return self
+
+    def request_keys(self, model: str) -> frozenset[str]:
+        """The config keys a request for OmniRT model ``model`` may set."""
+        keys = self.request_config.get(model)
+        return OMNIRT_REQUEST_CONFIG_KEYS if keys is None else frozenset(keys)
 
     def required_paths(self) -> list[tuple[str, str]]:
         """The Python of cli mode."""
@@ -111,24 +131,36 @@ OMNIRT_REQUEST_CONFIG_KEYS = frozenset(
 )
 
 
-def omnirt_refused_config_keys(config: dict[str, Any]) -> list[str]:
-    """The keys of a request's OmniRT ``config`` that a request may not set: any key off
-    ``OMNIRT_REQUEST_CONFIG_KEYS``, and any key whose value is not a plain value (a nested object
-    or list could carry anything)."""
+# Keys that are also job parameters (``OmniRTParams``), where their limits are checked: set in
+# ``config`` they would slip past those limits (``num_frames: 10**9``), so a request's config may not.
+OMNIRT_PARAMETER_KEYS = frozenset(
+    {"seed", "width", "height", "num_frames", "fps", "num_inference_steps", "guidance_scale", "preset"}
+)
+
+
+def omnirt_refused_config_keys(
+    config: dict[str, Any], allowed: frozenset[str] = OMNIRT_REQUEST_CONFIG_KEYS
+) -> list[str]:
+    """The keys of a request's OmniRT ``config`` that a request may not set: any key off ``allowed``
+    (the allow-list, or the model's part of it), a job parameter's key, and any key whose value is
+    not a plain value (a list or object, at any depth, could carry anything)."""
     refused: list[str] = []
     for key, value in config.items():
-        if str(key) not in OMNIRT_REQUEST_CONFIG_KEYS or not isinstance(value, str | int | float | bool):
+        plain = isinstance(value, str | int | float | bool)
+        if str(key) not in allowed or str(key) in OMNIRT_PARAMETER_KEYS or not plain:
             refused.append(str(key))
     return refused
 
 
-def omnirt_refusal(refused: list[str]) -> str:
+def omnirt_refusal(refused: list[str], allowed: frozenset[str] = OMNIRT_REQUEST_CONFIG_KEYS) -> str:
     """The sentence refusing ``refused`` config keys (the API's 422 and the adapter's error)."""
     names = ", ".join(f"'{key}'" for key in refused)
     keys = "key" if len(refused) == 1 else "keys"
+    settable = sorted(allowed - OMNIRT_PARAMETER_KEYS)
     return (
         f"config {keys} {names} may not be set by a request (paths, launch and placement belong to the "
-        f"deployment file); a request may set: {', '.join(sorted(OMNIRT_REQUEST_CONFIG_KEYS))}"
+        f"deployment file; seed, sizes, frames, fps, steps and guidance are parameters of their own); "
+        f"a request may set: {', '.join(settable) or 'nothing'}"
     )
 
 
@@ -187,8 +219,25 @@ class OmniRTTextParams(OmniRTParams):
     prompt: str = Field(min_length=1, max_length=4000)
 
 
-def _params(_entry: Any, task: str) -> type[ModelParams]:
-    return OmniRTTextParams if task == "text2video" else OmniRTAudioParams
+def _params(entry: Any, task: str) -> type[ModelParams]:
+    base = OmniRTTextParams if task == "text2video" else OmniRTAudioParams
+    if not isinstance(entry, OmniRTEntry) or not entry.request_config:
+        return base
+    checked_entry = entry
+
+    class PerModel(base):  # type: ignore[valid-type,misc]
+        """The request config checked against the chosen OmniRT model's part of the allow-list."""
+
+        @model_validator(mode="after")
+        def _model_keys(self) -> PerModel:
+            allowed = checked_entry.request_keys(self.omnirt_model)
+            refused = omnirt_refused_config_keys(self.config, allowed)
+            if refused:
+                raise ValueError(omnirt_refusal(refused, allowed))
+            return self
+
+    PerModel.__name__ = PerModel.__qualname__ = base.__name__ + "PerModel"
+    return PerModel
 
 
 def _mode(entry: Any, default: str) -> str:

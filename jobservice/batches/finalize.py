@@ -119,6 +119,7 @@ def _settle_earlier(services: Services, batch: Batch) -> None:
                 select(Batch.id)
                 .where(
                     Batch.name == batch.name,
+                    Batch.tenant == batch.tenant,
                     Batch.status == BatchStatus.RUNNING,
                     Batch.created_at < batch.created_at,
                 )
@@ -253,7 +254,10 @@ def choose_baseline(session: Session, batch: Batch) -> Batch | None:
     """
     mode = str((batch.spec or {}).get("baseline") or "auto")
     same = select(Batch.id).where(
-        Batch.name == batch.name, Batch.id != batch.id, Batch.status == BatchStatus.FINISHED
+        Batch.name == batch.name,
+        Batch.tenant == batch.tenant,
+        Batch.id != batch.id,
+        Batch.status == BatchStatus.FINISHED,
     )
     if mode not in ("auto", "pinned", "last_good"):
         try:

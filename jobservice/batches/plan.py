@@ -12,11 +12,15 @@ import hashlib
 import json
 import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+
 from jobservice.batches.spec import CaseSpec, LoadedSpec, SpecError, resolve_under
+from jobservice.db.tables import Batch, Job
 from jobservice.errors import DomainError, Invalid
 from jobservice.jobs.submit import resolve_model, validate_params
 from jobservice.media.uploads import FILE_CHECKS, CheckedUpload, SpoolFile
@@ -64,6 +68,7 @@ class Plan:
 
     loaded: LoadedSpec
     cases: list[PlannedCase]
+    tenant: str | None = None  # inputs given by store key must belong to it (None: an admin's)
     _spools: list[SpoolFile] = field(default_factory=list, repr=False)
 
     def close(self) -> None:
@@ -94,13 +99,16 @@ def stable_seed(case_name: str) -> int:
     return int(hashlib.sha256(case_name.encode()).hexdigest()[:8], 16)
 
 
-def plan_batch(services: Services, loaded: LoadedSpec, *, confine_to: Path | None = None) -> Plan:
+def plan_batch(
+    services: Services, loaded: LoadedSpec, *, confine_to: Path | None = None, tenant: str | None = None
+) -> Plan:
     """Check every case of ``loaded``; local input paths resolve next to the spec file.
 
     ``confine_to`` (the API and the beat) refuses absolute paths and paths that leave that folder,
-    which is also where paths resolve when the spec came without a file.
+    which is also where paths resolve when the spec came without a file. ``tenant`` (a non-admin
+    caller's) allows only store keys of that tenant's own jobs and batches as inputs.
     """
-    plan = Plan(loaded=loaded, cases=[])
+    plan = Plan(loaded=loaded, cases=[], tenant=tenant)
     try:
         for case in loaded.spec.cases:
             plan.cases.append(_plan_case(services, plan, case, confine_to=confine_to))
@@ -136,7 +144,8 @@ def _plan_case(services: Services, plan: Plan, case: CaseSpec, *, confine_to: Pa
         if ref.path is not None:
             base = plan.loaded.base_dir or confine_to or Path.cwd()
             if confine_to is not None:
-                path = resolve_under(confine_to, ref.path, base=base, what=f"{where} input '{name}'")
+                what, private = f"{where} input '{name}'", private_paths(services.settings)
+                path = resolve_under(confine_to, ref.path, base=base, what=what, private=private)
             else:
                 path = (base / ref.path).resolve()  # an absolute path stays as it is
             sources[name] = f"path:{ref.path}"
@@ -158,6 +167,20 @@ def _plan_case(services: Services, plan: Plan, case: CaseSpec, *, confine_to: Pa
     )
     planned.digest = case_digest(model.id, params, uploads)
     return planned
+
+
+def private_paths(settings: Settings) -> list[Path]:
+    """What a spec read through the API or the beat may never name, as a spec or as an input: the
+    service's own state (the var folder, object store, spool, scratch, SQLite file, secret key) and
+    the deployment file (paths and endpoints of real models)."""
+    paths = [settings.var_dir, settings.resolved_storage_root(), settings.resolved_spool_dir()]
+    paths += [settings.resolved_scratch_dir(), settings.var_dir / "secret_key"]
+    url = settings.resolved_database_url()
+    if url.startswith("sqlite:///"):
+        paths.append(Path(url.removeprefix("sqlite:///")))
+    if settings.deployment_file is not None:
+        paths.append(settings.deployment_file)
+    return [path.resolve() for path in paths]
 
 
 def check_local_file(name: str, path: Path, settings: Settings, *, keep: list[SpoolFile]) -> CheckedUpload:
@@ -191,7 +214,25 @@ def _check_file(plan: Plan, name: str, path: Path, settings: Settings, *, where:
         raise SpecError(f"{where} input '{name}': {path} cannot be read ({exc}).") from None
 
 
+def key_owner(services: Services, key: str) -> str | None:
+    """The tenant of the job or batch whose folder ``key`` is in (``jobs/<id>/``, ``batches/<id>/``)."""
+    kind, _, rest = key.partition("/")
+    try:
+        owner_id = uuid.UUID(rest.split("/", 1)[0])
+    except ValueError:
+        return None
+    with services.db.session() as session:
+        if kind == "jobs":
+            return session.scalar(select(Job.tenant).where(Job.id == owner_id))
+        if kind == "batches":
+            return session.scalar(select(Batch.tenant).where(Batch.id == owner_id))
+    return None
+
+
 def _check_key(services: Services, plan: Plan, name: str, key: str, *, where: str) -> CheckedUpload:
+    if plan.tenant is not None and key_owner(services, key) != plan.tenant:
+        # Another tenant's object and a missing one read the same: nothing to learn from the answer.
+        raise SpecError(f"{where} input '{name}': there is no object '{key}' in the store.")
     with tempfile.TemporaryDirectory(dir=_spool_dir(services.settings), prefix="batch-key-") as tmp:
         try:
             local = services.store.get_file(key, Path(tmp) / "input")

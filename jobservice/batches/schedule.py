@@ -30,6 +30,7 @@ from sqlalchemy import select
 
 from jobservice.broker import make_celery
 from jobservice.db.tables import Batch, utcnow
+from jobservice.retention import PeriodicCollector
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
 
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 CONTROL_QUEUE = "jobservice.control"
 RUN_SCHEDULED_TASK = "jobservice.batch.run_scheduled"
 TICK_TASK = "jobservice.batch.tick"
+GC_TASK = "jobservice.retention.gc"  # expired files and orphans (jobservice.retention)
 STALE_CREATING_SECONDS = 60.0
 # A task may run a little "before" its fire time when a second beat's clock is ahead of this one's.
 CLOCK_SKEW_SECONDS = 5.0
@@ -97,13 +99,18 @@ def parse_schedules(raw: list[dict[str, Any]]) -> list[ScheduleEntry]:
 
 
 def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
-    """Celery's ``beat_schedule``: each configured spec, plus the periodic tick."""
+    """Celery's ``beat_schedule``: each configured spec, the periodic tick and the retention gc."""
     plan: dict[str, dict[str, Any]] = {
         "batch-tick": {
             "task": TICK_TASK,
             "schedule": schedule(timedelta(seconds=settings.batch_tick_seconds)),
             "options": {"queue": CONTROL_QUEUE, "expires": settings.batch_tick_seconds},
-        }
+        },
+        "retention-gc": {
+            "task": GC_TASK,
+            "schedule": schedule(timedelta(seconds=settings.gc_interval_seconds)),
+            "options": {"queue": CONTROL_QUEUE, "expires": settings.gc_interval_seconds},
+        },
     }
     for entry in parse_schedules(settings.batch_schedules):
         every = (
@@ -257,5 +264,12 @@ def make_control_app(settings: Settings | None = None) -> Celery:
     def tick_task() -> dict[str, int]:
         """Finish ended batches, resume interrupted ones."""
         return tick(services)
+
+    collector = PeriodicCollector(services)
+
+    @app.task(name=GC_TASK, ignore_result=True)
+    def gc_task() -> dict[str, Any]:
+        """Delete expired jobs' files; orphans on the first run and hourly; rotate var/ logs."""
+        return collector()
 
     return app

@@ -179,14 +179,21 @@ def _view(batch: Batch, tally: _Tally, cases: list[CaseView]) -> BatchView:
 
 
 def list_batches(
-    session: Session, *, name: str | None = None, status: str | None = None, limit: int = 20
+    session: Session,
+    *,
+    name: str | None = None,
+    status: str | None = None,
+    limit: int = 20,
+    tenant: str | None = None,
 ) -> list[Batch]:
-    """Batches newest first, optionally of one spec name or status."""
+    """Batches newest first, optionally of one spec name or status (``tenant``: only its own)."""
     if status is not None and status not in BATCH_STATUSES:
         raise Invalid(
             "invalid_status", f"Unknown batch status '{status}'; use one of {', '.join(BATCH_STATUSES)}."
         )
     query = select(Batch).options(defer(Batch.spec_text))  # the YAML as sent: never listed
+    if tenant is not None:
+        query = query.where(Batch.tenant == tenant)
     if name:
         query = query.where(Batch.name == name)
     if status:
@@ -194,9 +201,12 @@ def list_batches(
     return list(session.scalars(query.order_by(Batch.created_at.desc(), Batch.id.desc()).limit(limit)))
 
 
-def spec_names(session: Session) -> list[str]:
-    """The name of every spec that has run, sorted (the list page's filter)."""
-    return list(session.scalars(select(Batch.name).distinct().order_by(Batch.name)))
+def spec_names(session: Session, tenant: str | None = None) -> list[str]:
+    """The name of every spec that has run, sorted (the list page's filter; ``tenant``: its own)."""
+    query = select(Batch.name).distinct().order_by(Batch.name)
+    if tenant is not None:
+        query = query.where(Batch.tenant == tenant)
+    return list(session.scalars(query))
 
 
 def history(session: Session, batch: Batch, *, limit: int) -> list[Batch]:
@@ -205,6 +215,7 @@ def history(session: Session, batch: Batch, *, limit: int) -> list[Batch]:
         select(Batch)
         .where(
             Batch.name == batch.name,
+            Batch.tenant == batch.tenant,
             Batch.status == BatchStatus.FINISHED,
             Batch.created_at <= batch.created_at,
         )

@@ -1,6 +1,8 @@
 """Creating, resuming, canceling and pinning batches.
 
-Creation stores a snapshot of the inputs first (``batches/<id>/inputs/<case>/<name>``), then
+Creation stores a snapshot of the inputs first, once per distinct content
+(``batches/<id>/inputs/sha256/<digest>.<ext>``; every job of the batch refers to those objects
+instead of a copy, and the spool copies are freed as soon as they are stored), then
 inserts the row together with its resolved spec in one transaction, so a row never exists without
 the spec it runs (an interruption before the insert leaves only unreferenced input files). Then it
 submits one job per case and repeat through ``submit_job`` with the idempotency key
@@ -14,7 +16,6 @@ instead of biasing one. Status changes go through ``jobservice.batches.states``.
 from __future__ import annotations
 
 import logging
-import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -24,15 +25,19 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from jobservice.auth.principal import Principal, anonymous
 from jobservice.batches.environment import creator_environment
 from jobservice.batches.plan import Plan
 from jobservice.batches.states import BatchStatus, mark_canceled, mark_running, reopen, still_creating
 from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobStatus
 from jobservice.errors import Conflict, NotFound
+from jobservice.jobs.idempotency import scoped_key
 from jobservice.jobs.submit import Submission, submit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
-from jobservice.media.uploads import CheckedUpload, stored_upload
-from jobservice.storage import ObjectNotFound, StoreUnavailable
+from jobservice.media.uploads import stored_upload
+from jobservice.quotas.admit import admit_jobs
+from jobservice.quotas.disk import check_free_space
+from jobservice.storage import StoreUnavailable
 from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
@@ -42,8 +47,6 @@ JOB_SOURCE = "batch"
 INCOMPLETE = (
     "Its creation was interrupted before its spec was stored, so it has nothing to run; run the spec again."
 )
-
-Uploads = Callable[[dict[str, Any]], dict[str, CheckedUpload]]
 
 
 def parse_batch_id(raw: str) -> uuid.UUID:
@@ -97,6 +100,7 @@ def _batch_row(
     cases: list[dict[str, Any]],
     source: str,
     idempotency_key: str | None,
+    principal: Principal,
 ) -> Batch:
     """The new batch's row, still creating, with its resolved spec (``cases``: the described cases,
     their inputs already stored)."""
@@ -123,6 +127,8 @@ def _batch_row(
         idempotency_key=idempotency_key,
         environment={"created_by": creator_environment()},
         results={},
+        tenant=principal.tenant,
+        submitted_by=principal.key_id,
     )
 
 
@@ -133,6 +139,7 @@ def create_batch(
     source: str,
     idempotency_key: str | None = None,
     on_recorded: Callable[[Batch], None] | None = None,
+    principal: Principal | None = None,
 ) -> tuple[Batch, bool]:
     """Record a checked plan as a batch and queue its jobs; (batch, created). Replays return the old one.
 
@@ -140,21 +147,34 @@ def create_batch(
     (the CLI prints the id there, so an interrupted run can be resumed).
     """
     loaded = plan.loaded
+    principal = principal or anonymous("default")
+    idempotency_key = scoped_key(idempotency_key, principal.tenant)
     if idempotency_key:
         existing = _by_key(services, idempotency_key)
         if existing is not None:
             return _replay(existing, loaded.digest), False
     batch_id = uuid.uuid4()
+    with services.db.session() as session:  # refuse an oversized batch before storing anything
+        admit_jobs(session, services.settings, principal, plan_size(plan), batch=True)
+    check_free_space(services.settings, services.store)
+    stored: dict[str, str] = {}
     try:
-        cases = [case.describe(_store_inputs(services, batch_id, case)) for case in plan.cases]
+        cases = [case.describe(_store_inputs(services, batch_id, case, stored)) for case in plan.cases]
     except StoreUnavailable:
         _discard_inputs(services, batch_id)
         raise  # answered as 503 storage_unavailable by jobservice.http.api.errors
+    plan.close()  # the store has them now: free the spool copies before the jobs are queued
     batch = _batch_row(
-        batch_id=batch_id, plan=plan, cases=cases, source=source, idempotency_key=idempotency_key
+        batch_id=batch_id,
+        plan=plan,
+        cases=cases,
+        source=source,
+        idempotency_key=idempotency_key,
+        principal=principal,
     )
     try:
         with services.db.session() as session:  # the row and its spec in one transaction
+            admit_jobs(session, services.settings, principal, batch.total_jobs, batch=True)
             session.add(batch)
     except IntegrityError:
         _discard_inputs(services, batch_id)
@@ -165,11 +185,10 @@ def create_batch(
     except BaseException:
         _discard_inputs(services, batch_id)
         raise
-    by_name = {case.name: case.inputs for case in plan.cases}
     if on_recorded is not None:
         on_recorded(batch)
     log.info("batch %s (%s): %d jobs to queue", batch.id, batch.name, batch.total_jobs)
-    return submit_slots(services, batch.id, lambda case: by_name[case["name"]]), True
+    return submit_slots(services, batch.id), True
 
 
 def resume_batch(services: Services, batch_id: uuid.UUID) -> Batch:
@@ -180,44 +199,56 @@ def resume_batch(services: Services, batch_id: uuid.UUID) -> Batch:
         raise Conflict("batch_finished", f"Batch {batch.id} is finished; there is nothing to resume.")
     if abandon_if_incomplete(services, batch):
         raise Conflict("batch_incomplete", f"Batch {batch.id} cannot be resumed. {INCOMPLETE}")
-    folder = services.settings.resolved_spool_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder, prefix="batch-resume-") as tmp:
-        cache: dict[str, dict[str, CheckedUpload]] = {}
-
-        def uploads(case: dict[str, Any]) -> dict[str, CheckedUpload]:
-            if case["name"] not in cache:
-                cache[case["name"]] = _fetch_inputs(services, case, Path(tmp))
-            return cache[case["name"]]
-
-        with services.db.session() as session:
-            reopen(session, batch.id)  # a no-op for one still creating (an interrupted creation)
-        return submit_slots(services, batch.id, uploads)
+    for case, _ in slots(batch.spec):
+        for entry in (case.get("inputs") or {}).values():
+            if not services.store.exists(str(entry["key"])):
+                raise Conflict(
+                    "inputs_missing", f"The batch input '{entry['key']}' is no longer in the store."
+                )
+    with services.db.session() as session:
+        reopen(session, batch.id)  # a no-op for one still creating (an interrupted creation)
+    return submit_slots(services, batch.id)
 
 
-def submit_slots(services: Services, batch_id: uuid.UUID, uploads: Uploads) -> Batch:
+def plan_size(plan: Plan) -> int:
+    """How many jobs a plan queues (cases x repeats)."""
+    return sum(case.repeat for case in plan.cases)
+
+
+def owner_of(batch: Batch) -> Principal:
+    """The caller a batch's jobs are submitted as: its tenant and the key that created it."""
+    return Principal(tenant=batch.tenant or "default", role="user", key_id=batch.submitted_by)
+
+
+def submit_slots(services: Services, batch_id: uuid.UUID) -> Batch:
     """Submit every slot without a live job, then mark the batch running."""
     with services.db.session() as session:
         batch = get_batch(session, batch_id)
         existing = latest_jobs(session, batch_id)
         tries = _tries(session, batch_id)
+    owner = owner_of(batch)
     for case, repeat in slots(batch.spec):
         job = existing.get((case["name"], repeat))
         if job is not None and job.status != JobStatus.CANCELED:
             continue
         attempt = tries.get((case["name"], repeat), 0)
         key = f"batch:{batch_id}:{case['name']}:{repeat}" + (f":{attempt}" if attempt else "")
+        inputs = case.get("inputs") or {}
         sub = Submission(
             task=case["task"],
             model=case["model"],
             params=dict(case["params"]),
-            uploads=uploads(case),
+            # The batch's stored inputs, referred to by every job (no copy per job).
+            uploads={n: stored_upload(n, Path(e["key"]), e.get("meta") or {}) for n, e in inputs.items()},
+            stored_inputs={name: str(entry["key"]) for name, entry in inputs.items()},
             source=JOB_SOURCE,
             priority=services.settings.batch_priority,
             idempotency_key=key,
             batch_id=batch_id,
             batch_case=case["name"],
             batch_repeat=repeat,
+            principal=owner,
+            admitted=True,  # the batch was admitted as a whole (jobservice.quotas)
         )
         submitted, _ = submit_job(services, sub)
         with services.db.session() as session:  # shows creation is alive; stops if canceled meanwhile
@@ -261,7 +292,11 @@ def pin_batch(services: Services, batch_id: uuid.UUID, *, pinned: bool) -> Batch
                 "batch_empty", f"Batch {batch.id} has no case with a finished run to compare with."
             )
         if pinned:
-            session.execute(update(Batch).where(Batch.name == batch.name).values(pinned=False))
+            session.execute(
+                update(Batch)
+                .where(Batch.name == batch.name, Batch.tenant == batch.tenant)
+                .values(pinned=False)
+            )
         session.execute(update(Batch).where(Batch.id == batch_id).values(pinned=pinned))
     with services.db.session() as session:
         return get_batch(session, batch_id)
@@ -305,11 +340,20 @@ def _replay(batch: Batch, digest: str) -> Batch:
     return batch
 
 
-def _store_inputs(services: Services, batch_id: uuid.UUID, case: Any) -> dict[str, str]:
+def _store_inputs(
+    services: Services, batch_id: uuid.UUID, case: Any, stored: dict[str, str]
+) -> dict[str, str]:
+    """Store a case's inputs, each distinct content once per batch (``stored``: digest -> key)."""
     keys: dict[str, str] = {}
     for name, upload in case.inputs.items():
-        key = f"batches/{batch_id}/inputs/{case.name}/{name}.{upload.extension}"
-        services.store.put_file(key, upload.path, content_type=upload.content_type)
+        digest = str(upload.meta.get("sha256") or "")
+        key = stored.get(digest) if digest else None
+        if key is None:
+            label = digest or f"{case.name}-{name}"
+            key = f"batches/{batch_id}/inputs/sha256/{label}.{upload.extension}"
+            services.store.put_file(key, upload.path, content_type=upload.content_type)
+            if digest:
+                stored[digest] = key
         keys[name] = key
     return keys
 
@@ -319,16 +363,3 @@ def _discard_inputs(services: Services, batch_id: uuid.UUID) -> None:
         services.store.delete_prefix(f"batches/{batch_id}/")
     except StoreUnavailable:
         log.exception("batch %s: could not delete its inputs after a failed creation", batch_id)
-
-
-def _fetch_inputs(services: Services, case: dict[str, Any], folder: Path) -> dict[str, CheckedUpload]:
-    uploads: dict[str, CheckedUpload] = {}
-    for name, entry in (case.get("inputs") or {}).items():
-        key = str(entry["key"])
-        dest = folder / case["name"] / Path(key).name
-        try:
-            path = services.store.get_file(key, dest)
-        except ObjectNotFound:
-            raise Conflict("inputs_missing", f"The batch input '{key}' is no longer in the store.") from None
-        uploads[name] = stored_upload(name, path, entry.get("meta") or {})
-    return uploads

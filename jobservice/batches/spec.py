@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -218,8 +220,10 @@ def parse_spec(data: Any, *, text: str = "", origin: str = "", base_dir: Path | 
         raise SpecError("A batch spec must be a mapping with 'name' and 'cases'.")
     if _depth(data) > MAX_SPEC_DEPTH:
         raise SpecError(f"The batch spec is nested more than {MAX_SPEC_DEPTH} levels deep.")
-    if _has_nul(data):
-        raise SpecError("The batch spec contains a NUL character.")
+    where, problem = _not_plain(data)
+    if problem:
+        message = f"The batch spec at '{where}' {problem}."
+        raise SpecError(message, [{"field": where, "message": message, "type": "not_plain"}])
     try:
         spec = BatchSpec.model_validate(data)
     except ValidationError as exc:
@@ -297,23 +301,64 @@ def _depth(data: Any) -> int:
     return deepest
 
 
-def resolve_under(root: Path, relative: str, *, what: str, base: Path | None = None) -> Path:
-    """``relative`` (to ``base``, default ``root``), refused if absolute or if it leaves ``root``."""
+def resolve_under(
+    root: Path, relative: str, *, what: str, base: Path | None = None, private: Sequence[Path] = ()
+) -> Path:
+    """``relative`` (to ``base``, default ``root``), refused if absolute, if it leaves ``root``, if it
+    passes through a hidden entry (``.env``, ``.git``...), or if it lies in one of ``private``.
+
+    Symbolic links are resolved first, so a link cannot lead out of the root or into a private folder.
+    """
     candidate = Path(relative)
     if candidate.is_absolute():
         raise SpecError(f"The {what} '{relative}' must be a relative path.")
     resolved = ((base or root) / candidate).resolve()
-    if not resolved.is_relative_to(root.resolve()):
+    real_root = root.resolve()
+    if not resolved.is_relative_to(real_root):
         raise SpecError(f"The {what} '{relative}' points outside the batch root ({root}).")
+    if any(part.startswith(".") for part in resolved.relative_to(real_root).parts):
+        raise SpecError(f"The {what} '{relative}' is hidden (a name starting with '.'); it cannot be used.")
+    for folder in private:
+        if resolved.is_relative_to(folder.resolve()):
+            raise SpecError(f"The {what} '{relative}' is part of the service's own state; it cannot be used.")
     return resolved
 
 
-def _has_nul(value: Any) -> bool:
-    """Whether any key or text of ``value`` holds a NUL character (PostgreSQL cannot store one)."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(item) for item in value)
-    return False
+_YAML_KINDS = {
+    "bytes": "binary data (!!binary)",
+    "set": "a set (!!set)",
+    "tuple": "ordered pairs (!!omap, !!pairs)",
+    "date": "a date",
+    "datetime": "a date and time",
+}
+
+
+def _not_plain(data: Any) -> tuple[str, str]:
+    """Where in ``data`` something is not plain JSON-like data, and what ("" when all is plain).
+
+    A spec is mappings with text keys, lists, text, whole and finite numbers, booleans and nulls.
+    YAML can build more (``!!binary`` bytes, ``!!set``, ``!!omap`` pairs, ``!!timestamp`` dates,
+    ``.inf``/``.nan``, keys that are numbers); none of them means anything in a spec, and some break
+    hashing or storing it later. A NUL character is refused too: PostgreSQL cannot store one.
+    """
+    stack: list[tuple[Any, str]] = [(data, "(spec)")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, dict):
+            for key, item in node.items():
+                name = str(key).replace("\x00", "\\0")[:100]
+                if not isinstance(key, str) or "\x00" in key:
+                    return where, f"holds the key {name!r}, which is not plain text"
+                stack.append((item, name if where == "(spec)" else f"{where}.{name}"))
+        elif isinstance(node, list):
+            stack.extend((item, f"{where}[{index}]") for index, item in enumerate(node))
+        elif isinstance(node, str):
+            if "\x00" in node:
+                return where, "contains a NUL character"
+        elif isinstance(node, float):
+            if not math.isfinite(node):
+                return where, f"holds {node}, which is not a finite number"
+        elif node is not None and not isinstance(node, bool | int):
+            kind = _YAML_KINDS.get(type(node).__name__, f"a {type(node).__name__}")
+            return where, f"holds {kind}, which a spec has no use for"
+    return "", ""

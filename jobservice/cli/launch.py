@@ -20,6 +20,9 @@ def serve_api(settings: Settings, *, host: str, port: int, workers: int, threads
     """Run the API under gunicorn's gthread worker (slow uploads don't time out a sync worker)."""
     from gunicorn.app.base import BaseApplication
 
+    from jobservice.metrics.process import prepare_multiprocess, process_exited
+
+    prepare_multiprocess()  # /metrics sums every worker process: before the app makes a metric
     from jobservice.http.app import create_app
 
     class _Gunicorn(BaseApplication):
@@ -29,13 +32,21 @@ def serve_api(settings: Settings, *, host: str, port: int, workers: int, threads
                 "workers": workers,
                 "worker_class": "gthread",
                 "threads": threads,
-                "timeout": 120,
+                # gunicorn has no timeout for a request body that trickles in: a proxy in front should
+                # buffer bodies and time out slow clients (README: Security). These bound the rest.
+                "timeout": 120,  # a worker silent this long is restarted
                 "graceful_timeout": 20,
-                "keepalive": 5,
+                "keepalive": 5,  # seconds an idle keep-alive connection is kept
+                "limit_request_line": 4094,  # method + path + query: our longest is a cursor (~100 B)
+                "limit_request_fields": 50,
+                "limit_request_field_size": 8190,
+                "max_requests": 10_000,  # recycle workers now and then (staggered by the jitter)
+                "max_requests_jitter": 1_000,
                 "accesslog": "-",
                 "errorlog": "-",
                 "loglevel": settings.log_level.lower(),
                 "proc_name": "jobservice-api",
+                "child_exit": lambda _server, worker: process_exited(worker.pid),
             }
             for key, value in options.items():
                 self.cfg.set(key, value)

@@ -10,6 +10,9 @@ from typing import Any
 import click
 
 from jobservice.cli.batches import batch_group, beat_command
+from jobservice.cli.gc import gc_command
+from jobservice.cli.keys import keys_group
+from jobservice.cli.tenants import tenants_group
 from jobservice.cli.workers import workers_command
 from jobservice.logs import configure_logging
 from jobservice.settings import Settings
@@ -40,10 +43,35 @@ def cli() -> None:
 @click.option("--var-dir", default=None, help="Where SQLite, objects, Redis and logs live (default ./var).")
 @click.option("--broker-url", default=None, help="Use this Redis instead of starting one.")
 def up(host: str, port: int, devices: str, var_dir: str | None, broker_url: str | None) -> None:
-    """Run the whole service on this machine until Ctrl-C."""
+    """Run the whole service on this machine until Ctrl-C (API keys off unless JOBSERVICE_AUTH=keys)."""
     from jobservice.cli.embedded import run_embedded
 
-    sys.exit(run_embedded(_settings(var_dir), host=host, port=port, devices=devices, use_broker=broker_url))
+    settings = _settings(var_dir)
+    if "auth" not in settings.model_fields_set:  # the single-user stack: no keys unless asked for
+        settings = settings.model_copy(update={"auth": "off"})
+    guard_auth(settings, host)
+    sys.exit(run_embedded(settings, host=host, port=port, devices=devices, use_broker=broker_url))
+
+
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def guard_auth(settings: Settings, host: str) -> None:
+    """Say when API keys are off, and refuse that on an address others can reach unless the
+    operator set JOBSERVICE_AUTH_OFF_ANYWHERE=1 (an authenticating proxy in front)."""
+    if settings.auth != "off":
+        return
+    loopback = host in LOOPBACK or host.startswith("127.")
+    if not loopback and not settings.auth_off_anywhere:
+        raise click.ClickException(
+            f"JOBSERVICE_AUTH=off on {host}, an address other machines can reach, would let anyone "
+            "submit and read every job. Use JOBSERVICE_AUTH=keys (`jobservice keys create`), bind "
+            "127.0.0.1, or set JOBSERVICE_AUTH_OFF_ANYWHERE=1 if something in front authenticates."
+        )
+    click.echo(
+        f"auth is off: anyone who can reach {host} acts as admin (JOBSERVICE_AUTH=keys turns API keys on)",
+        err=True,
+    )
 
 
 @cli.command()
@@ -56,6 +84,7 @@ def api(host: str | None, port: int | None, workers: int | None, threads: int | 
     from jobservice.cli.launch import serve_api
 
     settings = Settings()
+    guard_auth(settings, host or settings.api_host)
     serve_api(
         settings,
         host=host or settings.api_host,
@@ -248,6 +277,9 @@ def reap(once: bool) -> None:
 cli.add_command(batch_group)
 cli.add_command(beat_command)
 cli.add_command(workers_command)
+cli.add_command(tenants_group)
+cli.add_command(gc_command)
+cli.add_command(keys_group)
 
 
 def main() -> None:

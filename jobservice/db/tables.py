@@ -155,6 +155,12 @@ class Job(Base):
     batch_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, ForeignKey("batches.id", ondelete="SET NULL"))
     batch_case: Mapped[str | None] = mapped_column(String(128))
     batch_repeat: Mapped[int | None] = mapped_column(Integer)
+    # Who owns it (jobservice.auth): the tenant, and the API key that submitted it (None: auth off).
+    tenant: Mapped[str] = mapped_column(String(64), default="default", server_default="default")
+    submitted_by: Mapped[str | None] = mapped_column(String(32))
+    # Retention (jobservice.retention): files are deleted after expires_at; the row stays, marked.
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    expired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     __table_args__ = (
         Index("ix_jobs_created_at_id", "created_at", "id"),
@@ -162,6 +168,10 @@ class Job(Base):
         Index("ix_jobs_model_status_priority_created_at", "model", "status", "priority", "created_at"),
         Index("ix_jobs_status_lease_expires_at", "status", "lease_expires_at"),
         Index("ix_jobs_batch_id_batch_case_batch_repeat", "batch_id", "batch_case", "batch_repeat"),
+        Index("ix_jobs_tenant_created_at_id", "tenant", "created_at", "id"),
+        Index("ix_jobs_tenant_status", "tenant", "status"),
+        Index("ix_jobs_expires_at", "expires_at"),
+        Index("ix_jobs_finished_at", "finished_at"),
     )
 
     def __repr__(self) -> str:
@@ -181,6 +191,8 @@ class JobEvent(Base):
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     worker_id: Mapped[str | None] = mapped_column(String(255))
     detail: Mapped[str] = mapped_column(Text, default="")
+    # Who caused it: an API key id (``key_...``), ``worker:<id>``, or ``system`` (reaper, beat, gc).
+    actor: Mapped[str | None] = mapped_column(String(300))
 
     __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),)
 
@@ -230,11 +242,61 @@ class Batch(Base):
     submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    tenant: Mapped[str] = mapped_column(String(64), default="default", server_default="default")
+    submitted_by: Mapped[str | None] = mapped_column(String(32))
 
     __table_args__ = (
+        Index("ix_batches_tenant_created_at", "tenant", "created_at"),
         Index("ix_batches_name_created_at", "name", "created_at"),
         Index("ix_batches_status_updated_at", "status", "updated_at"),
     )
 
     def __repr__(self) -> str:
         return f"<Batch {self.id} {self.name} {self.status}>"
+
+
+class ApiKey(Base):
+    """An API key: only a hash of its secret is kept (jobservice.auth.keys)."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    tenant: Mapped[str] = mapped_column(String(64))
+    role: Mapped[str] = mapped_column(String(16), default="user")
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    hint: Mapped[str] = mapped_column(String(32), default="")
+    limits: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Tenant(Base):
+    """Per-tenant overrides of the quota and retention defaults (a tenant needs no row to exist)."""
+
+    __tablename__ = "tenants"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    limits: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+class JobCounter(Base):
+    """A running total derived from the jobs table for GET /metrics (``jobservice.metrics``)."""
+
+    __tablename__ = "job_counters"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    labels: Mapped[str] = mapped_column(String(512), primary_key=True)  # canonical JSON of the labels
+    value: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class JobCounterMark(Base):
+    """Up to when jobs have been added to ``job_counters``."""
+
+    __tablename__ = "job_counter_marks"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    counted_until: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -6,8 +6,8 @@ from flask import Flask, Response
 
 from jobservice.catalog import Catalog
 from jobservice.http import web
+from jobservice.http.api import auth, bodies, cross_site, errors, jobs, metrics, quota, system
 from jobservice.http.api import batches as batches_api
-from jobservice.http.api import cross_site, errors, jobs, system
 from jobservice.http.web import batches as batches_web
 from jobservice.logs import configure_logging
 from jobservice.media.uploads import UploadRequest
@@ -40,11 +40,15 @@ def create_app(
     app.request_class = _request_class(settings)
     app.extensions["jobservice"] = services
 
+    metrics.init_app(app, services)  # first: its timer wraps every other hook
     errors.init_app(app)
-    cross_site.init_app(app, allowed_origins=settings.allowed_origins)
+    cross_site.init_app(app, settings)
+    app.before_request(bodies.refuse_nul_in_url)
+    auth.init_app(app, services)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(system.bp)
     app.register_blueprint(batches_api.bp)
+    app.register_blueprint(quota.bp)
     app.register_blueprint(batches_web.bp)
     web.init_app(app)
     app.after_request(_nosniff)

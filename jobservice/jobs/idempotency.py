@@ -27,3 +27,14 @@ def parse_idempotency_key(header: str | None) -> str | None:
     if len(stored) > MAX_IDEMPOTENCY_KEY:
         stored = f"api-sha256:{hashlib.sha256(key.encode()).hexdigest()}"
     return stored
+
+
+def scoped_key(stored: str | None, tenant: str) -> str | None:
+    """``stored`` made unique per tenant: the default tenant keeps the plain form (existing rows),
+    others get an ``@tenant/`` prefix (no plain form starts with ``@``), hashed if too long."""
+    if stored is None or tenant == "default":
+        return stored
+    scoped = f"@{tenant}/{stored}"
+    if len(scoped) > MAX_IDEMPOTENCY_KEY:
+        scoped = f"@{tenant}/sha256:{hashlib.sha256(stored.encode()).hexdigest()}"
+    return scoped

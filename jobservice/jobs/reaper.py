@@ -2,8 +2,12 @@
 
 1. A running job whose lease expired (its worker died or hung) is requeued for another attempt,
    failed with ``worker_lost`` once its attempts are used up, or canceled if a cancel was pending.
-2. A queued job whose message is no longer in the broker (Redis restarted empty, a send failed)
-   is sent again. Duplicates are harmless: the claim is a compare-and-swap.
+   This touches only the database, so it happens while the broker is away too.
+2. A queued job whose message is no longer in the broker (Redis restarted empty, a send failed,
+   the job was just requeued) is sent again. Duplicates are harmless: the claim is a
+   compare-and-swap. When one send fails the broker is taken to be away and the rest of the pass
+   sends nothing (each send could wait out a connect timeout); the next pass tries again, so
+   publishing catches up as soon as the broker is back.
 
 Every move goes through the transition functions, so two reapers running at once cannot
 double-move a job. It runs on a thread in every worker and as ``jobservice reap``.
@@ -45,15 +49,16 @@ class ReapResult:
     failed: list[str] = field(default_factory=list)
     canceled: list[str] = field(default_factory=list)
     resent: list[str] = field(default_factory=list)
+    unsent: list[str] = field(default_factory=list)  # left for the next pass: the broker is away
 
     @property
     def changed(self) -> bool:
         """Whether the pass did anything."""
-        return bool(self.requeued or self.failed or self.canceled or self.resent)
+        return bool(self.requeued or self.failed or self.canceled or self.resent or self.unsent)
 
 
-def reap_expired_leases(db: Database, send: Sender, result: ReapResult) -> None:
-    """Deal with running jobs whose worker stopped heartbeating."""
+def reap_expired_leases(db: Database, result: ReapResult) -> None:
+    """Deal with running jobs whose worker stopped heartbeating (the database only, no broker)."""
     now = utcnow()
     with db.session() as session:
         expired = list(
@@ -98,7 +103,7 @@ def reap_expired_leases(db: Database, send: Sender, result: ReapResult) -> None:
         log.warning(
             "job %s: worker %s lost; requeued for attempt %d", row.id, row.worker_id, row.attempts + 1
         )
-        _send(db, send, row.id, row.model, row.priority, result.requeued)
+        result.requeued.append(str(row.id))  # enqueued_at is now None: the resend pass sends it
 
 
 def cancel_stranded_requests(db: Database, result: ReapResult) -> None:
@@ -131,16 +136,18 @@ def resend_lost_messages(
     resend_after_seconds: float,
     result: ReapResult,
 ) -> None:
-    """Send again the queued jobs that have no message in the broker."""
+    """Send again the queued jobs that have no message in the broker (never-sent ones first)."""
     cutoff = utcnow() - timedelta(seconds=resend_after_seconds)
     with db.session() as session:
         rows = list(
             session.execute(
-                select(Job.id, Job.model, Job.priority, Job.enqueued_at).where(
+                select(Job.id, Job.model, Job.priority, Job.enqueued_at)
+                .where(
                     Job.status == JobStatus.QUEUED,
                     Job.cancel_requested_at.is_(None),
                     or_(Job.enqueued_at.is_(None), Job.enqueued_at < cutoff),
                 )
+                .order_by(Job.enqueued_at.is_not(None), Job.priority, Job.created_at)
             )
         )
     if not rows:
@@ -149,34 +156,50 @@ def resend_lost_messages(
     if pending is not None and any(r.enqueued_at is not None for r in rows):
         try:
             live = pending({queue_for(r.model) for r in rows})
-        except Exception:  # noqa: BLE001 - broker unreadable: only send what was never sent
-            log.warning("could not inspect the broker; re-sending only never-sent jobs", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - broker unreadable: only send what was never sent
+            log.warning("could not inspect the broker (%s); sending only never-sent jobs", exc)
             rows = [r for r in rows if r.enqueued_at is None]
+    outbox = _Outbox(db, send, result)
     for row in rows:
         if str(row.id) in live:
             continue
-        if row.enqueued_at is not None:
+        if row.enqueued_at is not None and not outbox.broker_away:
             log.warning("job %s: its queue message is gone (broker restarted?); sending it again", row.id)
-        _send(db, send, row.id, row.model, row.priority, result.resent)
+        outbox.send(row.id, row.model, row.priority)
 
 
-def _send(db: Database, send: Sender, job_id: uuid.UUID, model: str, priority: int, into: list[str]) -> None:
-    try:
-        send(job_id, model, priority)
-    except Exception:  # noqa: BLE001 - the next pass tries again
-        log.warning("job %s: could not send its queue message; will retry", job_id, exc_info=True)
-        return
-    with db.session() as session:
-        mark_enqueued(session, job_id)
-    into.append(str(job_id))
+class _Outbox:
+    """Sends one pass's messages; after the first failure it stops trying until the next pass."""
+
+    def __init__(self, db: Database, send: Sender, result: ReapResult) -> None:
+        self.db = db
+        self._send = send
+        self.result = result
+        self.broker_away = False
+
+    def send(self, job_id: uuid.UUID, model: str, priority: int) -> None:
+        """Send, and remember when; a job left unsent keeps its old ``enqueued_at``."""
+        if self.broker_away:
+            self.result.unsent.append(str(job_id))
+            return
+        try:
+            self._send(job_id, model, priority)
+        except Exception as exc:  # noqa: BLE001 - the next pass tries again
+            log.warning("job %s: could not send its queue message (%s); will retry", job_id, exc)
+            self.broker_away = True
+            self.result.unsent.append(str(job_id))
+            return
+        with self.db.session() as session:
+            mark_enqueued(session, job_id)
+        self.result.resent.append(str(job_id))
 
 
 def reap(
     db: Database, send: Sender, pending: PendingLookup | None, *, resend_after_seconds: float
 ) -> ReapResult:
-    """One reaper pass."""
+    """One reaper pass: the database moves first (they need no broker), then the messages."""
     result = ReapResult()
-    reap_expired_leases(db, send, result)
+    reap_expired_leases(db, result)
     cancel_stranded_requests(db, result)
     resend_lost_messages(db, send, pending, resend_after_seconds=resend_after_seconds, result=result)
     return result

@@ -68,6 +68,11 @@ class JobView(BaseModel):
     )
     timings: dict[str, Any] = Field(default_factory=dict)
     cold_start: bool | None = None
+    tenant: str = "default"
+    expires_at: datetime | None = Field(
+        default=None, description="When the job's files (inputs, video, report, log) will be deleted."
+    )
+    expired: bool = Field(default=False, description="The files were deleted by retention; the row stays.")
     links: dict[str, str]
 
 
@@ -79,9 +84,10 @@ def job_view(job: Job, *, session: Session | None = None, position: int | None =
     links = {"self": f"/jobs/{job.id}", "events": f"/jobs/{job.id}/events"}
     if not status.is_terminal:
         links["cancel"] = f"/jobs/{job.id}/cancel"
-    if job.output_key:
+    expired = job.expired_at is not None
+    if job.output_key and not expired:
         links["video"] = f"/jobs/{job.id}/video"
-    if job.report_key:
+    if job.report_key and not expired:
         links["report"] = f"/jobs/{job.id}/report"
         links["log"] = f"/jobs/{job.id}/log"  # stored with the report by every run that got that far
     error = ErrorView(code=job.error_code, message=job.error_message or "") if job.error_code else None
@@ -117,6 +123,9 @@ def job_view(job: Job, *, session: Session | None = None, position: int | None =
         warnings=warnings,
         timings=dict(job.timings or {}),
         cold_start=job.cold_start,
+        tenant=job.tenant or "default",
+        expires_at=job.expires_at,
+        expired=expired,
         links=links,
     )
 
@@ -129,11 +138,15 @@ def encode_cursor(job: Job) -> str:
 
 def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     """Parse a cursor made by ``encode_cursor``; a malformed one is a 400."""
-    try:
+    try:  # ours are ~100 characters of base64url holding [iso-time, uuid]; anything else is refused
+        if len(cursor) > 200 or not cursor.isascii():
+            raise ValueError("not ours")
         padded = cursor + "=" * (-len(cursor) % 4)
-        created, job_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        created, job_id = json.loads(base64.b64decode(padded.encode(), altchars=b"-_", validate=True))
+        if not (isinstance(created, str) and isinstance(job_id, str)):
+            raise ValueError("not ours")
         return datetime.fromisoformat(created), uuid.UUID(job_id)
-    except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
+    except (ValueError, TypeError, binascii.Error, RecursionError):
         raise Malformed("invalid_cursor", "The cursor is not one this API produced.") from None
 
 
@@ -144,9 +157,12 @@ def list_jobs(
     model: str | None = None,
     limit: int = 20,
     cursor: str | None = None,
+    tenant: str | None = None,
 ) -> tuple[list[Job], str | None]:
-    """Jobs newest first with optional filters; returns the page and the next cursor."""
+    """Jobs newest first with optional filters (``tenant``: only its jobs); the page and next cursor."""
     query = select(Job)
+    if tenant is not None:
+        query = query.where(Job.tenant == tenant)
     if statuses:
         query = query.where(Job.status.in_(statuses))
     if model:

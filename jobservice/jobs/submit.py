@@ -11,24 +11,32 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import secrets
 import tempfile
 import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session
 
+from jobservice.auth.principal import Principal, anonymous
 from jobservice.broker import send_job
 from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, utcnow
 from jobservice.errors import Conflict, DomainError, Invalid, NotFound, invalid_parameters
+from jobservice.jobs.idempotency import scoped_key
 from jobservice.jobs.leases import mark_unsent
 from jobservice.jobs.transitions import record_created
 from jobservice.media.uploads import CheckedUpload, stored_upload
+from jobservice.quotas.admit import admit_jobs
+from jobservice.quotas.disk import check_free_space
+from jobservice.quotas.limits import effective_limits
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.wiring import Services
 
@@ -52,6 +60,12 @@ class Submission:
     batch_id: uuid.UUID | None = None
     batch_case: str | None = None
     batch_repeat: int | None = None
+    # Who asks (jobservice.auth): the job belongs to its tenant; events record its key id.
+    principal: Principal = field(default_factory=lambda: anonymous("default"))
+    # Objects already in the store to use as the inputs (a batch's), instead of storing ``uploads``.
+    stored_inputs: dict[str, str] | None = None
+    # Already admitted against the tenant's quotas as part of a whole (a batch).
+    admitted: bool = False
 
 
 def resolve_model(services: Services, task: str | None, model: str | None) -> ModelSpec:
@@ -152,9 +166,9 @@ def check_submission(services: Services, sub: Submission) -> Checked:
     return Checked(spec=spec, params=params, problems=problems)
 
 
-def _existing(services: Services, key: str, fingerprint: str) -> Job | None:
+def _existing(services: Services, key: str, fingerprint: str, tenant: str) -> Job | None:
     with services.db.session() as session:
-        job = session.scalar(select(Job).where(Job.idempotency_key == key))
+        job = session.scalar(select(Job).where(Job.idempotency_key == key, Job.tenant == tenant))
     if job is None:
         return None
     if job.request_fingerprint != fingerprint:
@@ -173,16 +187,56 @@ def submit_job(services: Services, sub: Submission, *, checked: Checked | None =
     spec, params = checked.spec, checked.params
     assert spec is not None  # a submission without problems has a model
     fingerprint = _fingerprint(spec, sub.params, sub.uploads)
-    if sub.idempotency_key:
-        existing = _existing(services, sub.idempotency_key, fingerprint)
+    key = scoped_key(sub.idempotency_key, sub.principal.tenant)
+    if key:
+        existing = _existing(services, key, fingerprint, sub.principal.tenant)
         if existing is not None:
             return existing, False
 
     job_id = uuid.uuid4()
     prefix = f"jobs/{job_id}/"
-    input_keys = _store_inputs(services, job_id, sub.uploads)
+    if sub.stored_inputs is not None:
+        input_keys = dict(sub.stored_inputs)
+    else:
+        check_free_space(services.settings, services.store)  # 507 before anything is stored
+        input_keys = _store_inputs(services, job_id, sub.uploads)
+    job = _new_row(services, sub, spec, params, job_id=job_id, input_keys=input_keys, fingerprint=fingerprint)
+    job.idempotency_key = key
+    try:
+        with services.db.session() as session:
+            _admit(services, session, sub, job)
+            record_created(session, job, actor=sub.principal.actor)
+    except IntegrityError:
+        _cleanup(services, prefix)
+        if key:
+            replay = _existing(services, key, fingerprint, sub.principal.tenant)
+            if replay is not None:
+                return replay, False
+        raise
+    except OperationalError as exc:
+        _cleanup(services, prefix)
+        log.error("job %s: the database refused the new row: %s", job_id, exc.orig)
+        raise  # answered as 503 database_unavailable by jobservice.http.api.errors
+    except DomainError:  # over a quota: nothing is kept
+        _cleanup(services, prefix)
+        raise
+
+    _enqueue(services, job)
+    return job, True
+
+
+def _new_row(
+    services: Services,
+    sub: Submission,
+    spec: ModelSpec,
+    params: dict[str, Any],
+    *,
+    job_id: uuid.UUID,
+    input_keys: dict[str, str],
+    fingerprint: str,
+) -> Job:
     now = utcnow()
-    job = Job(
+    return Job(
         id=job_id,
         task=spec.task,
         model=spec.id,
@@ -205,24 +259,20 @@ def submit_job(services: Services, sub: Submission, *, checked: Checked | None =
         batch_id=sub.batch_id,
         batch_case=sub.batch_case,
         batch_repeat=sub.batch_repeat,
+        tenant=sub.principal.tenant,
+        submitted_by=sub.principal.key_id,
     )
-    try:
-        with services.db.session() as session:
-            record_created(session, job)
-    except IntegrityError:
-        _cleanup(services, prefix)
-        if sub.idempotency_key:
-            replay = _existing(services, sub.idempotency_key, fingerprint)
-            if replay is not None:
-                return replay, False
-        raise
-    except OperationalError as exc:
-        _cleanup(services, prefix)
-        log.error("job %s: the database refused the new row: %s", job_id, exc.orig)
-        raise  # answered as 503 database_unavailable by jobservice.http.api.errors
 
-    _enqueue(services, job)
-    return job, True
+
+def _admit(services: Services, session: Session, sub: Submission, job: Job) -> None:
+    """Check the tenant's quotas in the inserting transaction (a batch's jobs were admitted with
+    their batch) and set how long the job keeps its files (the key's, tenant's or default retention)."""
+    settings = services.settings
+    if sub.admitted:
+        limits = effective_limits(session, settings, sub.principal)
+    else:
+        limits = admit_jobs(session, settings, sub.principal, 1)
+    job.expires_at = job.created_at + timedelta(hours=limits.retention_hours)
 
 
 def _enqueue(services: Services, job: Job) -> None:
@@ -259,7 +309,9 @@ def _cleanup(services: Services, prefix: str) -> None:
         log.exception("could not delete %s after a refused submission", prefix)
 
 
-def resubmit_job(services: Services, job: Job, *, source: str = "web") -> Job:
+def resubmit_job(
+    services: Services, job: Job, *, source: str = "web", principal: Principal | None = None
+) -> Job:
     """Submit ``job`` again as a new job: same model, parameters (seed included) and inputs.
 
     The stored inputs are copied to the new job's prefix through a temporary folder, so this works
@@ -267,7 +319,7 @@ def resubmit_job(services: Services, job: Job, *, source: str = "web") -> Job:
     """
     spool = services.settings.resolved_spool_dir()
     spool.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=spool, prefix="resubmit-") as tmp:
+    with tempfile.TemporaryDirectory(dir=spool, prefix=f"resubmit-{os.getpid()}-") as tmp:
         uploads: dict[str, CheckedUpload] = {}
         for name, key in (job.input_keys or {}).items():
             try:
@@ -287,6 +339,7 @@ def resubmit_job(services: Services, job: Job, *, source: str = "web") -> Job:
             uploads=uploads,
             source=source,
             priority=job.priority,
+            principal=principal or anonymous(job.tenant),
         )
         new_job, _ = submit_job(services, sub)
     return new_job

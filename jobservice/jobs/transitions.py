@@ -85,6 +85,7 @@ def _event(
     detail: str = "",
     attempt: int = 0,
     worker_id: str | None = None,
+    actor: str | None = None,
 ) -> None:
     session.add(
         JobEvent(
@@ -95,6 +96,7 @@ def _event(
             attempt=attempt,
             worker_id=worker_id,
             detail=detail[:2000],
+            actor=actor or (f"worker:{worker_id}" if worker_id else "system"),
         )
     )
 
@@ -132,14 +134,19 @@ def _refuse(session: Session, job_id: uuid.UUID, target: JobStatus, owner: Owner
     return InvalidTransition(job_id, current, target)
 
 
-def record_created(session: Session, job: Job) -> None:
-    """Insert a new queued job and its first event."""
+def record_created(session: Session, job: Job, *, actor: str | None = None) -> None:
+    """Insert a new queued job and its first event (``actor``: the submitting key's id)."""
     job.status = JobStatus.QUEUED
     job.stage = Stage.QUEUED.value
     session.add(job)
     session.flush()
     _event(
-        session, job.id, from_status=None, to_status=JobStatus.QUEUED, detail=f"submitted via {job.source}"
+        session,
+        job.id,
+        from_status=None,
+        to_status=JobStatus.QUEUED,
+        detail=f"submitted via {job.source}",
+        actor=actor,
     )
 
 
@@ -279,6 +286,7 @@ def mark_canceled(
     from_statuses: frozenset[JobStatus] = frozenset({JobStatus.RUNNING}),
     detail: str = "canceled",
     report_key: str | None = None,
+    actor: str | None = None,
 ) -> None:
     """Stop a job for good at the user's request (or because its worker died after a cancel)."""
     previous = session.scalar(select(Job.status).where(Job.id == job_id))
@@ -302,10 +310,11 @@ def mark_canceled(
         attempt=owner.attempt if owner else 0,
         worker_id=owner.worker_id if owner else None,
         detail=detail,
+        actor=actor,
     )
 
 
-def request_cancel(session: Session, job_id: uuid.UUID) -> JobStatus:
+def request_cancel(session: Session, job_id: uuid.UUID, *, actor: str | None = None) -> JobStatus:
     """Cancel a queued job at once, or ask a running one to stop at its next boundary.
 
     Returns the status after the request; raises InvalidTransition for a finished job.
@@ -316,7 +325,11 @@ def request_cancel(session: Session, job_id: uuid.UUID) -> JobStatus:
     if job.status == JobStatus.QUEUED:
         try:
             mark_canceled(
-                session, job_id, from_statuses=frozenset({JobStatus.QUEUED}), detail="canceled while queued"
+                session,
+                job_id,
+                from_statuses=frozenset({JobStatus.QUEUED}),
+                detail="canceled while queued",
+                actor=actor,
             )
             return JobStatus.CANCELED
         except InvalidTransition:
@@ -329,7 +342,14 @@ def request_cancel(session: Session, job_id: uuid.UUID) -> JobStatus:
         .execution_options(synchronize_session=False)
     )
     if result.rowcount == 1:  # type: ignore[attr-defined]
-        _event(session, job_id, from_status=JobStatus.RUNNING, to_status=None, detail="cancel requested")
+        _event(
+            session,
+            job_id,
+            from_status=JobStatus.RUNNING,
+            to_status=None,
+            detail="cancel requested",
+            actor=actor,
+        )
     current = session.scalar(select(Job.status).where(Job.id == job_id))
     if current is None:
         raise InvalidTransition(job_id, None, JobStatus.CANCELED)

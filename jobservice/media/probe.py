@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
+import threading
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,48 @@ def probe_media(
         detail = _first_error(stderr, path) if stderr.strip() else "no audio or video stream"
         raise ProbeError(f"It is not a readable media file ({detail}).")
     return facts
+
+
+DECODE_RATE = 8000  # samples per second of the counting decode: the count, not the sound, matters
+
+
+def decoded_seconds(path: Path, *, cap_s: float, timeout: float = 60.0) -> float:
+    """Seconds of audio that the first audio stream of ``path`` really decodes to, counting at most
+    ``cap_s`` (a file that decodes longer returns a little more than ``cap_s``).
+
+    A header's duration can lie: an MP3 without a Xing header is timed from its first frame's bit
+    rate, a WAV's data size may say 0xFFFFFFFF. Decoded samples cannot lie, and capping the decode
+    just past the limit keeps a ten-hour file to a second of work. The samples are counted as they
+    arrive (mono, 8 kHz), so the cap holds even when the stream's timestamps are nonsense.
+    Raises ProbeError when ffmpeg cannot decode the stream, MediaToolMissing without ffmpeg.
+    """
+    argv = [ffmpeg_path("ffmpeg"), "-hide_banner", "-nostdin", "-nostats", "-v", "error"]
+    argv += ["-i", f"file:{Path(path).resolve()}", "-map", "0:a:0", "-t", f"{cap_s:.3f}"]
+    argv += ["-ac", "1", "-ar", str(DECODE_RATE), "-f", "s16le", "pipe:1"]
+    ceiling = int((cap_s + 1.0) * DECODE_RATE * 2)  # bytes: one second past the cap
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, stdin=subprocess.DEVNULL)
+        watchdog = threading.Timer(timeout, proc.kill)  # a read blocks: the timer ends a stuck decode
+        watchdog.start()
+        total = 0
+        try:
+            assert proc.stdout is not None
+            while total <= ceiling and (chunk := proc.stdout.read(1 << 16)):
+                total += len(chunk)
+        finally:
+            timed_out = not watchdog.is_alive()
+            watchdog.cancel()
+            proc.kill()  # done, or past the ceiling: either way nothing more is wanted
+            returncode = proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        errors.seek(0)
+        stderr = errors.read(4096).decode("utf-8", "replace")
+    if timed_out:
+        raise ProbeError(f"Decoding the audio took longer than {timeout:g} s.")
+    if total == 0 and returncode != 0:
+        raise ProbeError(f"It is not decodable audio ({_first_error(stderr, path)}).")
+    return total / (2 * DECODE_RATE)
 
 
 def parse_probe_json(data: dict[str, Any]) -> ProbeFacts:

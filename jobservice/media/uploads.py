@@ -4,12 +4,14 @@ Multipart file parts are streamed straight into named spool files (hashing as th
 of being held in memory; the request-wide size limit is enforced by Werkzeug while it reads.
 Files are then checked by content, never by name: images must open and fully decode under
 Pillow within pixel limits (decompression bombs refused), audio must decode under ffprobe with a
-duration within limits.
+duration within limits, judged by the samples that really decode (the decode capped just past the
+limit), never by the header's claim.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from flask import Request
 from PIL import Image, UnidentifiedImageError
 
 from jobservice.errors import DomainError, Invalid, Malformed, TooLarge, Unavailable, Unsupported
-from jobservice.media.probe import MediaToolMissing, ProbeError, probe_media
+from jobservice.media.probe import MediaToolMissing, ProbeError, decoded_seconds, probe_media
 from jobservice.settings import Settings
 
 IMAGE_FORMATS = {"PNG": ("png", "image/png"), "JPEG": ("jpg", "image/jpeg"), "WEBP": ("webp", "image/webp")}
@@ -39,7 +41,7 @@ class SpoolFile:
 
     def __init__(self, directory: Path, max_bytes: int) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        self._file = tempfile.NamedTemporaryFile(dir=directory, prefix="upload-", delete=True)  # noqa: SIM115
+        self._file = tempfile.NamedTemporaryFile(dir=directory, prefix=f"upload-{os.getpid()}-", delete=True)  # noqa: SIM115
         self._hash = hashlib.sha256()
         self.size = 0
         self.max_bytes = max_bytes
@@ -144,7 +146,9 @@ def check_image(field: str, spool: SpoolFile, settings: Settings) -> CheckedUplo
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as image:
+            # Only the formats we take are even parsed: Pillow's other plugins (PSD, TIFF, EPS...)
+            # are code no upload needs to reach.
+            with Image.open(path, formats=list(IMAGE_FORMATS)) as image:
                 fmt = image.format or ""
                 width, height = image.size
                 if fmt not in IMAGE_FORMATS:
@@ -171,12 +175,36 @@ def check_image(field: str, spool: SpoolFile, settings: Settings) -> CheckedUplo
         raise Invalid("image_too_large", "The image declares too many pixels to be decoded safely.") from None
     except UnidentifiedImageError:
         # Pillow's message names our spool file; say what matters to the sender instead.
+        other = _other_image_type(path)
+        if other:
+            message = f"The image is {other}; send PNG, JPEG or WebP."
+            raise Unsupported("unsupported_image_type", message) from None
         raise Invalid("invalid_image", "The file is not a readable image; send PNG, JPEG or WebP.") from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise Invalid("invalid_image", f"The image could not be decoded: {exc}.") from None
     extension, mime = IMAGE_FORMATS[fmt]
     meta = {"format": fmt, "width": width, "height": height, "bytes": spool.size, "sha256": spool.sha256()}
     return CheckedUpload(name=field, path=path, extension=extension, content_type=mime, meta=meta)
+
+
+# Signatures of image types people send by mistake, to answer 415 rather than "not an image".
+_OTHER_IMAGE_TYPES = {
+    b"GIF8": "GIF",
+    b"BM": "BMP",
+    b"II*\x00": "TIFF",
+    b"MM\x00*": "TIFF",
+    b"8BPS": "PSD",
+    b"\x00\x00\x01\x00": "ICO",
+    b"\x00\x00\x00\x0cjP": "JPEG 2000",
+}
+
+
+def _other_image_type(path: Path) -> str:
+    with path.open("rb") as handle:
+        head = handle.read(16)
+    if head[4:12] in (b"ftypavif", b"ftypheic", b"ftypheix", b"ftypmif1"):
+        return "HEIF/AVIF"
+    return next((name for magic, name in _OTHER_IMAGE_TYPES.items() if head.startswith(magic)), "")
 
 
 def check_audio(field: str, spool: SpoolFile, settings: Settings) -> CheckedUpload:
@@ -188,26 +216,24 @@ def check_audio(field: str, spool: SpoolFile, settings: Settings) -> CheckedUplo
         raise Invalid("invalid_audio", "The audio file is empty.")
     path = Path(spool.name)
     try:
-        facts = probe_media(path, count_frames=True, timeout=60.0)
+        facts = probe_media(path, timeout=30.0)  # the header: container, codec, rate, channels
+        audio = facts.audio
+        if audio is None:
+            raise Invalid("invalid_audio", "The file has no audio stream.")
+        fmt = facts.format_name or ""
+        if fmt not in AUDIO_FORMATS:
+            raise Unsupported(
+                "unsupported_audio_type",
+                f"The audio container is {fmt or 'unknown'}; send WAV, MP3, FLAC, OGG or M4A.",
+            )
+        # The length is what decodes, not what the header claims; the decode stops just past the limit.
+        duration = decoded_seconds(path, cap_s=settings.max_audio_seconds + 1.0, timeout=60.0)
     except MediaToolMissing as exc:
         raise Unavailable("media_tools_missing", str(exc)) from None
     except ProbeError as exc:
         raise Invalid("invalid_audio", f"The audio could not be decoded: {exc}") from None
-    audio = facts.audio
-    if audio is None:
-        raise Invalid("invalid_audio", "The file has no audio stream.")
-    fmt = facts.format_name or ""
-    if fmt not in AUDIO_FORMATS:
-        raise Unsupported(
-            "unsupported_audio_type",
-            f"The audio container is {fmt or 'unknown'}; send WAV, MP3, FLAC, OGG or M4A.",
-        )
-    decoded = getattr(audio, "nb_read_frames", None)
-    if decoded is not None and decoded <= 0:
+    if duration <= 0:
         raise Invalid("invalid_audio", "The audio stream holds no decodable frames.")
-    duration = audio.duration_s or facts.duration_s
-    if duration is None:
-        raise Invalid("invalid_audio", "The audio's duration could not be determined.")
     if duration < settings.min_audio_seconds:
         raise Invalid(
             "audio_too_short",
@@ -216,7 +242,8 @@ def check_audio(field: str, spool: SpoolFile, settings: Settings) -> CheckedUplo
     if duration > settings.max_audio_seconds:
         raise Invalid(
             "audio_too_long",
-            f"The audio lasts {duration:.1f} s; at most {settings.max_audio_seconds:g} s is accepted.",
+            f"The audio decodes to more than {settings.max_audio_seconds:g} s (whatever its header says); "
+            f"at most {settings.max_audio_seconds:g} s is accepted.",
         )
     extension, mime = AUDIO_FORMATS[fmt]
     meta = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobservice.storage.base import ObjectInfo, ObjectNotFound, ObjectStore, StoreUnavailable
+from jobservice.storage.base import ObjectInfo, ObjectNotFound, ObjectStore, StoreFull, StoreUnavailable
 from jobservice.storage.local import LocalStore, guess_content_type, validate_key
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ __all__ = [
     "ObjectNotFound",
     "ObjectStore",
     "S3Store",
+    "StoreFull",
     "StoreUnavailable",
     "guess_content_type",
     "make_store",

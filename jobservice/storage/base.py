@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 
@@ -17,7 +18,22 @@ class ObjectNotFound(KeyError):
 
 
 class StoreUnavailable(RuntimeError):
-    """The store cannot be reached or refused the operation."""
+    """The store cannot be reached or refused the operation.
+
+    ``transient``: worth trying again shortly (a dropped connection, a 5xx, an I/O hiccup); writes
+    are retried with backoff (jobservice/storage/retry.py) before this reaches a caller.
+    """
+
+    def __init__(self, message: str, *, transient: bool = True) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class StoreFull(StoreUnavailable):
+    """The store has no room for the object (a full disk, a quota); nothing was stored."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, transient=False)
 
 
 @dataclass(frozen=True)
@@ -27,6 +43,8 @@ class ObjectInfo:
     key: str
     size: int
     content_type: str | None = None
+    # When it was last written (aware UTC), as listings report it; None where unknown.
+    modified: datetime | None = None
 
 
 class ObjectStore(abc.ABC):

@@ -6,14 +6,17 @@ Used for single-host deployments and tests. The API serves videos straight from
 
 from __future__ import annotations
 
+import errno
 import mimetypes
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
-from jobservice.storage.base import ObjectInfo, ObjectNotFound, ObjectStore, StoreUnavailable
+from jobservice.storage.base import ObjectInfo, ObjectNotFound, ObjectStore, StoreFull, StoreUnavailable
+from jobservice.storage.retry import retrying
 
 CHUNK_SIZE = 1024 * 1024
 """Bytes per chunk yielded by ``open_range`` (both back ends)."""
@@ -99,6 +102,29 @@ def _atomic_write(target: Path, fill: Callable[[Path], object]) -> None:
         raise
 
 
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_REFUSED = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+_TRANSIENT = frozenset({errno.EIO, errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ESTALE, errno.ETIMEDOUT})
+
+
+def _store_write(target: Path, fill: Callable[[Path], object], key: str) -> None:
+    """``_atomic_write`` into the store, its OS errors told apart: full, refused or transient.
+
+    The temp file is gone whatever happened, so a failed write leaves nothing half-stored.
+    """
+    try:
+        _atomic_write(target, fill)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        if exc.errno in _NO_ROOM:
+            raise StoreFull(f"the object store has no room for {key}: {reason}") from exc
+        if exc.errno in _REFUSED:
+            raise StoreUnavailable(f"the object store refused {key}: {reason}", transient=False) from exc
+        if exc.errno in _TRANSIENT:
+            raise StoreUnavailable(f"writing {key} failed: {reason}") from exc
+        raise
+
+
 class LocalStore(ObjectStore):
     """An ObjectStore backed by files under ``root``.
 
@@ -129,12 +155,15 @@ class LocalStore(ObjectStore):
         """Copy ``path`` into the store (the caller keeps its file); content_type is derived from the key."""
         target = self._path(key)
         # copyfile uses sendfile/copy_file_range on Linux, so big videos never pass through Python.
-        _atomic_write(target, lambda tmp: shutil.copyfile(path, tmp))
+        retrying(
+            lambda: _store_write(target, lambda tmp: shutil.copyfile(path, tmp), key), what=f"storing {key}"
+        )
         return self.head(key)
 
     def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> ObjectInfo:
         """Write a small object from memory; content_type is derived from the key."""
-        _atomic_write(self._path(key), lambda tmp: tmp.write_bytes(data))
+        target = self._path(key)
+        retrying(lambda: _store_write(target, lambda tmp: tmp.write_bytes(data), key), what=f"storing {key}")
         return self.head(key)
 
     def get_file(self, key: str, dest: Path) -> Path:
@@ -202,7 +231,7 @@ class LocalStore(ObjectStore):
         start = self._path(head) if head else self.root
         if not start.is_dir():
             return
-        found: list[tuple[str, int]] = []
+        found: list[tuple[str, int, float]] = []
         for dirpath, dirnames, filenames in os.walk(start):
             dirnames.sort()
             rel = Path(dirpath).relative_to(self.root).as_posix()
@@ -213,12 +242,14 @@ class LocalStore(ObjectStore):
                 key = base + name
                 if key.startswith(prefix):
                     try:
-                        found.append((key, os.stat(os.path.join(dirpath, name)).st_size))
+                        st = os.stat(os.path.join(dirpath, name))
+                        found.append((key, st.st_size, st.st_mtime))
                     except FileNotFoundError:
                         continue
         # Python orders str by code point, which matches S3's UTF-8 byte order.
-        for key, size in sorted(found):
-            yield ObjectInfo(key=key, size=size, content_type=guess_content_type(key))
+        for key, size, mtime in sorted(found):
+            modified = datetime.fromtimestamp(mtime, UTC)
+            yield ObjectInfo(key=key, size=size, content_type=guess_content_type(key), modified=modified)
 
     def open_range(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         """Stream bytes ``start..end`` (inclusive, clipped to the object) in CHUNK_SIZE pieces.

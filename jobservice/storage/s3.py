@@ -7,6 +7,7 @@ The boto3 client is created lazily and once per process: Celery workers fork, an
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import threading
@@ -21,17 +22,26 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from jobservice.storage.base import ObjectInfo, ObjectNotFound, ObjectStore, StoreUnavailable
+from jobservice.storage.base import ObjectInfo, ObjectNotFound, ObjectStore, StoreFull, StoreUnavailable
 from jobservice.storage.local import CHUNK_SIZE, clamp_range, guess_content_type, validate_key
+from jobservice.storage.retry import retrying
 
 if TYPE_CHECKING:
     from jobservice.settings import Settings
+
+log = logging.getLogger(__name__)
 
 _MIB = 1024 * 1024
 # S3's DeleteObjects limit; a module constant so tests can shrink it to exercise paging.
 _DELETE_BATCH = 1000
 _NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 _NO_BUCKET_CODES = frozenset({"404", "NoSuchBucket", "NotFound"})
+# Out of room (MinIO, Ceph and friends; AWS itself never fills): not worth retrying.
+_FULL_CODES = frozenset({"XMinioStorageFull", "InsufficientStorage", "StorageFull", "QuotaExceeded", "507"})
+# Worth another try after a pause (besides every 5xx).
+_TRANSIENT_CODES = frozenset({"SlowDown", "RequestTimeout", "RequestTimeTooSkewed", "InternalError", "503"})
+# A bucket the service creates gets a lifecycle rule aborting multipart uploads left this long.
+ABORT_MULTIPART_AFTER_DAYS = 1
 
 # One boto3 Session per process, shared by every store: a Session caches the parsed service
 # model, so later clients cost ~10 ms instead of ~300 ms. Sessions are not thread-safe, hence
@@ -72,8 +82,18 @@ def _translate(key: str | None = None) -> Iterator[None]:
         code = _error_code(exc)
         if key is not None and code in _NOT_FOUND_CODES:
             raise ObjectNotFound(key) from exc
-        raise StoreUnavailable(f"S3 refused the request ({code or 'unknown error'}): {exc}") from exc
-    except (BotoCoreError, Boto3Error) as exc:
+        if code in _FULL_CODES:
+            raise StoreFull(f"S3 has no room ({code}): {exc}") from exc
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        transient = code in _TRANSIENT_CODES or status >= 500
+        raise StoreUnavailable(
+            f"S3 refused the request ({code or 'unknown error'}): {exc}", transient=transient
+        ) from exc
+    except Boto3Error as exc:  # S3UploadFailedError carries the server's code in its text only
+        if any(code in str(exc) for code in _FULL_CODES - {"507"}):
+            raise StoreFull(f"S3 has no room: {exc}") from exc
+        raise StoreUnavailable(f"S3 upload failed: {exc}") from exc
+    except BotoCoreError as exc:
         raise StoreUnavailable(f"S3 is unreachable: {exc}") from exc
 
 
@@ -208,6 +228,24 @@ class S3Store(ObjectStore):
             # Another process may have won the race to create it.
             if _error_code(exc) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
                 raise
+            return  # the process that created it sets its lifecycle
+        self._abort_abandoned_uploads(client)
+
+    def _abort_abandoned_uploads(self, client: Any) -> None:
+        """On a bucket we created: S3 aborts multipart uploads left unfinished (a killed upload's
+        parts are invisible to listings but billed) after ABORT_MULTIPART_AFTER_DAYS."""
+        rule = {
+            "ID": "jobservice-abort-incomplete-multipart-uploads",
+            "Status": "Enabled",
+            "Filter": {"Prefix": ""},
+            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_MULTIPART_AFTER_DAYS},
+        }
+        try:
+            client.put_bucket_lifecycle_configuration(
+                Bucket=self.bucket, LifecycleConfiguration={"Rules": [rule]}
+            )
+        except (ClientError, BotoCoreError) as exc:  # some S3-compatible servers have no lifecycle API
+            log.warning("bucket %s: could not set the multipart-upload lifecycle rule: %s", self.bucket, exc)
 
     # --- contract ---------------------------------------------------------------------------
     def put_file(self, key: str, path: Path, *, content_type: str | None = None) -> ObjectInfo:
@@ -215,18 +253,26 @@ class S3Store(ObjectStore):
         validate_key(key)
         ctype = content_type or guess_content_type(key)
         size = Path(path).stat().st_size
-        with _translate(key):
-            self._client().upload_file(
-                str(path), self.bucket, key, ExtraArgs={"ContentType": ctype}, Config=self._transfer
-            )
+
+        def upload() -> None:
+            with _translate(key):
+                self._client().upload_file(
+                    str(path), self.bucket, key, ExtraArgs={"ContentType": ctype}, Config=self._transfer
+                )
+
+        retrying(upload, what=f"uploading {key}")
         return ObjectInfo(key=key, size=size, content_type=ctype)
 
     def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> ObjectInfo:
         """Store a small object from memory in one PutObject."""
         validate_key(key)
         ctype = content_type or guess_content_type(key)
-        with _translate(key):
-            self._client().put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=ctype)
+
+        def put() -> None:
+            with _translate(key):
+                self._client().put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=ctype)
+
+        retrying(put, what=f"uploading {key}")
         return ObjectInfo(key=key, size=len(data), content_type=ctype)
 
     def get_file(self, key: str, dest: Path) -> Path:
@@ -288,7 +334,9 @@ class S3Store(ObjectStore):
         with _translate():
             for page in client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
                 for item in page.get("Contents", []):
-                    yield ObjectInfo(key=item["Key"], size=int(item["Size"]))
+                    yield ObjectInfo(
+                        key=item["Key"], size=int(item["Size"]), modified=item.get("LastModified")
+                    )
 
     def open_range(self, key: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         """Stream bytes ``start..end`` (inclusive, clipped to the object) in CHUNK_SIZE pieces.

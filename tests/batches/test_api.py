@@ -59,11 +59,15 @@ def test_a_batch_queues_its_jobs_below_interactive_ones(bclient: Any, bservices:
     assert {(j.priority, j.source) for j in jobs} == {(6, "batch")}
     assert jobs[0].idempotency_key == f"batch:{body['id']}:t2v:0"
     assert jobs[1].input_meta["image"]["format"] == "PNG" and jobs[1].input_meta["audio"]["duration_s"] > 7
-    keys = [o.key for o in bservices.store.list(f"batches/{body['id']}/inputs/")]
-    assert sorted(keys) == [
-        f"batches/{body['id']}/inputs/face/audio.wav",
-        f"batches/{body['id']}/inputs/face/image.png",
-    ]
+    keys = sorted(o.key for o in bservices.store.list(f"batches/{body['id']}/inputs/"))
+    digests = {name: jobs[1].input_meta[name]["sha256"] for name in ("audio", "image")}
+    assert keys == [
+        f"batches/{body['id']}/inputs/sha256/{digests['image']}.png",
+        f"batches/{body['id']}/inputs/sha256/{digests['audio']}.wav",
+    ] or keys == sorted(jobs[1].input_keys.values()), keys
+    # The job refers to the batch's stored inputs: no copy under jobs/<id>/.
+    assert sorted(jobs[1].input_keys.values()) == keys
+    assert not list(bservices.store.list(f"jobs/{jobs[1].id}/"))
     # Messages wait on the queue's priority-6 list, behind anything sent at priority 0.
     r = redis.Redis.from_url(bservices.settings.broker_url)
     assert r.llen(f"model.reference-t2v{KOMBU_SEP}6") == 2 and r.llen("model.reference-t2v") == 0

@@ -162,7 +162,11 @@ def test_a_refused_key_is_refused_by_the_adapter_too(
 
 def test_a_deployment_config_may_not_choose_the_output_folder(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="output_dir"):
-        deployed_spec(tmp_path, "omnirt", {"python": sys.executable, "config": {"output_dir": "/srv"}})
+        deployed_spec(
+            tmp_path,
+            "omnirt",
+            {"python": sys.executable, "models": [MODEL], "config": {"output_dir": "/srv"}},
+        )
 
 
 def test_the_gate_expects_the_requested_size_not_omnirts_claim(
@@ -212,6 +216,7 @@ def test_server_mode_through_a_shared_folder_and_a_path_map(
         "mode": "server",
         "endpoint": server.url,
         "omnirt_backend": "cpu-stub",
+        "models": [MODEL],
         "scratch_dir": str(shared),
         "path_map": {str(shared.resolve()): str(seen_as)},  # the server sees the folder elsewhere
         "config": {"repo_path": str(checkout.repo), "python_executable": sys.executable, "launcher": "python"}

@@ -256,7 +256,7 @@ def test_the_api_process_never_imports_torch_with_a_deployment() -> None:
         "import sys\n"
         "from jobservice.http.app import create_app\n"
         "from jobservice.settings import Settings\n"
-        f"app = create_app(Settings(_env_file=None, var_dir='/tmp/jobservice-notorch', deployment_file={str(CUDA)!r}))\n"
+        f"app = create_app(Settings(_env_file=None, auth='off', var_dir='/tmp/jobservice-notorch', deployment_file={str(CUDA)!r}))\n"
         "assert app.test_client().get('/models').status_code == 200\n"
         "heavy = sorted(m for m in ('torch', 'diffusers', 'transformers', 'numpy') if m in sys.modules)\n"
         "print(heavy)\n"

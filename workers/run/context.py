@@ -141,7 +141,9 @@ class PipelineContext:
         self._heartbeat.update(progress=GENERATE_FROM + (GENERATE_TO - GENERATE_FROM) * fraction)
 
     def check_cancel(self) -> None:
-        """Raise at a boundary when the job was canceled, timed out, or given away."""
+        """Raise at a boundary when the job was canceled, timed out, given away, or its lease is
+        running out unrenewed."""
+        self._heartbeat.give_up_if_overdue()
         if not self._heartbeat.stop_requested.is_set():
             return
         reason = self._heartbeat.stop_reason or "canceled"

@@ -5,6 +5,13 @@ at most every ``progress_min_interval_seconds`` and the lease at least every ``h
 When the job is canceled, runs past its deadline, or the lease is lost (the reaper gave the job
 to someone else), an event is set that ``check_cancel`` turns into an exception at the model's
 next step or chunk boundary.
+
+A lease that cannot be renewed (the database is unreachable) is given up before it runs out: when
+the next beat would come later than ``lease_seconds - heartbeat_seconds`` after the last renewal,
+the run stops as ``lease_lost``, so the reaper can hand the job to another attempt without two
+copies of it running on the cards. The model's thread checks the same clock at each
+``check_cancel`` (``give_up_if_overdue``), so a heartbeat stuck in a database call that hangs
+cannot keep the run going either. ``lease_held`` tells the final write how long it may retry.
 """
 
 from __future__ import annotations
@@ -41,6 +48,12 @@ class Heartbeat:
         self._beat_seconds = beat_seconds
         self._progress_interval = progress_interval
         self._deadline = time.monotonic() + deadline_seconds
+        # The lease the database holds for us runs to about renewed + lease_seconds; stop short of it.
+        self._renewed = time.monotonic()
+        self._margin = min(beat_seconds, lease_seconds / 2)
+        self._lost = False
+        self._failing_since: float | None = None  # first failed beat of the current outage
+        self.finishing = threading.Event()  # set by the pipeline around its final write
         self._lock = threading.Lock()
         self._stage: str | None = None
         self._progress: float | None = None
@@ -70,6 +83,23 @@ class Heartbeat:
         if stage is not None or progress is not None or flush:
             self._dirty.set()
 
+    def lease_held(self, *, at: float | None = None) -> bool:
+        """Whether this run still surely holds its lease (renewed recently enough, not lost),
+        now or at the monotonic time ``at``."""
+        moment = time.monotonic() if at is None else at
+        return not self._lost and moment < self._renewed + self._lease_seconds - self._margin
+
+    def give_up_if_overdue(self) -> None:
+        """Stop the run as ``lease_lost`` when the lease will not be renewed in time (called from the
+        model's thread, in case the heartbeat thread hangs in a database call)."""
+        if not self._lost and not self.lease_held():
+            log.error("job %s: the lease was not renewed in time; stopping the run", self._job_id)
+            self._lose()
+
+    def _lose(self) -> None:
+        self._lost = True
+        self._request_stop("lease_lost")
+
     def _request_stop(self, reason: str) -> None:
         if not self.stop_requested.is_set():
             self.stop_reason = reason
@@ -89,25 +119,48 @@ class Heartbeat:
             self._dirty.clear()
             if time.monotonic() >= self._deadline:
                 self._request_stop("timeout")
-            with self._lock:
-                stage, progress = self._stage, self._progress
             last_write = time.monotonic()
-            try:
-                with self._db.session() as session:
-                    beat = heartbeat(
-                        session,
-                        self._job_id,
-                        owner=self._owner,
-                        lease_seconds=self._lease_seconds,
-                        stage=stage,
-                        progress=progress,
-                    )
-            except Exception:  # noqa: BLE001 - a database hiccup must not kill the run; retry next beat
-                log.warning("job %s: heartbeat failed; retrying", self._job_id, exc_info=True)
-                continue
-            if not beat.owned:
-                log.warning("job %s: lease lost (the job was requeued or finished elsewhere)", self._job_id)
-                self._request_stop("lease_lost")
+            if not self._beat():
                 return
-            if beat.cancel_requested:
-                self._request_stop("canceled")
+
+    def _beat(self) -> bool:
+        """Renew the lease once; False when the run must stop beating (the lease is gone)."""
+        with self._lock:
+            stage, progress = self._stage, self._progress
+        started = time.monotonic()
+        try:
+            with self._db.session() as session:
+                beat = heartbeat(
+                    session,
+                    self._job_id,
+                    owner=self._owner,
+                    lease_seconds=self._lease_seconds,
+                    stage=stage,
+                    progress=progress,
+                )
+        except Exception as exc:  # noqa: BLE001 - a database hiccup must not kill the run; retry next beat
+            if self.lease_held(at=time.monotonic() + self._beat_seconds):  # still ours at the next beat
+                if self._failing_since is None:  # once per outage, not at every beat
+                    self._failing_since = started
+                    log.warning("job %s: heartbeat failed (%s); retrying", self._job_id, exc)
+                return True
+            log.error(
+                "job %s: the lease could not be renewed for %.0f s; stopping the run so that the job "
+                "can be requeued",
+                self._job_id,
+                time.monotonic() - self._renewed,
+            )
+            self._lose()
+            return False
+        if not beat.owned:
+            if not self.finishing.is_set():  # else the final write just moved it: not a loss
+                log.warning("job %s: lease lost (the job was requeued or finished elsewhere)", self._job_id)
+            self._lose()
+            return False
+        if self._failing_since is not None:
+            log.info("job %s: heartbeat back after %.1f s", self._job_id, started - self._failing_since)
+            self._failing_since = None
+        self._renewed = started  # the database's expiry counts from before this write at the latest
+        if beat.cancel_requested:
+            self._request_stop("canceled")
+        return True

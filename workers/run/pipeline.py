@@ -15,13 +15,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from jobservice.catalog import ModelSpec
-from jobservice.db.tables import Job, Stage, utcnow
+from jobservice.db.tables import Job, JobStatus, Stage, utcnow
 from jobservice.jobs.transitions import (
-    InvalidTransition,
     Owner,
     claim_job,
     mark_canceled,
@@ -33,6 +31,7 @@ from jobservice.reports.run_report import RunReport, Validation
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutput
 from workers.devices import reset_peak_memory
 from workers.run.context import LeaseLostError, PipelineContext
+from workers.run.finish import store_output, summary_timings, write_final
 from workers.run.heartbeat import Heartbeat
 from workers.run.report import build_report, failed_check_message, validation_summary
 from workers.runtime import WorkerRuntime
@@ -156,7 +155,7 @@ class JobRun:
         self._stage(Stage.UPLOADING, 0.97)
         self.ctx.check_cancel()  # still ours? a requeued job's new owner must not be overwritten
         output_key = self.key("output.mp4")
-        self.services.store.put_file(output_key, video_path, content_type="video/mp4")
+        store_output(self.services.store, output_key, video_path)  # retried; a full store fails the job
         self.written.append(output_key)
         self._lap("upload_ms", t)
         return self._record_outcome(output_key, video_path)
@@ -273,27 +272,25 @@ class JobRun:
         self.written.append(key)
         return key
 
-    def _finish(self, transition: Callable[[Session], None], report: RunReport) -> bool:
-        """Make the final transition (retrying database hiccups); False if the job is no longer ours."""
-        for delay in (0.5, 1.0, 2.0, 4.0, None):
-            try:
-                with self.services.db.session() as session:
-                    transition(session)
-            except InvalidTransition:
-                self._lease_lost()
-                return False
-            except OperationalError:
-                if delay is None:
-                    raise
-                log.warning("job %s: database unavailable for the final transition; retrying", self.job.id)
-                time.sleep(delay)
-                continue
-            outcome = report.status + (
-                f" ({report.error.code}): {report.error.message}" if report.error else ""
-            )
-            self._store_log(outcome)
-            return True
-        return False
+    def _finish(self, transition: Callable[[Session], None], report: RunReport, target: JobStatus) -> bool:
+        """Make the final transition, retried while the run holds its lease (workers/run/finish.py);
+        False if the job is no longer ours."""
+        self.heartbeat.finishing.set()
+        written = write_final(
+            self.services.db,
+            transition,
+            job_id=self.job.id,
+            owner=self.owner,
+            target=target,
+            lease_held=self.heartbeat.lease_held,
+        )
+        if written == "lost":
+            self._lease_lost()
+        if written != "written":
+            return False
+        outcome = report.status + (f" ({report.error.code}): {report.error.message}" if report.error else "")
+        self._store_log(outcome)
+        return True
 
     def _record_outcome(self, output_key: str, video_path: Path) -> str:
         assert self.validation is not None
@@ -320,7 +317,7 @@ class JobRun:
                 assert error is not None
                 mark_failed(session, self.job.id, code=error[0], message=error[1], **common)
 
-        if not self._finish(transition, report):
+        if not self._finish(transition, report, JobStatus.SUCCEEDED if passed else JobStatus.FAILED):
             return "lease_lost"
         log.info(
             "job %s: %s in %.0f ms",
@@ -348,7 +345,7 @@ class JobRun:
                 cold_start=self.cold,
             )
 
-        if not self._finish(transition, report):
+        if not self._finish(transition, report, JobStatus.FAILED):
             return "lease_lost"
         log.warning("job %s: failed (%s): %s", self.job.id, code, message)
         return f"failed:{code}"
@@ -368,7 +365,7 @@ class JobRun:
                 session, self.job.id, owner=self.owner, detail="canceled while running", report_key=report_key
             )
 
-        if not self._finish(transition, report):
+        if not self._finish(transition, report, JobStatus.CANCELED):
             return "lease_lost"
         log.info("job %s: canceled while running", self.job.id)
         return "canceled"
@@ -381,16 +378,3 @@ class JobRun:
             except Exception:  # noqa: BLE001 - an orphan is harmless; keep going
                 log.warning("job %s: could not delete orphan %s", self.job.id, key)
         return "lease_lost"
-
-
-def summary_timings(report: RunReport) -> dict[str, Any]:
-    """The figures kept in the jobs table (the full breakdown is in the report)."""
-    summary: dict[str, Any] = {k: v for k, v in report.timings.items() if k.endswith("_ms")}
-    summary["queue_wait_ms"] = report.queue_wait_ms
-    for name in ("render_fps", "rtf", "media_duration_s"):
-        value = getattr(report, name)
-        if value is not None:
-            summary[name] = value
-    if report.last_frame_at is not None:
-        summary["last_frame_at"] = report.last_frame_at.isoformat()
-    return summary

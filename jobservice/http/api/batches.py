@@ -10,10 +10,11 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, Field, ValidationError, model_validator
+from sqlalchemy import select
 
 from jobservice.batches.compare import compare_results
 from jobservice.batches.finalize import refresh_batch
-from jobservice.batches.plan import plan_batch
+from jobservice.batches.plan import plan_batch, private_paths
 from jobservice.batches.render import render_csv, render_json, render_markdown
 from jobservice.batches.schemas import batch_jobs, batch_view, list_batches, list_views
 from jobservice.batches.service import cancel_batch, create_batch, parse_batch_id, pin_batch, resume_batch
@@ -28,7 +29,8 @@ from jobservice.batches.spec import (
 )
 from jobservice.batches.states import BatchStatus
 from jobservice.db.tables import Batch
-from jobservice.errors import Conflict, DomainError, Invalid, Malformed, TooLarge, Unsupported
+from jobservice.errors import Conflict, DomainError, Invalid, Malformed, NotFound, TooLarge, Unsupported
+from jobservice.http.api.auth import current_principal
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.jobs import services
 from jobservice.jobs.idempotency import parse_idempotency_key
@@ -93,7 +95,8 @@ def _loaded_spec() -> LoadedSpec:
     if create.spec_yaml is not None:
         return parse_spec_text(create.spec_yaml, origin="api")
     assert create.spec_path is not None  # BatchCreate holds exactly one
-    loaded = load_spec_file(resolve_under(root, create.spec_path, what="spec path"))
+    private = private_paths(services().settings)
+    loaded = load_spec_file(resolve_under(root, create.spec_path, what="spec path", private=private))
     return LoadedSpec(loaded.spec, loaded.text, loaded.digest, create.spec_path, loaded.base_dir)
 
 
@@ -124,9 +127,15 @@ def _render(batch: Batch, status: int = 200) -> Response:
     return response
 
 
-def _load(raw_id: str) -> Batch:
+def load_batch(raw_id: str) -> Batch:
+    """The batch named in the URL if the caller may see it (another tenant's batch is a 404)."""
     svc = services()
-    return refresh_batch(svc, parse_batch_id(raw_id))
+    batch_id = parse_batch_id(raw_id)
+    with svc.db.session() as session:
+        tenant = session.scalar(select(Batch.tenant).where(Batch.id == batch_id))
+    if tenant is None or not current_principal().owns(tenant):
+        raise NotFound("batch_not_found", f"There is no batch '{raw_id}'.")
+    return refresh_batch(svc, batch_id)
 
 
 @bp.post("/batches")
@@ -136,12 +145,13 @@ def create() -> Response:
     root = svc.settings.batch_root.resolve()
     try:
         loaded = _loaded_spec()
-        with plan_batch(svc, loaded, confine_to=root) as plan:
+        with plan_batch(svc, loaded, confine_to=root, tenant=current_principal().scope()) as plan:
             batch, created = create_batch(
                 svc,
                 plan,
                 source="api",
                 idempotency_key=parse_idempotency_key(request.headers.get("Idempotency-Key")),
+                principal=current_principal(),
             )
     except SpecError as exc:
         raise _spec_error(exc) from None
@@ -162,6 +172,7 @@ def index() -> Response:
             name=request.args.get("name") or None,
             status=request.args.get("status") or None,
             limit=limit,
+            tenant=current_principal().scope() or request.args.get("tenant") or None,
         )
         views = [view.model_dump(mode="json") for view in list_views(session, rows)]
     return jsonify({"object": "list", "batches": views})
@@ -181,7 +192,7 @@ def compare() -> Response:
 
 
 def _finished(raw_id: str) -> Batch:
-    batch = _load(raw_id)
+    batch = load_batch(raw_id)
     if batch.status != BatchStatus.FINISHED:
         message = f"Batch {batch.id} is {batch.status}; it has no report yet."
         raise Conflict("batch_not_finished", message)
@@ -191,13 +202,13 @@ def _finished(raw_id: str) -> Batch:
 @bp.get("/batches/<batch_id>")
 def show(batch_id: str) -> Response:
     """The batch's progress, and once finished its verdict and each case's."""
-    return _render(_load(batch_id))
+    return _render(load_batch(batch_id))
 
 
 @bp.get("/batches/<batch_id>/jobs")
 def jobs(batch_id: str) -> Response:
     """Every job of the batch (retries included), oldest first."""
-    batch = _load(batch_id)
+    batch = load_batch(batch_id)
     with services().db.session() as session:
         rows = batch_jobs(session, batch.id)
         views: list[dict[str, Any]] = []
@@ -225,22 +236,22 @@ def report(batch_id: str) -> Response:
 @bp.post("/batches/<batch_id>/cancel")
 def cancel(batch_id: str) -> Response:
     """Cancel the batch's unfinished jobs."""
-    return _render(cancel_batch(services(), parse_batch_id(batch_id)), 202)
+    return _render(cancel_batch(services(), load_batch(batch_id).id), 202)
 
 
 @bp.post("/batches/<batch_id>/resume")
 def resume(batch_id: str) -> Response:
     """Queue the slots with no job yet (or a canceled one); finished cases are not run again."""
-    return _render(resume_batch(services(), parse_batch_id(batch_id)), 202)
+    return _render(resume_batch(services(), load_batch(batch_id).id), 202)
 
 
 @bp.post("/batches/<batch_id>/pin")
 def pin(batch_id: str) -> Response:
     """Make this finished batch the baseline of its spec."""
-    return _render(pin_batch(services(), parse_batch_id(batch_id), pinned=True))
+    return _render(pin_batch(services(), load_batch(batch_id).id, pinned=True))
 
 
 @bp.post("/batches/<batch_id>/unpin")
 def unpin(batch_id: str) -> Response:
     """Stop using this batch as the pinned baseline."""
-    return _render(pin_batch(services(), parse_batch_id(batch_id), pinned=False))
+    return _render(pin_batch(services(), load_batch(batch_id).id, pinned=False))

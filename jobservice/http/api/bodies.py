@@ -2,16 +2,19 @@
 that is an object of ordinary values.
 
 JSON is refused (400 ``invalid_json``) when it does not parse, nests too deeply for Python's parser
-(``RecursionError``), uses ``NaN``/``Infinity`` (not JSON), or is not an object; a NUL character in
-any key or text is refused (422 ``invalid_text``): PostgreSQL cannot store it, and no prompt needs it.
+(``RecursionError``), uses ``NaN``/``Infinity`` (not JSON) or a number too large for a float
+(``1e999``), or is not an object; a NUL character in any key or text is refused (422
+``invalid_text``): PostgreSQL cannot store it, and no prompt needs it. The same NUL rule holds for
+the path and query of every request (``refuse_nul_in_url``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
-from flask import Request
+from flask import Request, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from jobservice.errors import DomainError, Invalid, Malformed
@@ -24,22 +27,33 @@ def read_body(request: Request, *, limit: int, too_large: DomainError) -> bytes:
     if request.content_length is not None and request.content_length > limit:
         raise too_large
     app_limit = request.max_content_length
-    # Also stops a body sent without a length (chunked); never raises the app's own limit.
-    request.max_content_length = limit if app_limit is None else min(app_limit, limit)
+    # Also stops a body sent without a length (chunked); never raises the app's own limit. Werkzeug
+    # cuts such a body at the limit without a word, so one byte more is read to tell.
+    request.max_content_length = limit + 1 if app_limit is None else min(app_limit, limit + 1)
     try:
-        return request.get_data()
+        data = request.get_data()
     except RequestEntityTooLarge:
         raise too_large from None
+    if len(data) > limit:
+        raise too_large
+    return data
 
 
 def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 parses as infinity
+        raise ValueError(f"{text[:20]} is out of range")
+    return value
+
+
 def json_object(raw: bytes) -> dict[str, Any]:
     """``raw`` parsed as a JSON object of ordinary values (see the module docstring)."""
     try:
-        body = json.loads(raw, parse_constant=_not_json)
+        body = json.loads(raw, parse_constant=_not_json, parse_float=_finite)
     except (ValueError, RecursionError):
         body = None
     if body is None:
@@ -66,3 +80,15 @@ def check_text(value: Any, where: str = "", depth: int = 0) -> None:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             check_text(item, f"{where}[{index}]", depth + 1)
+
+
+def refuse_nul_in_url() -> None:
+    """A ``before_request`` hook: a NUL character in the path or a query value is a 400 ``invalid_text``.
+
+    Query values reach database filters (PostgreSQL cannot hold a NUL even in a comparison), so one
+    check for every route instead of one per filter.
+    """
+    # A cursor has its own stricter parser (and its own code, invalid_cursor).
+    query = ((k, v) for k, v in request.args.items(multi=True) if k != "cursor")
+    if "\x00" in request.path or any("\x00" in k + v for k, v in query):
+        raise Malformed("invalid_text", "The address holds a NUL character; no path or filter needs one.")

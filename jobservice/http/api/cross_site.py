@@ -1,8 +1,13 @@
-"""Refuse state-changing requests that a browser sends on behalf of another site.
+"""Refuse requests that a browser sends on behalf of another site, and hosts we do not answer for.
 
-The web pages carry CSRF tokens, but the JSON API takes plain form posts too, and a browser lets
-any site send those ("simple" requests). Browsers say where a request comes from (``Origin``,
-``Sec-Fetch-Site``); other clients (curl, SDKs, the CLI) send neither and are not affected.
+Cross-site posts: the web pages carry CSRF tokens, but the JSON API takes plain form posts too, and
+a browser lets any site send those ("simple" requests). Browsers say where a request comes from
+(``Origin``, ``Sec-Fetch-Site``); other clients (curl, SDKs, the CLI) send neither and are not affected.
+
+DNS rebinding: a page on ``evil.example`` whose name is re-pointed at 127.0.0.1 is "same-origin"
+with this service as far as the browser knows, so it could read every answer; but its requests
+still carry ``Host: evil.example``. Only host names on an allow-list are answered (421
+``host_not_allowed`` otherwise), health checks included: what they say is the attacker's to read too.
 """
 
 from __future__ import annotations
@@ -11,9 +16,11 @@ from urllib.parse import urlsplit
 
 from flask import Flask, request
 
-from jobservice.errors import Forbidden
+from jobservice.errors import Forbidden, Misdirected
+from jobservice.settings import Settings
 
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def _origin_host(origin: str) -> str | None:
@@ -21,9 +28,50 @@ def _origin_host(origin: str) -> str | None:
     return parts.netloc.lower() or None
 
 
-def init_app(app: Flask, *, allowed_origins: list[str]) -> None:
-    """Install the check on ``app``; ``allowed_origins`` are extra sites trusted to post."""
-    trusted = {host for host in (_origin_host(o) for o in allowed_origins) if host}
+def host_name(host: str) -> str:
+    """The name part of a ``Host`` header, lowercased: no port, no IPv6 brackets, no final dot."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host[1:]
+    if host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    return host.rstrip(".")
+
+
+def host_allowed(name: str, allowed: frozenset[str] | None) -> bool:
+    """Whether ``name`` (from ``host_name``) is answered; ``allowed`` None means any host."""
+    if allowed is None:
+        return True
+    if name in allowed:
+        return True
+    # "*.example.com" (or the loopback default's "*.localhost") covers every name below it.
+    return any(rule.startswith("*.") and name.endswith(rule[1:]) for rule in allowed)
+
+
+def allowed_hosts(settings: Settings) -> frozenset[str] | None:
+    """The host names answered under ``settings`` (None: any), as the settings' docs say."""
+    if settings.allowed_hosts:
+        rules = {rule.lower() if rule.startswith("*") else host_name(rule) for rule in settings.allowed_hosts}
+        return None if "*" in rules else frozenset(rules)
+    if settings.auth == "keys":
+        return None  # a rebinding page holds no key: every answer it could read is a 401
+    return LOOPBACK_NAMES | {"*.localhost"}
+
+
+def init_app(app: Flask, settings: Settings) -> None:
+    """Install both checks on ``app`` (``allowed_origins`` and ``allowed_hosts`` of ``settings``)."""
+    trusted = {host for host in (_origin_host(o) for o in settings.allowed_origins) if host}
+    hosts = allowed_hosts(settings)
+
+    @app.before_request
+    def refuse_unknown_host() -> None:
+        name = host_name(request.host)
+        if not host_allowed(name, hosts):
+            raise Misdirected(
+                "host_not_allowed",
+                f"This service does not answer for the host '{name[:100]}'; list it in "
+                "JOBSERVICE_ALLOWED_HOSTS (a JSON list of host names) to allow it.",
+            )
 
     @app.before_request
     def refuse_cross_site() -> None:

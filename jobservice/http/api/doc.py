@@ -36,7 +36,7 @@ class Route:
             op["parameters"] = list(self.parameters)
         if self.body is not None:
             op["requestBody"] = {"required": True, "content": self.body(catalog)}
-        op["responses"] = self.responses
+        op["responses"] = {**every_operation(), **self.responses}
         return op
 
 
@@ -55,6 +55,22 @@ def answer(description: str, model: str | None = None) -> Schema:
 def refused(description: str) -> Schema:
     """An error response: the ``Error`` shape every refusal has."""
     return answer(description, "Error")
+
+
+def every_operation() -> dict[str, Schema]:
+    """What any operation may answer before its own code runs (``cross_site``, ``bodies``)."""
+    return {
+        "400": refused("A malformed request, e.g. a NUL character in the path or query (invalid_text)."),
+        "421": refused(
+            "A Host this service does not answer for (host_not_allowed; JOBSERVICE_ALLOWED_HOSTS)."
+        ),
+        "401": refused(
+            "No valid API key (unauthorized): send `Authorization: Bearer <key>` when JOBSERVICE_AUTH=keys."
+        ),
+        "429": refused(
+            "Over the key's request rate (rate_limited) or a tenant quota (quota_exceeded); see Retry-After."
+        ),
+    }
 
 
 def in_path(name: str) -> Schema:

@@ -53,6 +53,7 @@ def respond(error: DomainError) -> Response:
     """``error`` as the JSON error response."""
     response = jsonify(error.body())
     response.status_code = error.status
+    response.headers.update(error.headers)
     return response
 
 

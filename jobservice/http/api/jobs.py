@@ -9,13 +9,16 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, redirect, request, send_file
 
+from jobservice.auth.principal import Principal
 from jobservice.db.tables import Job, JobStatus
-from jobservice.errors import Conflict, Invalid, NotFound
+from jobservice.errors import Conflict, Gone, Invalid, NotFound
+from jobservice.http.api.auth import current_principal
 from jobservice.http.api.submission import parse_submission
 from jobservice.jobs.queries import events_of, get_job
 from jobservice.jobs.schemas import job_view, list_jobs
 from jobservice.jobs.submit import submit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
+from jobservice.reports.visibility import tenant_view
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.wiring import Services
 
@@ -38,13 +41,25 @@ def parse_job_id(raw: str) -> uuid.UUID:
         raise NotFound("job_not_found", f"There is no job '{raw}'.") from None
 
 
-def load_job(raw_id: str) -> Job:
-    """The job named in the URL, or a 404."""
+def load_job(raw_id: str, principal: Principal | None = None) -> Job:
+    """The job named in the URL if the caller may see it (another tenant's job is a 404 too)."""
+    principal = principal or current_principal()
     job_id = parse_job_id(raw_id)
     with services().db.session() as session:
         job = get_job(session, job_id)
-    if job is None:
+    if job is None or not principal.owns(job.tenant):
         raise NotFound("job_not_found", f"There is no job '{raw_id}'.")
+    return job
+
+
+def files_of(job: Job) -> Job:
+    """``job`` if its files still exist; 410 ``expired`` once retention deleted them."""
+    if job.expired_at is not None:
+        raise Gone(
+            "expired",
+            f"Job {job.id}'s files were deleted on {job.expired_at:%Y-%m-%d %H:%M} UTC (retention); "
+            "its record stays.",
+        )
     return job
 
 
@@ -65,7 +80,9 @@ def render(job: Job, status: int = 200) -> Response:
 @bp.post("/jobs")
 def create_job() -> Response:
     """Accept a job: 202 with its view and Location, or 200 for an idempotent replay."""
-    job, created = submit_job(services(), parse_submission(request, services().settings, source="api"))
+    sub = parse_submission(request, services().settings, source="api")
+    sub.principal = current_principal()
+    job, created = submit_job(services(), sub)
     response = render(job, 202 if created else 200)
     response.headers["Location"] = f"/jobs/{job.id}"
     if not created:
@@ -94,6 +111,9 @@ def index_jobs() -> Response:
     if not raw_limit.isdecimal() or not raw_limit.isascii() or not 1 <= int(raw_limit) <= 100:
         raise Invalid("invalid_limit", "limit must be a whole number from 1 to 100.")
     model = request.args.get("model") or None
+    principal = current_principal()
+    # An admin sees every tenant's jobs, or one tenant's with ?tenant=; anyone else only their own.
+    tenant = principal.scope() or request.args.get("tenant") or None
     with services().db.session() as session:
         rows, next_cursor = list_jobs(
             session,
@@ -101,6 +121,7 @@ def index_jobs() -> Response:
             model=model,
             limit=int(raw_limit),
             cursor=request.args.get("cursor") or None,
+            tenant=tenant,
         )
         views = [job_view(job, session=session).model_dump(mode="json") for job in rows]
     return jsonify({"object": "list", "jobs": views, "next_cursor": next_cursor})
@@ -112,7 +133,7 @@ def cancel_job(job_id: str) -> Response:
     job = load_job(job_id)
     try:
         with services().db.session() as session:
-            request_cancel(session, job.id)
+            request_cancel(session, job.id, actor=current_principal().actor)
     except InvalidTransition as exc:
         state = exc.current.value if exc.current else "gone"
         raise Conflict("job_finished", f"The job is already {state}; there is nothing to cancel.") from None
@@ -135,6 +156,7 @@ def job_events(job_id: str) -> Response:
                     "to": e.to_status,
                     "attempt": e.attempt,
                     "worker_id": e.worker_id,
+                    "actor": e.actor,
                     "detail": e.detail,
                 }
                 for e in events
@@ -146,7 +168,7 @@ def job_events(job_id: str) -> Response:
 @bp.get("/jobs/<job_id>/video")
 def job_video(job_id: str) -> Any:
     """The output video: streamed with Range support (local store) or a presigned redirect (S3)."""
-    job = load_job(job_id)
+    job = files_of(load_job(job_id))
     if not job.output_key:
         raise NotFound("video_not_ready", f"Job {job.id} has no video yet (it is {job.status}).")
     store = services().store
@@ -173,7 +195,7 @@ def job_video(job_id: str) -> Any:
 @bp.get("/jobs/<job_id>/log")
 def job_log(job_id: str) -> Response:
     """The log of the job's last run: the worker's notes and the model process's stdout/stderr."""
-    job = load_job(job_id)
+    job = files_of(load_job(job_id))
     if not job.report_key:
         raise NotFound("log_not_ready", f"Job {job.id} has no log yet (it is {job.status}).")
     try:
@@ -189,8 +211,8 @@ def job_log(job_id: str) -> Response:
 
 @bp.get("/jobs/<job_id>/report")
 def job_report(job_id: str) -> Response:
-    """The RunReport JSON of the job's last run."""
-    job = load_job(job_id)
+    """The RunReport JSON of the job's last run (deployment details for admins only)."""
+    job = files_of(load_job(job_id))
     if not job.report_key:
         raise NotFound("report_not_ready", f"Job {job.id} has no report yet (it is {job.status}).")
     try:
@@ -202,4 +224,7 @@ def job_report(job_id: str) -> Response:
     except StoreUnavailable as exc:
         log.error("job %s: reading from the object store failed: %s", job.id, exc)
         raise
-    return Response(json.dumps(json.loads(data), indent=2), mimetype="application/json")
+    report = json.loads(data)
+    if not current_principal().is_admin:
+        report = tenant_view(report)
+    return Response(json.dumps(report, indent=2), mimetype="application/json")

@@ -24,7 +24,9 @@ from jobservice.http.api.doc import (
     ref,
     refused,
 )
+from jobservice.http.api.metrics import METRICS_ROUTES
 from jobservice.http.api.openapi_batches import BATCH_MODELS, BATCH_ROUTES
+from jobservice.http.api.quota import QUOTA_MODELS, QUOTA_ROUTES
 from jobservice.http.api.submission import JobCreate
 from jobservice.jobs.schemas import JobView
 from jobservice.reports.run_report import RunReport
@@ -44,7 +46,7 @@ ERROR: Schema = {
         }
     },
 }
-MODELS: tuple[type[BaseModel], ...] = (JobView, RunReport, JobCreate, *BATCH_MODELS)
+MODELS: tuple[type[BaseModel], ...] = (JobView, RunReport, JobCreate, *BATCH_MODELS, *QUOTA_MODELS)
 
 
 def _job_body(catalog: Catalog) -> Schema:
@@ -95,6 +97,7 @@ ROUTES: tuple[Route, ...] = (
             "415": refused("Unsupported content or file type."),
             "422": refused("Invalid parameters or input files."),
             "503": refused("A dependency is unavailable."),
+            "507": refused("Too little free space in the store or spool (insufficient_storage)."),
         },
     ),
     Route(
@@ -109,6 +112,7 @@ ROUTES: tuple[Route, ...] = (
         ),
         responses={
             "200": {"description": "A page of jobs.", "content": {"application/json": {"schema": JOB_PAGE}}},
+            "400": refused("A cursor this API did not make (invalid_cursor)."),
             "422": refused("Bad filter or limit."),
         },
     ),
@@ -147,6 +151,7 @@ ROUTES: tuple[Route, ...] = (
             "206": {"description": "Partial content", "content": {"video/mp4": {}}},
             "302": answer("Redirect to a presigned URL"),
             "404": refused("No video yet."),
+            "410": refused("Its files were deleted by retention (expired)."),
         },
     ),
     Route(
@@ -157,6 +162,7 @@ ROUTES: tuple[Route, ...] = (
         responses={
             "200": answer("RunReport", "RunReport"),
             "404": refused("No report yet."),
+            "410": refused("Its files were deleted by retention (expired)."),
             "503": refused("The object store is unavailable."),
         },
     ),
@@ -168,6 +174,7 @@ ROUTES: tuple[Route, ...] = (
         responses={
             "200": {"description": "Plain text.", "content": {"text/plain": {"schema": {"type": "string"}}}},
             "404": refused("No log yet, or the run kept none."),
+            "410": refused("Its files were deleted by retention (expired)."),
             "503": refused("The object store is unavailable."),
         },
     ),
@@ -200,7 +207,7 @@ def _components(catalog: Catalog) -> dict[str, Any]:
 def build_openapi(catalog: Catalog) -> dict[str, Any]:
     """The whole document for ``GET /openapi.json``: every route of the tables, every model's schema."""
     paths: dict[str, dict[str, Any]] = {}
-    for route in (*ROUTES, *BATCH_ROUTES):
+    for route in (*ROUTES, *BATCH_ROUTES, *QUOTA_ROUTES, *METRICS_ROUTES):
         paths.setdefault(route.path, {})[route.method] = route.operation(catalog)
     return {
         "openapi": "3.1.0",

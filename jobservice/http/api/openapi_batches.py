@@ -53,6 +53,7 @@ BATCH_ROUTES: tuple[Route, ...] = (
             "415": refused("Send YAML or JSON."),
             "422": refused("Invalid spec (details name each field)."),
             "503": refused("A dependency is unavailable."),
+            "507": refused("Too little free space in the store or spool (insufficient_storage)."),
         },
     ),
     Route(
@@ -71,7 +72,12 @@ BATCH_ROUTES: tuple[Route, ...] = (
         "/batches/compare",
         "A candidate batch against a baseline, worst cases first",
         parameters=(in_query("baseline", required=True), in_query("candidate", required=True)),
-        responses={"200": answer("Verdicts."), "404": NO_BATCH, "409": refused("Not finished.")},
+        responses={
+            "200": answer("Verdicts."),
+            "404": NO_BATCH,
+            "409": refused("Not finished."),
+            "422": refused("A batch id is missing."),
+        },
     ),
     Route(
         "get",

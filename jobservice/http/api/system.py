@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response, g, jsonify
 from sqlalchemy import text
 
 from jobservice.broker import BrokerInspector
 from jobservice.fleet.presence import online_workers, stale_after, worker_view
 from jobservice.http.api.jobs import services
 from jobservice.http.api.openapi import build_openapi
+from jobservice.quotas.disk import storage_problems
 
 bp = Blueprint("system", __name__)
+
+
+def _is_admin() -> bool:
+    """Worker details (hosts, cards, errors) are for admins; /readyz answers anyone."""
+    principal = g.get("principal")
+    return bool(principal is not None and principal.is_admin)
 
 
 def _workers() -> list[dict[str, Any]]:
@@ -33,6 +40,9 @@ def list_models() -> Response:
         serving = [w for w in workers if spec.id in w["models"]]
         entry = spec.describe()
         entry["online"] = bool(serving)
+        if not _is_admin():
+            models.append(entry)
+            continue
         entry["workers"] = [{"id": w["id"], "devices": w["devices"]} for w in serving]
         # Workers that were asked to serve it but could not (missing checkout, too few cards...).
         entry["unavailable"] = [
@@ -82,7 +92,20 @@ def readyz() -> Response:
     if checks["database"]["ok"]:
         workers = _workers()
     ready = all(c["ok"] for c in checks.values())
-    response = jsonify({"ready": ready, "checks": checks, "workers": workers})
+    # Low disk does not make the service unready (reads and running jobs go on): it refuses new jobs.
+    low = storage_problems(svc.settings, svc.store)
+    body: dict[str, Any] = {
+        "ready": ready,
+        "checks": checks,
+        "workers_online": len(workers),
+        "accepting_jobs": not low,
+    }
+    if _is_admin():
+        body["workers"] = workers
+        body["storage_problems"] = low  # folders and free space: for admins
+    else:  # no hosts, cards, URLs or error texts for anonymous callers
+        body["checks"] = {name: {"ok": check["ok"]} for name, check in checks.items()}
+    response = jsonify(body)
     response.status_code = 200 if ready else 503
     return response
 

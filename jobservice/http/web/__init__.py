@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from jobservice.http.web import new_job, pages  # noqa: F401 - importing them attaches their routes
+from jobservice.http.web import new_job, pages, sign_in  # noqa: F401 - importing them attaches their routes
 from jobservice.http.web.blueprint import bp
 from jobservice.http.web.security import session_secret
 from jobservice.wiring import Services
@@ -20,8 +20,10 @@ def init_app(app: Flask) -> None:
     """Register the web pages on ``app`` (which must already carry its Services)."""
     services: Services = app.extensions["jobservice"]
     app.secret_key = session_secret(services.settings)
-    app.config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
-    app.config.setdefault("SESSION_COOKIE_HTTPONLY", True)
+    app.session_interface = sign_in.SessionInterface()
+    # Flask's defaults hold these keys (SameSite None), so setdefault would change nothing.
+    app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
+    app.config["SESSION_COOKIE_HTTPONLY"] = True
     if (services.settings.public_base_url or "").startswith("https://"):
         app.config["SESSION_COOKIE_SECURE"] = True
     app.register_blueprint(bp)

@@ -12,11 +12,12 @@ from typing import Any
 
 from flask import Blueprint, Response, flash, redirect, render_template, request, url_for
 
-from jobservice.batches.finalize import refresh_batch
 from jobservice.batches.render import fmt, fmt_change, metric_heading, report_data, shown_metrics
 from jobservice.batches.schemas import batch_view, history, list_batches, list_views, spec_names
-from jobservice.batches.service import BATCH_STATUSES, parse_batch_id, pin_batch
+from jobservice.batches.service import BATCH_STATUSES, pin_batch
 from jobservice.batches.states import BatchStatus
+from jobservice.http.api.auth import current_principal
+from jobservice.http.api.batches import load_batch
 from jobservice.http.api.jobs import services
 from jobservice.http.web.batch_charts import H, W, case_charts
 from jobservice.http.web.blueprint import register_page_handlers
@@ -46,8 +47,9 @@ def batches() -> str:
     name = request.args.get("name") or None
     status = request.args.get("status") if request.args.get("status") in BATCH_STATUSES else None
     with services().db.session() as session:
-        rows = list_views(session, list_batches(session, name=name, status=status, limit=100))
-        names = spec_names(session)
+        tenant = current_principal().scope()
+        rows = list_views(session, list_batches(session, name=name, status=status, limit=100, tenant=tenant))
+        names = spec_names(session, tenant)
     running = any(not BatchStatus(b.status).is_ended for b in rows)
     return render_template(
         "batches/list.html",
@@ -65,7 +67,7 @@ def batches() -> str:
 def batch_page(batch_id: str) -> str:
     """One batch: progress while it runs; verdicts, table, trends and environment once finished."""
     svc = services()
-    batch = refresh_batch(svc, parse_batch_id(batch_id))
+    batch = load_batch(batch_id)
     with svc.db.session() as session:
         view = batch_view(session, batch)
         finished = batch.status == BatchStatus.FINISHED
@@ -97,7 +99,7 @@ def pin(batch_id: str) -> Response:
     """Pin (or, with ``unpin=1``, unpin) this batch as its spec's baseline."""
     check_csrf()
     unpin = request.form.get("unpin") == "1"
-    batch = pin_batch(services(), parse_batch_id(batch_id), pinned=not unpin)
+    batch = pin_batch(services(), load_batch(batch_id).id, pinned=not unpin)
     flash(
         "Unpinned: later runs compare with the last good run." if unpin else "Pinned as the baseline.",
         "success",

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, render_template, request, url_for
+from flask import Blueprint, Response, current_app, g, jsonify, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
 from jobservice.db.tables import utcnow
@@ -51,7 +51,15 @@ def static_url(name: str) -> str:
 
 @bp.app_context_processor
 def _helpers() -> dict[str, Any]:
-    return {"static_url": static_url, "csrf_token": csrf_token, "nav": None}
+    principal = g.get("principal")
+    return {
+        "static_url": static_url,
+        "csrf_token": csrf_token,
+        "nav": None,
+        # Who is signed in (a key; None when auth is off or nobody is), for the top bar.
+        "signed_in": principal if principal is not None and principal.key_id else None,
+        "auth_keys": current_app.extensions["jobservice"].settings.auth == "keys",
+    }
 
 
 @bp.app_template_filter("age")

@@ -17,6 +17,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from jobservice.catalog import ModelSpec
 from jobservice.errors import DomainError, NotFound
 from jobservice.fleet.presence import online_workers
+from jobservice.http.api.auth import current_principal
 from jobservice.http.api.errors import OUTAGES, refusal_of
 from jobservice.http.api.jobs import services
 from jobservice.http.web.blueprint import bp, wants_json
@@ -159,6 +160,7 @@ def create_job() -> Any:
     svc = services()
     try:
         sub, checked = parse_web_submission(svc)
+        sub.principal = current_principal()
         job, _ = submit_job(svc, sub, checked=checked)
     except FormInvalid as exc:
         return _refused(exc.errors, exc.status)

@@ -18,7 +18,8 @@ from werkzeug.datastructures import MultiDict
 
 from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import DomainError, NotFound
-from jobservice.http.api.jobs import load_job, services
+from jobservice.http.api.auth import current_principal
+from jobservice.http.api.jobs import files_of, load_job, services
 from jobservice.http.web.blueprint import bp
 from jobservice.http.web.charts import failed_first, stage_bar, timeline
 from jobservice.http.web.security import check_csrf
@@ -72,7 +73,12 @@ class ListQuery:
 def _rows(query: ListQuery) -> tuple[list[dict[str, Any]], str | None]:
     with services().db.session() as session:
         jobs, next_cursor = list_jobs(
-            session, statuses=query.statuses, model=query.model, limit=query.limit, cursor=query.cursor
+            session,
+            statuses=query.statuses,
+            model=query.model,
+            limit=query.limit,
+            cursor=query.cursor,
+            tenant=current_principal().scope(),
         )
         rows = [_row(job, job_view(job, session=session).model_dump()) for job in jobs]
     return rows, next_cursor
@@ -113,6 +119,12 @@ def job_rows() -> str:
 
 def _report(job: Job) -> tuple[RunReport | None, str | None, str | None]:
     """The job's RunReport (parsed), its pretty JSON, and a problem reading it, if any."""
+    if job.expired_at is not None:
+        return (
+            None,
+            None,
+            f"This job's files were deleted on {job.expired_at:%Y-%m-%d %H:%M} UTC (retention).",
+        )
     if not job.report_key:
         return None, None, None
     try:
@@ -175,7 +187,7 @@ def cancel(job_id: str) -> Any:
     job = load_job(job_id)
     try:
         with services().db.session() as session:
-            status = request_cancel(session, job.id)
+            status = request_cancel(session, job.id, actor=current_principal().actor)
     except InvalidTransition as exc:
         state = exc.current.value if exc.current else "gone"
         flash(f"The job is already {state}; there is nothing to cancel.", "error")
@@ -193,7 +205,7 @@ def resubmit(job_id: str) -> Any:
     check_csrf()
     job = load_job(job_id)
     try:
-        new_job = resubmit_job(services(), job, source="web")
+        new_job = resubmit_job(services(), job, source="web", principal=current_principal())
     except DomainError as exc:
         flash(f"Could not resubmit: {exc.message}", "error")
         return redirect(url_for("web.job_page", job_id=str(job.id)), code=303)
@@ -204,7 +216,7 @@ def resubmit(job_id: str) -> Any:
 @bp.get("/ui/jobs/<job_id>/inputs/<name>")
 def job_input(job_id: str, name: str) -> Any:
     """An input the job was submitted with (its portrait or speech), for the job's page."""
-    job = load_job(job_id)
+    job = files_of(load_job(job_id))
     key = (job.input_keys or {}).get(name)
     if not key:
         raise NotFound("input_not_found", f"Job {job.id} has no input '{name}'.")

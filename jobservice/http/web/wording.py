@@ -21,6 +21,8 @@ FAILURES = {
     "invalid_image": "The model could not use the portrait image.",
     "invalid_audio": "The model could not use the speech audio.",
     "canceled": "The job was canceled at a user's request.",
+    "storage_full": "The object store ran out of space while storing the result; nothing was half-stored.",
+    "storage_unavailable": "The object store could not be reached to store the result, even after retries.",
     "internal_error": (
         "Something went wrong inside the service; this is a bug, and the worker's log has the details."
     ),

@@ -87,7 +87,7 @@ class OmniRTAdapter(Adapter):
         omni: OmniRTHandle = handle
         entry, params = omni.entry, inputs.params
         requested = params.get("config") or {}
-        config = request_config(entry, requested)
+        config = request_config(entry, requested, model=params["omnirt_model"])
         ctx.add_extra(
             "omnirt_request", {"model": params["omnirt_model"], "mode": entry.mode, "config": requested}
         )
@@ -200,10 +200,12 @@ class OmniRTAdapter(Adapter):
             raise
         if record["state"] != "succeeded":
             raise server_failure(record["id"], record["state"], str(record.get("error") or record["state"]))
-        result: dict[str, Any] = dict(record.get("result") or {})
-        for artifact in result.get("outputs", []):
-            if artifact.get("path"):
-                artifact["path"] = str(from_server(artifact["path"], entry))
+        raw = record.get("result")
+        result: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
+        outputs = result.get("outputs")
+        for artifact in outputs if isinstance(outputs, list) else []:
+            if isinstance(artifact, dict) and artifact.get("path"):
+                artifact["path"] = str(from_server(str(artifact["path"]), entry))
         return result
 
     @staticmethod
@@ -247,7 +249,10 @@ class OmniRTAdapter(Adapter):
 
     @staticmethod
     def _artifact(result: dict[str, Any], folder: Path) -> dict[str, Any]:
-        videos = [a for a in result.get("outputs", []) if a.get("kind") == "video"]
+        outputs = result.get("outputs")
+        # Whatever answers at OmniRT's address is not trusted to send the shape it should.
+        listed = outputs if isinstance(outputs, list) else []
+        videos = [a for a in listed if isinstance(a, dict) and a.get("kind") == "video"]
         if not videos:
             raise AdapterError(
                 "output_missing", f"OmniRT returned no video (outputs: {result.get('outputs')})."

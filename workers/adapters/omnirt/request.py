@@ -40,15 +40,19 @@ PARAM_KEYS = (
 TEXT2VIDEO_INPUTS = ("num_frames", "fps")
 
 
-def request_config(entry: OmniRTEntry, requested: dict[str, Any]) -> dict[str, Any]:
+def request_config(entry: OmniRTEntry, requested: dict[str, Any], *, model: str) -> dict[str, Any]:
     """The config sent to OmniRT: the request's keys, with the deployment's winning every key it sets.
 
-    The API refuses keys off the allow-list when a job is submitted; a job queued before that
-    rule (or written to the queue by other means) is refused here too.
+    The API refuses keys off the allow-list (or off ``model``'s part of it) and keys of job parameters
+    when a job is submitted; a job queued before those rules (or written to the queue by other
+    means) is refused here too.
     """
-    refused = omnirt_refused_config_keys(requested)
+    if not isinstance(requested, dict):
+        raise AdapterError("invalid_parameters", "config must be a JSON object.")
+    allowed = entry.request_keys(str(model))
+    refused = omnirt_refused_config_keys(requested, allowed)
     if refused:
-        raise AdapterError("invalid_parameters", omnirt_refusal(refused))
+        raise AdapterError("invalid_parameters", omnirt_refusal(refused, allowed))
     return {**requested, **entry.config}
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from workers.adapters.base import AdapterError
+from workers.media.audio_cap import FALLBACK_MAX_AUDIO_S
 
 SAMPLE_RATE = 16000
 N_FFT = 512
@@ -30,13 +31,16 @@ DECODE_TIMEOUT_S = 120.0
 MIN_DURATION_S = 0.1
 
 
-def decode_audio(path: Path, ffmpeg: str = "ffmpeg") -> np.ndarray:
-    """Decode any audio ffmpeg reads to 16 kHz mono float32 samples in [-1, 1].
+def decode_audio(
+    path: Path, ffmpeg: str = "ffmpeg", *, max_seconds: float = FALLBACK_MAX_AUDIO_S
+) -> np.ndarray:
+    """Decode any audio ffmpeg reads to 16 kHz mono float32 samples in [-1, 1], at most ``max_seconds``
+    of it (``workers.media.audio_cap``: a header that lies about the length cannot make it decode hours).
 
     Raises AdapterError("invalid_audio") when the file is not audio or holds (almost) nothing.
     """
     argv = [ffmpeg, "-nostdin", "-v", "error", "-i", str(path), "-vn", "-ac", "1", "-ar", str(SAMPLE_RATE)]
-    argv += ["-f", "f32le", "pipe:1"]
+    argv += ["-t", f"{max_seconds:.3f}", "-f", "f32le", "pipe:1"]
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=DECODE_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired as exc:

@@ -40,6 +40,7 @@ from workers.adapters.reference.talking_head_motion import (
     rest_frames,
 )
 from workers.adapters.reference.talking_head_render import PortraitRenderer
+from workers.media.audio_cap import audio_cap_s
 
 MAX_INPUT_PIXELS = 50_000_000
 MIN_SIDE = 32
@@ -80,7 +81,7 @@ def load_portrait(path: Any, max_size: int) -> np.ndarray:
         with warnings.catch_warnings():
             # A decompression bomb is a bad input, not a warning to log.
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as opened:
+            with Image.open(path, formats=["PNG", "JPEG", "WEBP"]) as opened:  # as the API checks
                 if opened.width * opened.height > MAX_INPUT_PIXELS:
                     raise AdapterError("invalid_image", "The image is too large (over 50 megapixels).")
                 image = flatten(ImageOps.exif_transpose(opened))
@@ -182,7 +183,7 @@ def _prepare(h: TalkingHeadHandle, inputs: JobInputs, ctx: RunContext, clock: St
     """Decode the speech, load the portrait, find the face, and open the video."""
     p = inputs.params
     fps = int(p["fps"])
-    samples = decode_audio(inputs.files["audio"], h.ffmpeg)
+    samples = decode_audio(inputs.files["audio"], h.ffmpeg, max_seconds=audio_cap_s(inputs.meta))
     duration = samples.size / SAMPLE_RATE
     num_frames = round(duration * fps)
     if num_frames < 1:

@@ -11,10 +11,11 @@ from pathlib import Path
 from jobservice.backends.flashhead import FlashHeadEntry
 from jobservice.backends.flashtalk import FlashTalkEntry
 from jobservice.fleet.placement import DeviceContext, pinning_env
-from jobservice.media.probe import ProbeError, probe_media
+from jobservice.media.probe import ProbeError, decoded_seconds
 from workers.adapters.base import AdapterError, JobInputs
 from workers.adapters.processes.child import ENV_SCRIPT_FAILED, last_lines
 from workers.adapters.processes.memory import is_out_of_memory
+from workers.media.audio_cap import FALLBACK_MAX_AUDIO_S
 
 
 @dataclass(frozen=True)
@@ -73,12 +74,11 @@ def input_audio_duration(inputs: JobInputs) -> float:
 
 
 def audio_duration(path: Path) -> float:
-    """Seconds of audio in ``path`` (ffprobe)."""
+    """Seconds of audio that ``path`` decodes to (not its header's claim), counted up to an hour."""
     try:
-        facts = probe_media(path)
+        duration = decoded_seconds(path, cap_s=FALLBACK_MAX_AUDIO_S)
     except ProbeError as exc:
         raise AdapterError("invalid_audio", f"The speech input cannot be read: {exc}") from exc
-    duration = facts.audio.duration_s if facts.audio and facts.audio.duration_s else facts.duration_s
     if not duration:
         raise AdapterError("invalid_audio", "The speech input has no duration.")
     return float(duration)

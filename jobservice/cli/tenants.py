@@ -1,0 +1,118 @@
+"""``jobservice tenants``: set and show a tenant's quota and retention overrides.
+
+A tenant needs no row to exist (its jobs and keys name it); a row only overrides the settings'
+defaults (``JOBSERVICE_QUOTA_*``, ``JOBSERVICE_RETENTION_HOURS``), and a key's own overrides win
+over the tenant's. 0 allows no jobs of that kind, except ``--requests-per-minute 0``: no rate limit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
+
+from jobservice.auth.keys import check_limits
+from jobservice.auth.principal import check_tenant
+from jobservice.db.engine import Database
+from jobservice.db.tables import Tenant, utcnow
+from jobservice.errors import DomainError
+from jobservice.quotas.limits import resolve_limits
+from jobservice.quotas.usage import tenant_usage
+from jobservice.settings import Settings
+
+
+@contextmanager
+def refusals() -> Iterator[None]:
+    """Refusals and an unreachable database as one-line errors (exit 1), not tracebacks."""
+    try:
+        yield
+    except DomainError as exc:
+        raise click.ClickException(f"{exc.code}: {exc.message}") from None
+    except OperationalError as exc:
+        hint = " (run `jobservice db upgrade`)" if "no such table" in str(exc.orig) else ""
+        raise click.ClickException(f"the jobs database is unavailable: {exc.orig}{hint}") from None
+
+
+@click.group("tenants")
+def tenants_group() -> None:
+    """Per-tenant quota and retention overrides."""
+
+
+@tenants_group.command("set")
+@click.argument("name")
+@click.option("--active-jobs", type=click.IntRange(min=0), help="Interactive jobs queued+running (0: none).")
+@click.option("--batch-jobs", type=click.IntRange(min=0), help="Jobs in one batch (0: no batches).")
+@click.option("--jobs-per-hour", type=click.IntRange(min=0), help="Jobs created per rolling hour.")
+@click.option("--requests-per-minute", type=click.IntRange(min=0), help="Per key (0: no rate limit).")
+@click.option("--retention-hours", type=click.FloatRange(min=0, min_open=True), help="Keep files this long.")
+@click.option("--clear", is_flag=True, help="Drop the existing overrides first (back to the defaults).")
+@click.option("--json", "as_json", is_flag=True)
+def set_command(name: str, clear: bool, as_json: bool, **values: Any) -> None:
+    """Create or update tenant NAME's overrides (options not given are kept, unless --clear)."""
+    settings = Settings()
+    with refusals():
+        tenant = check_tenant(name)
+        given = check_limits({k: v for k, v in values.items() if v is not None})
+        with Database(settings.resolved_database_url()).session() as session:
+            row = session.get(Tenant, tenant)
+            if row is None:
+                row = Tenant(name=tenant, limits={}, created_at=utcnow(), updated_at=utcnow())
+                session.add(row)
+            row.limits = {**({} if clear else dict(row.limits or {})), **given}
+            row.updated_at = utcnow()
+            shown = _describe(session, settings, tenant, row.limits)
+    _echo([shown], as_json, single=True)
+
+
+@tenants_group.command("show")
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True)
+def show_command(name: str | None, as_json: bool) -> None:
+    """Tenant NAME's limits (overrides marked) and usage; without NAME, every tenant with overrides."""
+    settings = Settings()
+    with refusals(), Database(settings.resolved_database_url()).session() as session:
+        if name is not None:
+            row = session.get(Tenant, check_tenant(name))
+            _echo(
+                [_describe(session, settings, name, dict(row.limits or {}) if row else {})],
+                as_json,
+                single=True,
+            )
+            return
+        rows = session.scalars(select(Tenant).order_by(Tenant.name))
+        shown = [_describe(session, settings, r.name, dict(r.limits or {})) for r in rows]
+    if not shown and not as_json:
+        click.echo("no tenant has overrides; every tenant has the defaults")
+        return
+    _echo(shown, as_json, single=False)
+
+
+def _describe(session: Any, settings: Settings, tenant: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    limits = resolve_limits(settings, tenant=overrides).as_dict()
+    return {
+        "tenant": tenant,
+        "overrides": overrides,
+        "limits": limits,
+        "usage": tenant_usage(session, tenant).as_dict(),
+    }
+
+
+def _echo(shown: list[dict[str, Any]], as_json: bool, *, single: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(shown[0] if single else shown, indent=2))
+        return
+    for entry in shown:
+        click.echo(f"tenant {entry['tenant']}")
+        for limit, value in entry["limits"].items():
+            mark = "  (override)" if limit in entry["overrides"] else ""
+            click.echo(f"  {limit:<20} {value}{mark}")
+        usage = entry["usage"]
+        click.echo(
+            f"  usage: {usage['active_jobs']} active jobs, {usage['active_batch_jobs']} active batch jobs, "
+            f"{usage['jobs_last_hour']} created in the last hour"
+        )

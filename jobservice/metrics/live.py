@@ -1,0 +1,112 @@
+"""What the service looks like right now: queues per model and workers online with their cards.
+
+Both are read at scrape time. The queue query touches only queued and running rows (the
+``status, created_at`` index), and the workers table holds one row per worker process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from jobservice.db.tables import Job, JobStatus, WorkerRecord
+from jobservice.fleet.placement import DeviceSpecError, parse_devices
+from jobservice.fleet.presence import online_workers
+
+
+@dataclass(frozen=True)
+class ModelQueue:
+    """One model's queued and running jobs."""
+
+    queued: int = 0
+    running: int = 0
+    oldest_queued_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Card:
+    """A card owned by an online worker, with its memory where the vendor tool reported it."""
+
+    hostname: str
+    devices: str
+    card: str
+    name: str
+    total_bytes: float | None
+    used_bytes: float | None
+
+
+@dataclass
+class Fleet:
+    """Online workers counted by card group and by model, and their cards."""
+
+    by_group: dict[tuple[str, str], int] = field(default_factory=dict)  # (devices, kind) -> workers
+    by_model: dict[str, int] = field(default_factory=dict)
+    cards: list[Card] = field(default_factory=list)
+
+
+def queues(session: Session, *, models: list[str], now: datetime) -> dict[str, ModelQueue]:
+    """Queued and running jobs per model (every catalog model appears, with zeros if idle)."""
+    found: dict[str, dict[str, Any]] = {m: {} for m in models}
+    query = (
+        select(Job.model, Job.status, func.count(), func.min(Job.created_at))
+        .where(Job.status.in_([JobStatus.QUEUED, JobStatus.RUNNING]))
+        .group_by(Job.model, Job.status)
+    )
+    for model, status, count, oldest in session.execute(query):
+        entry = found.setdefault(model, {})
+        if status == JobStatus.QUEUED:
+            entry["queued"] = int(count)
+            entry["oldest_queued_seconds"] = max(0.0, (now - oldest).total_seconds()) if oldest else 0.0
+        else:
+            entry["running"] = int(count)
+    return {model: ModelQueue(**entry) for model, entry in found.items()}
+
+
+def fleet(session: Session, *, stale_after_seconds: float, now: datetime) -> Fleet:
+    """Workers seen recently, by card group and model, with the cards they own."""
+    result = Fleet()
+    for worker in online_workers(session, stale_after_seconds=stale_after_seconds, now=now):
+        kind = worker.devices.split(":", 1)[0]
+        group = (worker.devices, kind)
+        result.by_group[group] = result.by_group.get(group, 0) + 1
+        for model in worker.models or []:
+            result.by_model[model] = result.by_model.get(model, 0) + 1
+        result.cards.extend(_cards_of(worker))
+    return result
+
+
+def _cards_of(worker: WorkerRecord) -> list[Card]:
+    """The worker's own cards from the host inventory it reported when it announced itself."""
+    try:
+        device = parse_devices(worker.devices)
+    except DeviceSpecError:
+        return []
+    host = (worker.info or {}).get("host") or {}
+    cards = []
+    for card in host.get("cards") or []:
+        if (
+            not isinstance(card, dict)
+            or card.get("kind") != device.kind
+            or card.get("index") not in device.indices
+        ):
+            continue
+        total, free = card.get("total_mb"), card.get("free_mb")
+        total_b = float(total) * 2**20 if isinstance(total, int | float) else None
+        used_b = (
+            total_b - float(free) * 2**20 if total_b is not None and isinstance(free, int | float) else None
+        )
+        cards.append(
+            Card(
+                hostname=worker.hostname,
+                devices=worker.devices,
+                card=f"{device.kind}:{card['index']}",
+                name=str(card.get("name") or ""),
+                total_bytes=total_b,
+                used_bytes=used_b,
+            )
+        )
+    return cards

@@ -1,0 +1,62 @@
+"""What a tenant is using now: its active jobs and the jobs it created in the last hour."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from jobservice.db.tables import Job, JobStatus, utcnow
+
+HOUR = timedelta(hours=1)
+ACTIVE_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A tenant's usage, counted from the jobs table."""
+
+    active_jobs: int  # interactive jobs queued or running (what ``active_jobs`` limits)
+    active_batch_jobs: int  # batch jobs queued or running (shown, not limited by active_jobs)
+    jobs_last_hour: int  # jobs created in the last hour, batch jobs included
+
+    def as_dict(self) -> dict[str, int]:
+        """The counts by name."""
+        return asdict(self)
+
+
+def count_active(session: Session, tenant: str, *, batch: bool = False) -> int:
+    """Jobs of ``tenant`` queued or running: interactive ones, or with ``batch`` those of batches."""
+    in_batch = Job.batch_id.is_not(None) if batch else Job.batch_id.is_(None)
+    query = select(func.count()).where(Job.tenant == tenant, Job.status.in_(ACTIVE_STATUSES), in_batch)
+    return int(session.scalar(query) or 0)
+
+
+def count_created_since(session: Session, tenant: str, since: datetime) -> int:
+    """Jobs of ``tenant`` created at or after ``since``."""
+    query = select(func.count()).where(Job.tenant == tenant, Job.created_at >= since)
+    return int(session.scalar(query) or 0)
+
+
+def nth_oldest_since(session: Session, tenant: str, since: datetime, n: int) -> datetime | None:
+    """When the ``n``-th oldest (1-based) job of ``tenant`` created since ``since`` was created."""
+    query = (
+        select(Job.created_at)
+        .where(Job.tenant == tenant, Job.created_at >= since)
+        .order_by(Job.created_at, Job.id)
+        .offset(max(0, n - 1))
+        .limit(1)
+    )
+    return session.scalar(query)
+
+
+def tenant_usage(session: Session, tenant: str, *, now: datetime | None = None) -> Usage:
+    """``tenant``'s current usage."""
+    now = now or utcnow()
+    return Usage(
+        active_jobs=count_active(session, tenant),
+        active_batch_jobs=count_active(session, tenant, batch=True),
+        jobs_last_hour=count_created_since(session, tenant, now - HOUR),
+    )

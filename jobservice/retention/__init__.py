@@ -1,0 +1,26 @@
+"""Retention and garbage collection: expired jobs' files, orphans, and log rotation.
+
+- ``sweep``: finished jobs past ``expires_at`` lose their files; their rows stay, marked.
+- ``orphans``: what dead processes and failed submissions left in the spool, scratch and store.
+- ``logs``: copy-truncate rotation of the ``*.log`` files under ``var/``.
+- ``gc``: all of it at once (``jobservice gc``) and the beat's periodic task.
+
+A domain package: it never imports the HTTP or CLI surfaces, nor ``jobservice.batches``.
+"""
+
+from jobservice.retention.gc import GcReport, PeriodicCollector, collect
+from jobservice.retention.logs import rotate_logs
+from jobservice.retention.orphans import OrphanResult, sweep_orphans
+from jobservice.retention.sweep import SweepResult, mark_expired, sweep_expired
+
+__all__ = [
+    "GcReport",
+    "OrphanResult",
+    "PeriodicCollector",
+    "SweepResult",
+    "collect",
+    "mark_expired",
+    "rotate_logs",
+    "sweep_expired",
+    "sweep_orphans",
+]

@@ -1,0 +1,91 @@
+#!/bin/sh
+# Used inside the images' build stages (docker/api.Dockerfile, docker/worker.Dockerfile):
+#
+#   build-venv.sh api              # /opt/jobservice: the project, no torch
+#   build-venv.sh worker FLAVOUR   # /opt/jobservice: the project + worker extra + torch for FLAVOUR
+#
+# Wheels come from /wheels (docker/wheelhouse/, filled on the host by docker/wheelhouse.sh) when it
+# holds any, with --no-index: no package index is asked. An empty wheelhouse: the index is used.
+# PIP_OFFLINE=1 forces the wheelhouse, PIP_OFFLINE=0 the index (wheels still preferred when found).
+# torch for cuda always comes from TORCH_INDEX_URL (the wheelhouse holds a CPU build); ascend uses
+# the wheelhouse's CPU torch when there is one, and torch-npu from it too (WITH_NPU=1
+# docker/wheelhouse.sh), else from the package index.
+set -eu
+what="$1"
+flavour="${2:-cpu}"
+VENV=/opt/jobservice
+TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
+TORCH_NPU_VERSION="${TORCH_NPU_VERSION:-$TORCH_VERSION}"
+
+have_wheels() { ls /wheels/*.whl >/dev/null 2>&1; }
+offline=0
+case "${PIP_OFFLINE:-auto}" in
+  1) offline=1 ;;
+  auto) if have_wheels; then offline=1; fi ;;
+esac
+pip() {
+  # $1 = install|wheel; the rest goes to pip. Offline: --no-index (setuptools for the build too).
+  sub="$1"; shift
+  if [ "$offline" = 1 ]; then
+    "$VENV/bin/python" -m pip "$sub" --no-cache-dir --no-index --find-links /wheels "$@"
+  else
+    "$VENV/bin/python" -m pip "$sub" --no-cache-dir --find-links /wheels "$@"
+  fi
+}
+echo "build-venv: $what ${flavour} (wheelhouse: $(find /wheels -maxdepth 1 -name "*.whl" | wc -l) wheels, offline=$offline)"
+
+python3 -m venv "$VENV"
+# The project's own wheel, built from the source in /src (setuptools from the wheelhouse or index).
+pip wheel --no-deps -w /tmp/dist /src
+project="$(ls /tmp/dist/jobservice-*.whl)"
+
+if [ "$what" = api ]; then
+  pip install "$project"
+  "$VENV/bin/python" -c "import jobservice.http.app, gunicorn"
+  exit 0
+fi
+
+torch_index() {
+  if [ -n "${TORCH_INDEX_URL:-}" ]; then echo "$TORCH_INDEX_URL"; return; fi
+  case "$flavour" in
+    cuda) echo "https://download.pytorch.org/whl/cu128" ;;
+    *) echo "https://download.pytorch.org/whl/cpu" ;; # cpu, and ascend (torch-npu brings the NPU side)
+  esac
+}
+case "$flavour" in
+  cpu)
+    if [ "$offline" = 1 ] || ls /wheels/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1; then
+      pip install "torch==$TORCH_VERSION"
+    else
+      "$VENV/bin/python" -m pip install --no-cache-dir --index-url "$(torch_index)" "torch==$TORCH_VERSION"
+    fi
+    ;;
+  cuda)
+    "$VENV/bin/python" -m pip install --no-cache-dir --index-url "$(torch_index)" "torch==$TORCH_VERSION"
+    ;;
+  ascend)
+    # torch-npu runs on the CPU build of torch: the wheelhouse's when it has one.
+    if ls /wheels/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1 && [ -z "${TORCH_INDEX_URL:-}" ]; then
+      pip install "torch==$TORCH_VERSION"
+    else
+      "$VENV/bin/python" -m pip install --no-cache-dir --index-url "$(torch_index)" "torch==$TORCH_VERSION"
+    fi
+    if ls /wheels/torch_npu-*.whl >/dev/null 2>&1; then
+      pip install "torch-npu==$TORCH_NPU_VERSION"
+    else
+      "$VENV/bin/python" -m pip install --no-cache-dir "torch-npu==$TORCH_NPU_VERSION"
+    fi
+    ;;
+  *) echo "build-venv: unknown FLAVOUR $flavour (cpu, cuda or ascend)" >&2; exit 2 ;;
+esac
+pip install "${project}[worker]"
+# torch must still be the one installed above (the worker extra's range admits it). On ascend,
+# torch would load torch_npu, which needs CANN's libraries: set_env.sh is only sourced when a
+# container starts (entrypoint.sh), so here the backend is left unloaded and only its presence
+# checked.
+if [ "$flavour" = ascend ]; then export TORCH_DEVICE_BACKEND_AUTOLOAD=0; fi
+"$VENV/bin/python" -c "
+import importlib.metadata as md
+import torch, numpy, cv2, jobservice, workers
+print('torch', torch.__version__, 'torch-npu', md.version('torch-npu') if '$flavour' == 'ascend' else '-')
+"

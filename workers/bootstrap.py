@@ -19,6 +19,7 @@ from jobservice.logs import install_on
 from jobservice.retention.orphans import sweep_orphans
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
+from workers import forkguard
 from workers.maintenance import Maintenance
 from workers.runtime import WorkerRuntime, default_node, versions
 from workers.tasks import register_tasks
@@ -72,6 +73,7 @@ class WorkerProcess:
         settings = self.services.settings
         node = os.environ.get("JOBSERVICE_WORKER_NODE")
         device = parse_devices(settings.worker_devices)
+        forkguard.install(self.services.db)  # before the maintenance thread's first query
         self.maintenance = Maintenance(
             self.services,
             worker_id=node or default_node(device),
@@ -87,7 +89,8 @@ class WorkerProcess:
         )
         self.maintenance.start()
         try:  # this host's leftovers of dead processes: spool, scratch, half-written store files
-            sweep_orphans(self.services, store=False)
+            with forkguard.guarded():
+                sweep_orphans(self.services, store=False)
         except Exception:  # noqa: BLE001 - housekeeping must never stop a worker from starting
             log.warning("the start-up orphan sweep failed", exc_info=True)
 

@@ -17,6 +17,7 @@ from jobservice.broker import BrokerInspector, send_job
 from jobservice.fleet.presence import announce_worker, retire_worker, touch_worker
 from jobservice.jobs.reaper import reap
 from jobservice.wiring import Services
+from workers.forkguard import guarded
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,8 @@ class Maintenance:
     def start(self) -> None:
         """Announce the worker and start the loop (which announces it later if the database is away)."""
         try:
-            self._announce()
+            with guarded():
+                self._announce()
         except Exception:  # noqa: BLE001 - the loop tries again; the reaper must run regardless
             log.warning("could not announce worker %s yet; will retry", self.worker_id, exc_info=True)
         self._thread.start()
@@ -102,7 +104,8 @@ class Maintenance:
         failing = False
         while not self._stop.wait(self.services.settings.reap_interval_seconds):
             try:
-                self.run_once()
+                with guarded():  # a pool child is never forked in the middle of this round
+                    self.run_once()
             except Exception as exc:  # noqa: BLE001 - keep reaping through database or broker hiccups
                 self._inspector = None
                 if not failing:  # the whole story once per outage, then one line per round

@@ -15,6 +15,8 @@ from jobservice.logs import install_on
 from jobservice.settings import Settings
 from jobservice.wiring import build_services
 
+log = logging.getLogger(__name__)
+
 
 def serve_api(settings: Settings, *, host: str, port: int, workers: int, threads: int) -> None:
     """Run the API under gunicorn's gthread worker (slow uploads don't time out a sync worker)."""
@@ -94,11 +96,11 @@ def exec_worker(
     serve, skipped = worker_plan(settings, device, models)
     catalog = build_services(settings).catalog
     for model, why in skipped.items():
-        print(f"worker {device.label}: not serving {model}: {why}", file=sys.stderr)
+        log.warning("worker %s: not serving %s: %s", device.label, model, why)
         spec = catalog.get(model)
         for name, path in spec.required_paths if spec else ():
             if not path_exists(path):  # the paths go to this operator's terminal, never to the API
-                print(f"    {name} = {path} (missing)", file=sys.stderr)
+                log.warning("worker %s:     %s = %s (missing)", device.label, name, path)
     if not serve:
         raise SystemExit(f"worker {device.label}: no model can be served on these devices")
     node = name or f"{device.label}@{socket.gethostname()}"
@@ -134,5 +136,9 @@ def exec_worker(
         "-O",
         "fair",
     ]
-    print(f"worker {device.label}: serving {', '.join(serve)}", file=sys.stderr, flush=True)
+    if settings.log_format == "json":
+        argv.insert(argv.index("worker"), "--quiet")  # Celery's banner is not a JSON line
+    log.info("worker %s: serving %s", device.label, ", ".join(serve))
+    for handler in logging.getLogger().handlers:
+        handler.flush()
     os.execvpe(argv[0], argv, env)  # noqa: S606 - argv is fully ours

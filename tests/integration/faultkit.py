@@ -97,7 +97,23 @@ def wait_until(
         time.sleep(0.1)
     states = [(str(j.id)[:8], j.status, j.stage, j.attempts) if j else None for j in jobs]
     logs = "\n".join(f"--- {w.name}\n{w.log_text()[-3000:]}" for w in stack.workers)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s; jobs {states}\n{logs}")
+    raise AssertionError(f"{what}: not within {timeout:.0f} s; jobs {states}\n{logs}\n{_who_holds_files()}")
+
+
+def _who_holds_files() -> str:
+    """File locks and live jobservice processes (why a database may be locked), for a failure message."""
+    try:
+        locks = Path("/proc/locks").read_text()
+    except OSError:
+        locks = "(no /proc/locks)"
+    procs = []
+    for proc in psutil.process_iter(["pid", "ppid", "status", "cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if "jobservice" in cmd or "celery" in cmd:
+            procs.append(
+                f"{proc.info['pid']} (parent {proc.info['ppid']}, {proc.info['status']}): {cmd[:160]}"
+            )
+    return "--- /proc/locks\n" + locks + "--- processes\n" + "\n".join(procs)
 
 
 def all_done(stack: Stack, job_ids: list[str], *, timeout: float) -> list[Job]:

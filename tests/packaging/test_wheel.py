@@ -7,6 +7,7 @@ the wheel alone, which the test checks before anything else.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -97,6 +98,11 @@ def test_installed_wheel_migrates_and_serves_pages(installed: Path, tmp_path: Pa
     env.update({"JOBSERVICE_VAR_DIR": str(tmp_path / "var"), "JOBSERVICE_BROKER_URL": clean_redis})
     out = _run([str(installed / "jobservice"), "db", "upgrade"], cwd=tmp_path, env=env)
     assert (tmp_path / "var").exists(), out
+    # `jobservice api` wants API keys by default: the wheel's own CLI makes one.
+    made = _run(
+        [str(installed / "jobservice"), "keys", "create", "--name", "wheel", "--json"], cwd=tmp_path, env=env
+    )
+    key = {"Authorization": f"Bearer {json.loads(made)['secret']}"}
     port = free_port()
     api = subprocess.Popen(
         [str(installed / "jobservice"), "api", "--port", str(port), "--workers", "1"],
@@ -115,17 +121,23 @@ def test_installed_wheel_migrates_and_serves_pages(installed: Path, tmp_path: Pa
                     break
             except requests.ConnectionError:
                 time.sleep(0.2)
-        home = requests.get(f"{base}/", timeout=10)
+        assert requests.get(f"{base}/jobs", timeout=10).status_code == 401
+        signin = requests.get(f"{base}/", timeout=10, allow_redirects=True)
+        assert signin.status_code == 200 and 'name="key"' in signin.text, signin.text[:500]
+        home = requests.get(f"{base}/", headers=key, timeout=10)
         assert home.status_code == 200 and "<form" in home.text, home.text[:500]
         css = requests.get(f"{base}/ui/static/style.css", timeout=10)
         assert css.status_code == 200 and css.text.strip()
         created = requests.post(
-            f"{base}/jobs", json={"task": "text2video", "prompt": "a kite", "num_frames": 9}, timeout=10
+            f"{base}/jobs",
+            json={"task": "text2video", "prompt": "a kite", "num_frames": 9},
+            headers=key,
+            timeout=10,
         )
         assert created.status_code == 202, created.text
-        page = requests.get(f"{base}/ui/jobs/{created.json()['id']}", timeout=10)
+        page = requests.get(f"{base}/ui/jobs/{created.json()['id']}", headers=key, timeout=10)
         assert page.status_code == 200 and created.json()["id"] in page.text
-        batches = requests.get(f"{base}/ui/batches", timeout=10)
+        batches = requests.get(f"{base}/ui/batches", headers=key, timeout=10)
         assert batches.status_code == 200 and "<html" in batches.text.lower()
         assert requests.get(f"{base}/ui/batches/static/batches.css", timeout=10).status_code == 200
     finally:

@@ -11,15 +11,20 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
+from typing import Any
 
 from jobservice.broker import BrokerInspector, send_job
-from jobservice.fleet.presence import announce_worker, retire_worker, touch_worker
+from jobservice.fleet.placement import inventory
+from jobservice.fleet.presence import announce_worker, refresh_host, retire_worker, touch_worker
 from jobservice.jobs.reaper import reap
 from jobservice.wiring import Services
 from workers.forkguard import guarded
 
 log = logging.getLogger(__name__)
+
+CARDS_EVERY_SECONDS = 60.0  # how often the cards' memory is read again (vendor tools: ~0.1 s each)
 
 
 class Maintenance:
@@ -37,6 +42,7 @@ class Maintenance:
         self._thread = threading.Thread(target=self._loop, name="jobservice-maintenance", daemon=True)
         self._inspector: BrokerInspector | None = None
         self._announced = False
+        self._cards_read_at = time.monotonic()
 
     def start(self) -> None:
         """Announce the worker and start the loop (which announces it later if the database is away)."""
@@ -82,8 +88,11 @@ class Maintenance:
         """One round: presence, then a reaper pass."""
         if not self._announced:
             self._announce()
+        host = self._host_if_due()
         with self.services.db.session() as session:
             touch_worker(session, self.worker_id)
+            if host is not None:
+                refresh_host(session, self.worker_id, host)
         result = reap(
             self.services.db,
             self._send,
@@ -99,6 +108,19 @@ class Maintenance:
                 len(result.resent),
                 len(result.unsent),
             )
+
+    def _host_if_due(self) -> dict[str, Any] | None:
+        """The host inventory read again (cards' free memory for /metrics), once a minute, on hosts
+        that have cards at all."""
+        host = self.info.get("host")
+        if not (isinstance(host, dict) and host.get("cards")):
+            return None
+        if time.monotonic() - self._cards_read_at < CARDS_EVERY_SECONDS:
+            return None
+        self._cards_read_at = time.monotonic()
+        fresh = inventory()
+        self.info["host"] = fresh
+        return fresh
 
     def _loop(self) -> None:
         failing = False

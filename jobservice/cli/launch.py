@@ -21,11 +21,21 @@ log = logging.getLogger(__name__)
 def serve_api(settings: Settings, *, host: str, port: int, workers: int, threads: int) -> None:
     """Run the API under gunicorn's gthread worker (slow uploads don't time out a sync worker)."""
     from gunicorn.app.base import BaseApplication
+    from gunicorn.glogging import Logger
 
     from jobservice.metrics.process import prepare_multiprocess, process_exited
 
     prepare_multiprocess()  # /metrics sums every worker process: before the app makes a metric
     from jobservice.http.app import create_app
+
+    class _OurFormat(Logger):
+        """gunicorn's logger with our format from its first line (the master's start-up too)."""
+
+        def setup(self, cfg: Any) -> None:
+            super().setup(cfg)
+            for log_ in (self.error_log, self.access_log):
+                for handler in log_.handlers:
+                    install_on(handler, settings.log_format)
 
     class _Gunicorn(BaseApplication):
         def load_config(self) -> None:
@@ -48,17 +58,14 @@ def serve_api(settings: Settings, *, host: str, port: int, workers: int, threads
                 "errorlog": "-",
                 "loglevel": settings.log_level.lower(),
                 "proc_name": "jobservice-api",
+                "logger_class": _OurFormat,
                 "child_exit": lambda _server, worker: process_exited(worker.pid),
             }
             for key, value in options.items():
                 self.cfg.set(key, value)
 
         def load(self) -> Any:
-            app = create_app(settings)
-            for name in ("gunicorn.error", "gunicorn.access"):  # gunicorn's own lines in our format too
-                for handler in logging.getLogger(name).handlers:
-                    install_on(handler, settings.log_format)
-            return app
+            return create_app(settings)
 
     _Gunicorn().run()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,9 +69,8 @@ def guard_auth(settings: Settings, host: str) -> None:
             "submit and read every job. Use JOBSERVICE_AUTH=keys (`jobservice keys create`), bind "
             "127.0.0.1, or set JOBSERVICE_AUTH_OFF_ANYWHERE=1 if something in front authenticates."
         )
-    click.echo(
-        f"auth is off: anyone who can reach {host} acts as admin (JOBSERVICE_AUTH=keys turns API keys on)",
-        err=True,
+    logging.getLogger("jobservice.cli").warning(
+        "auth is off: anyone who can reach %s acts as admin (JOBSERVICE_AUTH=keys turns API keys on)", host
     )
 
 

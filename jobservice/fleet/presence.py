@@ -51,6 +51,13 @@ def touch_worker(session: Session, worker_id: str) -> None:
         record.last_seen_at = utcnow()
 
 
+def refresh_host(session: Session, worker_id: str, host: dict[str, Any]) -> None:
+    """Replace the host inventory a worker reported (its cards' memory now) in its presence row."""
+    record = session.get(WorkerRecord, worker_id)
+    if record is not None:
+        record.info = {**dict(record.info or {}), "host": host, "host_at": utcnow().isoformat()}
+
+
 def retire_worker(session: Session, worker_id: str) -> None:
     """Mark a worker as stopped (clean shutdown)."""
     record = session.get(WorkerRecord, worker_id)

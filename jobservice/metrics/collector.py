@@ -68,12 +68,12 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     P + "model_workers_online": ("gauge", "Online workers serving each model.", ("model",)),
     P + "card_memory_total_bytes": (
         "gauge",
-        "Memory of each card an online worker owns (as reported when the worker started).",
+        "Memory of each card an online worker owns (as the worker last read it; every minute).",
         ("hostname", "devices", "card", "name"),
     ),
     P + "card_memory_used_bytes": (
         "gauge",
-        "Used memory of each card an online worker owns (as reported when the worker started).",
+        "Used memory of each card an online worker owns (as the worker last read it; every minute).",
         ("hostname", "devices", "card", "name"),
     ),
     P + "metrics_database_up": ("gauge", "1 if this scrape could read the database.", ()),

@@ -80,7 +80,7 @@ def fleet(session: Session, *, stale_after_seconds: float, now: datetime) -> Fle
 
 
 def _cards_of(worker: WorkerRecord) -> list[Card]:
-    """The worker's own cards from the host inventory it reported when it announced itself."""
+    """The worker's own cards from the host inventory it last reported (at start, then every minute)."""
     try:
         device = parse_devices(worker.devices)
     except DeviceSpecError:

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+import requests
 
+from tests.conftest import free_port
 from tests.integration.conftest import build_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -29,3 +35,35 @@ def test_json_worker_log_names_the_job_on_its_lines(tmp_path: Path) -> None:
         assert all(line["attempt"] == 1 for line in mine)
     finally:
         stack.close()
+
+
+def test_json_api_writes_only_json_lines_from_its_first_one(tmp_path: Path, clean_redis: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSERVICE_")}
+    env.update(
+        JOBSERVICE_VAR_DIR=str(tmp_path / "var"),
+        JOBSERVICE_BROKER_URL=clean_redis,
+        JOBSERVICE_LOG_FORMAT="json",
+        JOBSERVICE_AUTH="off",
+    )
+    me = [sys.executable, "-m", "jobservice.cli.main"]
+    subprocess.run([*me, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
+    port = free_port()
+    with (tmp_path / "api.log").open("wb") as out:
+        api = subprocess.Popen(
+            [*me, "api", "--port", str(port), "--workers", "2"], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                time.sleep(0.2)
+    finally:
+        api.terminate()
+        api.wait(timeout=30)
+    text = (tmp_path / "api.log").read_text()
+    lines = [line for line in text.splitlines() if line.strip()]
+    loggers = {json.loads(line)["logger"] for line in lines}  # raises on a line that is not JSON
+    assert {"gunicorn.error", "gunicorn.access", "jobservice.cli"} <= loggers, text[-2000:]

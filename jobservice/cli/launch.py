@@ -88,6 +88,17 @@ def worker_plan(
     return serve, skipped
 
 
+def _say_skipped(settings: Settings, device: DeviceContext, skipped: dict[str, str]) -> None:
+    """Tell the operator which models this worker will not serve, and the missing paths."""
+    catalog = build_services(settings).catalog
+    for model, why in skipped.items():
+        log.warning("worker %s: not serving %s: %s", device.label, model, why)
+        spec = catalog.get(model)
+        for name, path in spec.required_paths if spec else ():
+            if not path_exists(path):  # the paths go to this operator's terminal, never to the API
+                log.warning("worker %s:     %s = %s (missing)", device.label, name, path)
+
+
 def exec_worker(
     settings: Settings,
     *,
@@ -101,13 +112,7 @@ def exec_worker(
     """Pin the environment to ``devices`` and replace this process with a Celery worker."""
     device = parse_devices(devices)
     serve, skipped = worker_plan(settings, device, models)
-    catalog = build_services(settings).catalog
-    for model, why in skipped.items():
-        log.warning("worker %s: not serving %s: %s", device.label, model, why)
-        spec = catalog.get(model)
-        for name, path in spec.required_paths if spec else ():
-            if not path_exists(path):  # the paths go to this operator's terminal, never to the API
-                log.warning("worker %s:     %s = %s (missing)", device.label, name, path)
+    _say_skipped(settings, device, skipped)
     if not serve:
         raise SystemExit(f"worker {device.label}: no model can be served on these devices")
     node = name or f"{device.label}@{socket.gethostname()}"

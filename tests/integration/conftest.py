@@ -187,8 +187,9 @@ class Stack:
         self.services.db.dispose()
 
 
-def build_stack(tmp: Path, **overrides: object) -> Stack:
-    server = RedisServer(tmp / "redis")
+def build_stack(tmp: Path, *, server: RedisServer | None = None, **overrides: object) -> Stack:
+    """A stack on a private Redis (``server``, or one made under ``tmp``) with the fake zoo."""
+    server = server or RedisServer(tmp / "redis")
     server.start()
     settings = make_settings(
         tmp / "var", broker_url=server.url, catalog_extra=["tests.fakes.zoo:specs"], **overrides

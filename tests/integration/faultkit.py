@@ -23,13 +23,11 @@ import pytest
 import redis
 from sqlalchemy.exc import DBAPIError
 
-from jobservice.cli.embedded import exported, redis_binary
-from jobservice.db.migrate import upgrade
+from jobservice.cli.embedded import redis_binary
 from jobservice.db.tables import Job
 from jobservice.media.probe import probe_media
-from jobservice.wiring import build_services
-from tests.conftest import ROOT, free_port, make_settings
-from tests.integration.conftest import RedisServer, Stack, WorkerProcess
+from tests.conftest import free_port
+from tests.integration.conftest import RedisServer, Stack, WorkerProcess, build_stack
 
 TERMINAL = ("succeeded", "failed", "canceled")
 
@@ -62,16 +60,7 @@ class TcpRedisServer(RedisServer):
 
 def fault_stack(tmp: Path, server: RedisServer, **overrides: object) -> Stack:
     """A test stack (see tests/integration/conftest.py) on ``server``, with the fake zoo."""
-    server.start()
-    settings = make_settings(
-        tmp / "var", broker_url=server.url, catalog_extra=["tests.fakes.zoo:specs"], **overrides
-    )
-    upgrade(settings.resolved_database_url())
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSERVICE_")}
-    env.update({f"JOBSERVICE_{k.upper()}": v for k, v in exported(settings).items()})
-    env["JOBSERVICE_DATABASE_URL"] = settings.resolved_database_url()
-    env["PYTHONPATH"] = str(ROOT)
-    return Stack(tmp=tmp, redis=server, services=build_services(settings), env=env)
+    return build_stack(tmp, server=server, **overrides)
 
 
 def patient_job(stack: Stack, job_id: str) -> Job | None:

@@ -113,9 +113,14 @@ def test_gunicorn_workers_are_summed_and_survive_a_restart(
     base, folder, master = gunicorn_api
     if folder is not None:
         assert not (folder / "counter_999999.db").exists(), "the folder is emptied when the server starts"
-    healthz(base, 20)
+    # One booted worker can answer before the other has started: wait for both, then send.
+    deadline = time.monotonic() + 30
     first = {child.pid for child in master.children()}
+    while len(first) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        first = {child.pid for child in master.children()}
     assert len(first) == 2
+    healthz(base, 20)
     for pid in first:  # gunicorn replaces each worker; their counts must stay in the total
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 60

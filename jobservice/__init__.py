@@ -5,7 +5,8 @@ reaper), ``catalog`` (a leaf of data types), ``backends`` (one module per model 
 ``storage``, ``batches``, ``media`` (probe, uploads), ``reports`` (RunReport), ``fleet``
 (placement, worker presence); leaf modules ``settings``, ``errors``, ``logs``; ``wiring`` builds
 the collaborators every entry point shares and ``broker`` the Celery wiring (one queue per
-model). Surfaces: ``http`` (api/, web/) and ``cli``.
+model). Surfaces: ``http`` (api/, web/) and ``cli``; ``client`` is the Python client of the HTTP
+API (requests and pydantic only: the CLI's submit and status use it).
 
 Rules (checked by import-linter in ./scripts/test.sh): nothing here imports ``workers`` or torch;
 domain packages never import the surfaces; no import cycles.

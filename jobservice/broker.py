@@ -87,7 +87,19 @@ def _queue_keys(queue: str) -> list[str]:
     return [queue] + [f"{queue}{KOMBU_SEP}{step}" for step in PRIORITY_STEPS if step]
 
 
+_ID_KEY = b'"id": "'  # the task id in a kombu message's headers (json.dumps' default separators)
+
+
 def _job_id_of(raw: bytes | str) -> str | None:
+    # Fast path: the first '"id": "' of a message is its headers' task id (the body before it is
+    # base64, the other keys before it are not "id"); slicing it out is ~6x cheaper than parsing the
+    # ~1 kB message, which matters when the reaper reads a queue of 10,000 (scripts/bench_scale.py).
+    data = raw.encode() if isinstance(raw, str) else raw
+    at = data.find(_ID_KEY)
+    if at >= 0:
+        candidate = data[at + len(_ID_KEY) : at + len(_ID_KEY) + 37]
+        if len(candidate) == 37 and candidate[36:] == b'"' and candidate.count(b"-") == 4:
+            return candidate[:36].decode("ascii", "replace")
     try:
         payload: Any = json.loads(raw)
     except (ValueError, TypeError):

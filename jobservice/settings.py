@@ -7,11 +7,12 @@ Tests build ``Settings(...)`` directly instead of editing the environment.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -95,8 +96,30 @@ class Settings(BaseSettings):
     # --- API -----------------------------------------------------------------------------
     api_host: str = "127.0.0.1"
     api_port: int = 8000
+    api_access_log: Literal["all", "changes", "off"] = Field(
+        default="changes",
+        description="gunicorn's access log: every request, every request but successful reads "
+        "(GET/HEAD/OPTIONS under 400: polls, pages, downloads), or none; unhandled errors are "
+        "logged by the app either way.",
+    )
     api_workers: int = Field(default=2, ge=1)
-    api_threads: int = Field(default=8, ge=1)
+    # gthread threads per API process: a live stream or a Prefer wait holds one (see stream_limit);
+    # scripts/bench_streams.py measured 192 streams held by one process with 256 threads.
+    api_threads: int = Field(default=64, ge=1)
+    stream_heartbeat_seconds: float = Field(
+        default=15.0, gt=0, description="Live event streams send a keep-alive comment this often."
+    )
+    stream_max_seconds: float = Field(
+        default=45.0, gt=0, description="A live event stream is closed after this; clients resume it."
+    )
+    watch_interval_seconds: float = Field(
+        default=0.25, gt=0, description="How often an API process polls the jobs its streams watch."
+    )
+    stream_limit: int = Field(
+        default=0,
+        ge=0,
+        description="Streams and Prefer waits one API process holds at once; 0: 3/4 of api_threads.",
+    )
     public_base_url: str | None = None
     allowed_origins: list[str] = Field(
         default_factory=list,
@@ -153,6 +176,38 @@ class Settings(BaseSettings):
         default=30.0, gt=0, description="How often the beat finishes batches and resumes interrupted ones."
     )
     batch_history: int = Field(default=14, ge=2, le=365, description="Runs in a batch report's trend charts.")
+
+    # --- webhooks (jobservice.webhooks) -------------------------------------------------------
+    webhook_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated host names or addresses a webhook may target although they are "
+        "private or loopback, or over plain http (e.g. `hooks.internal,10.0.0.7`).",
+    )
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=60, description="Read timeout of a POST.")
+    webhook_retry_base_seconds: float = Field(
+        default=5.0, gt=0, description="First retry delay; later ones grow to 30 s, 2 min, 10 min, 1 h, 3 h."
+    )
+    webhook_retry_max_seconds: float = Field(default=3 * 3600.0, gt=0, description="Longest retry delay.")
+    webhook_retry_horizon_seconds: float = Field(
+        default=26 * 3600.0, gt=0, description="A delivery still failing this long after its event gives up."
+    )
+    webhook_sweep_seconds: float = Field(
+        default=1.0, gt=0, description="How often the beat looks for due (and stalled) deliveries."
+    )
+    webhook_claim_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="A delivery claimed this long ago without a result (its process died) is sent "
+        "again; keep it above the longest POST, 2 x (5 s + webhook_timeout_seconds).",
+    )
+
+    @field_validator("webhook_allowed_hosts", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):  # "a,b", or a JSON list (what child processes are given)
+            parts = json.loads(value) if value.lstrip().startswith("[") else value.split(",")
+            return [str(part).strip().lower() for part in parts if str(part).strip()]
+        return value
 
     @model_validator(mode="after")
     def _redelivery_after_timeout(self) -> Settings:

@@ -13,12 +13,22 @@ line, one JSON object:
   qc_x_realtime               media duration / time the gate added after the last frame
   qc_file_x_realtime          media duration / a one-pass file-mode gate over the same output
   stages                      median ms per stage
+  duty_cycle, gap_ms_p50      --duty-jobs small jobs (4 s talking heads at 384 px) queued at once for
+                              the one worker: sum of generate times / first claim → last finish,
+                              and p50 of (next claim − previous finish) (scripts/bench_lib/duty.py)
+  same_work_ratio             the FlashHead stand-in (generate_video.py, real flags, a 13 s clip,
+                              6.5 s of "compute") through a worker on a fake NPU card, claim →
+                              succeeded with the full file gate / the stand-in run alone;
+  omnirt_same_work_ratio      `omnirt generate` (0.1.0, cpu-stub, its own venv under var/) of the
+                              same stand-in / the stand-in alone (scripts/bench_lib/same_work.py)
+  loadavg_1m                  the machine's load at the start and the end (it is shared)
 
 Two job profiles (--profile): "seed" (default) sizes jobs like the users' benchmark documents, a
 10 s talking-head clip at 512 px and text2video at the catalog defaults (512x320, 49 frames, 20
 steps); "short" uses 4 s clips and smaller text2video jobs, where fixed costs weigh more.
 
-Usage: scripts/bench_overhead.py [--jobs 8] [--profile seed|short] [--keep]
+Usage: scripts/bench_overhead.py [--jobs 8] [--profile seed|short] [--duty-jobs 20]
+       [--same-work-runs 5] [--no-omnirt] [--keep]
 """
 
 from __future__ import annotations
@@ -26,12 +36,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -43,11 +50,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from jobservice.backends.deployment import default_catalog  # noqa: E402
-from jobservice.cli.embedded import Child, start_redis, wait_http  # noqa: E402
 from jobservice.db.engine import Database  # noqa: E402
-from jobservice.db.migrate import upgrade  # noqa: E402
 from jobservice.jobs.queries import get_job  # noqa: E402
+from scripts.bench_lib.duty import measure_duty, pct  # noqa: E402
+from scripts.bench_lib.same_work import SameWorkSite  # noqa: E402
+from scripts.bench_lib.stack import BenchStack  # noqa: E402
 from workers.validation import Expectation, validate_file  # noqa: E402
+
+# The duty cycle's small job: a 4 s talking head at 384 px (the short profile's audio2video).
+DUTY_JOB: dict[str, Any] = {"speech_seconds": 4.0, "max_size": 384}
 
 PROFILES: dict[str, dict[str, Any]] = {
     "seed": {
@@ -71,15 +82,6 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return round(ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo), 3)
-
-
 def submit(base: str, kind: str, speech: Path, portrait: Path, seed: int, profile: dict[str, Any]) -> str:
     if kind == "t2v":
         response = requests.post(f"{base}/jobs", json={**profile["t2v"], "seed": seed}, timeout=60)
@@ -100,7 +102,7 @@ def wait(base: str, job_id: str, timeout: float = 300) -> dict[str, Any]:
     while time.monotonic() < deadline:
         job = requests.get(f"{base}/jobs/{job_id}", timeout=10).json()
         if job["status"] in {"succeeded", "failed", "canceled"}:
-            return job  # type: ignore[no-any-return]
+            return job
         time.sleep(0.05)
     raise SystemExit(f"job {job_id} did not finish in {timeout}s")
 
@@ -144,68 +146,58 @@ def measure(db: Database, base: str, store_root: Path, job_id: str) -> dict[str,
     }
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--jobs", type=int, default=8, help="warm jobs per model")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="seed", help="job sizes")
+    parser.add_argument("--duty-jobs", type=int, default=20, help="jobs queued at once for the duty cycle")
+    parser.add_argument(
+        "--same-work-runs", type=int, default=5, help="runs of the FlashHead stand-in (0: skip)"
+    )
+    parser.add_argument("--no-omnirt", action="store_true", help="skip OmniRT's same-work ratio")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
-    args = parser.parse_args()
-    profile = PROFILES[args.profile]
+    return parser.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="jobservice-bench-"))
-    var = tmp / "var"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSERVICE_")}
-    redis_child, broker = start_redis(var, env)
-    db_url = f"sqlite:///{var / 'jobservice.db'}"
-    upgrade(db_url)
-    env.update(
-        {
-            "JOBSERVICE_VAR_DIR": str(var),
-            "JOBSERVICE_DATABASE_URL": db_url,
-            "JOBSERVICE_BROKER_URL": broker,
-            "JOBSERVICE_LOG_LEVEL": "WARNING",
-            "JOBSERVICE_AUTH": "off",  # loopback only, as under `jobservice up`
-            "PYTHONUNBUFFERED": "1",
-        }
+
+def speech_clip(folder: Path, seconds: float) -> Path:
+    """The sample speech looped to ``seconds``."""
+    out = folder / f"speech-{seconds:g}s.wav"
+    source = ROOT / "samples/speech.wav"
+    cmd = [
+        "ffmpeg",
+        "-v",
+        "error",
+        "-y",
+        "-stream_loop",
+        "4",
+        "-i",
+        str(source),
+        "-t",
+        str(seconds),
+        str(out),
+    ]
+    subprocess.run(cmd, check=True)
+    return out
+
+
+def main() -> None:
+    args = parse_args()
+    profile = PROFILES[args.profile]
+    load_before = round(os.getloadavg()[0], 2)  # a shared machine: say how busy it was
+    site = SameWorkSite.create() if args.same_work_runs else None
+    stack = BenchStack(
+        deployment=site.deployment if site else None,
+        keep=args.keep,
+        more_workers=[site.worker] if site else [],
     )
-    port = 18000 + os.getpid() % 1000
-    me = [sys.executable, "-m", "jobservice.cli.main"]
-    worker = Child(
-        "worker",
-        [*me, "worker", "--devices", "cpu", "--preload", "--loglevel", "WARNING"],
-        env,
-        var / "worker.log",
-    )
-    api = Child(
-        "api", [*me, "api", "--port", str(port), "--workers", "1", "--threads", "4"], env, var / "api.log"
-    )
-    children = [redis_child, worker, api]
-    base = f"http://127.0.0.1:{port}"
-    speech = tmp / "speech.wav"
-    subprocess.run(
-        [
-            "ffmpeg",
-            "-v",
-            "error",
-            "-y",
-            "-stream_loop",
-            "2",
-            "-i",
-            str(ROOT / "samples/speech.wav"),
-            "-t",
-            str(profile["speech_seconds"]),
-            str(speech),
-        ],
-        check=True,
-    )
+    speech = speech_clip(stack.tmp, profile["speech_seconds"])
     portrait = ROOT / "samples/portrait.png"
+    extra: dict[str, Any] = {}
     try:
-        worker.start()
-        api.start()
-        wait_http(f"{base}/healthz", api)
-        db = Database(db_url)
+        stack.start()
+        base, db = stack.base, stack.db
         for kind in ("t2v", "a2v"):  # warm-up (cold start excluded from the figures)
             job = wait(base, submit(base, kind, speech, portrait, 0, profile))
             assert job["status"] == "succeeded", job
@@ -215,13 +207,27 @@ def main() -> None:
                 time.sleep(0.2)  # let the worker go idle so dispatch is measured from an idle state
                 job = wait(base, submit(base, kind, speech, portrait, i + 1, profile))
                 assert job["status"] == "succeeded", job
-                rows[kind].append(measure(db, base, var / "objects", job["id"]))
+                rows[kind].append(measure(db, base, stack.store_root, job["id"]))
+        duty_speech = speech_clip(stack.tmp, DUTY_JOB["speech_seconds"])
+        extra["duty"] = measure_duty(
+            db,
+            submit=lambda i: submit(base, "a2v", duty_speech, portrait, 1000 + i, DUTY_JOB),
+            wait=lambda job_id: wait(base, job_id),
+            jobs=args.duty_jobs,
+        )
+        if site is not None:
+            extra["same_work"] = site.measure(stack, runs=args.same_work_runs, omnirt=not args.no_omnirt)
     finally:
-        for child in reversed(children):
-            child.stop(signal.SIGTERM, grace=10)
-        if not args.keep:
-            shutil.rmtree(tmp, ignore_errors=True)
+        stack.close()
+        if site is not None and not args.keep:
+            site.close()
+    print(json.dumps(summarize(args.profile, rows, extra, load_before)))
 
+
+def summarize(
+    profile: str, rows: dict[str, list[dict[str, float]]], extra: dict[str, Any], load_before: float
+) -> dict[str, Any]:
+    """Print the table; the last-line JSON object of every figure."""
     everything = rows["t2v"] + rows["a2v"]
     print(
         f"{'model':<6} {'claim p50':>10} {'tail p50':>9} {'overhead':>9} {'qc x rt':>8} {'file qc x rt':>12} {'gen ms':>8}"
@@ -233,8 +239,9 @@ def main() -> None:
             f" {statistics.median(d['qc_file_x_realtime'] for d in data):>12.1f} {statistics.median(d['generate_ms'] for d in data):>8.0f}"
         )
     stage_keys = sorted({k for d in everything for k in d if k.startswith("stage_")})
-    result = {
-        "profile": args.profile,
+    return {
+        "profile": profile,
+        "loadavg_1m": [load_before, round(os.getloadavg()[0], 2)],  # at the start and the end
         "jobs": len(everything),
         "submit_to_claim_ms_p50": pct([d["submit_to_claim_ms"] for d in everything], 0.5),
         "submit_to_claim_ms_p95": pct([d["submit_to_claim_ms"] for d in everything], 0.95),
@@ -257,8 +264,9 @@ def main() -> None:
             }
             for kind, data in rows.items()
         },
+        **extra.get("duty", {}),
+        **extra.get("same_work", {}),
     }
-    print(json.dumps(result))
 
 
 if __name__ == "__main__":

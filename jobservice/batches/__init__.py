@@ -8,7 +8,8 @@ states.py    BatchStatus and the compare-and-swap moves: the only code that sets
 service.py   creating, resuming, canceling and pinning batches
 finalize.py  when every job ended: results, baseline, comparison, environment
 compare.py   the per-case verdicts of a candidate batch against a baseline
-schemas.py   the JSON views of a batch (API, CLI)
+schemas.py   the JSON views of a batch (API, CLI), built from rows
+views.py     their shape: plain pydantic models (the Python client reads answers into them)
 render.py    the report as JSON, CSV and Markdown
 schedule.py  the control process (``jobservice beat``): nightly schedules and the finishing tick;
              beat_app.py is its Celery entry point

@@ -26,6 +26,7 @@ from jobservice.jobs.submit import resolve_model, validate_params
 from jobservice.media.uploads import FILE_CHECKS, CheckedUpload, SpoolFile
 from jobservice.settings import Settings
 from jobservice.storage import ObjectNotFound
+from jobservice.webhooks.targets import check_webhook
 from jobservice.wiring import Services
 
 
@@ -108,6 +109,11 @@ def plan_batch(
     which is also where paths resolve when the spec came without a file. ``tenant`` (a non-admin
     caller's) allows only store keys of that tenant's own jobs and batches as inputs.
     """
+    spec = loaded.spec
+    try:  # jobservice.webhooks.targets: https, or an allowed host; no private literal address
+        check_webhook(spec.webhook, spec.webhook_events_filter, services.settings.webhook_allowed_hosts)
+    except DomainError as exc:
+        raise SpecError(f"webhook: {exc.message}") from None
     plan = Plan(loaded=loaded, cases=[], tenant=tenant)
     try:
         for case in loaded.spec.cases:

@@ -32,6 +32,8 @@ from jobservice.broker import make_celery
 from jobservice.db.tables import Batch, utcnow
 from jobservice.retention import PeriodicCollector
 from jobservice.settings import Settings
+from jobservice.webhooks.tasks import beat_entries as webhook_beat_entries
+from jobservice.webhooks.tasks import register as register_webhook_tasks
 from jobservice.wiring import Services, build_services
 
 log = logging.getLogger(__name__)
@@ -112,6 +114,7 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             "options": {"queue": CONTROL_QUEUE, "expires": settings.gc_interval_seconds},
         },
     }
+    plan.update(webhook_beat_entries(settings))  # the webhook outbox sweep (jobservice.webhooks)
     for entry in parse_schedules(settings.batch_schedules):
         every = (
             cron_schedule(entry.cron) if entry.cron else schedule(timedelta(seconds=entry.every_seconds or 0))
@@ -265,6 +268,7 @@ def make_control_app(settings: Settings | None = None) -> Celery:
         """Finish ended batches, resume interrupted ones."""
         return tick(services)
 
+    register_webhook_tasks(app, services.db, settings)  # jobservice.deliver_webhook and the sweep
     collector = PeriodicCollector(services)
 
     @app.task(name=GC_TASK, ignore_result=True)

@@ -38,6 +38,7 @@ from jobservice.media.uploads import stored_upload
 from jobservice.quotas.admit import admit_jobs
 from jobservice.quotas.disk import check_free_space
 from jobservice.storage import StoreUnavailable
+from jobservice.webhooks.targets import event_filter
 from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,11 @@ def _batch_row(
         results={},
         tenant=principal.tenant,
         submitted_by=principal.key_id,
+        # Checked by plan_batch (jobservice.webhooks.targets).
+        webhook_url=loaded.spec.webhook or None,
+        webhook_events=event_filter(loaded.spec.webhook_events_filter or "start,completed")
+        if loaded.spec.webhook
+        else None,
     )
 
 

@@ -167,6 +167,8 @@ class BatchSpec(_Strict):
         default_factory=lambda: [MetricChoice(name=m) for m in DEFAULT_METRICS]
     )
     cases: list[CaseSpec] = Field(min_length=1, max_length=200)
+    webhook: str | None = Field(default=None, description="Where to POST batch.start / batch.completed.")
+    webhook_events_filter: list[str] | str | None = Field(default=None, description="start, completed.")
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -210,7 +212,11 @@ class LoadedSpec:
 
 def spec_digest(spec: BatchSpec) -> str:
     """sha256 of the spec's canonical JSON: comments and layout of the YAML do not change it."""
-    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    data = spec.model_dump(mode="json")
+    for name in ("webhook", "webhook_events_filter"):  # added later: a spec without them keeps its digest
+        if data.get(name) is None:
+            data.pop(name, None)
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from jobservice.batches.webhook_events import on_batch_move
 from jobservice.db.tables import Batch, utcnow
 
 
@@ -70,13 +71,16 @@ def still_creating(session: Session, batch_id: uuid.UUID) -> bool:
 
 def mark_running(session: Session, batch_id: uuid.UUID) -> bool:
     """Every slot has a job: the batch waits for them to end."""
-    return _cas(
+    moved = _cas(
         session,
         batch_id,
         sources=frozenset({BatchStatus.CREATING}),
         target=BatchStatus.RUNNING,
         values={"submitted_at": utcnow()},
     )
+    if moved:
+        on_batch_move(session, batch_id, kind="start")  # the webhook outbox, same transaction
+    return moved
 
 
 def mark_finished(
@@ -90,7 +94,7 @@ def mark_finished(
     error: str | None = None,
 ) -> bool:
     """Record a running batch's outcome, once (the tick, the API and the CLI may all try)."""
-    return _cas(
+    moved = _cas(
         session,
         batch_id,
         sources=frozenset({BatchStatus.RUNNING}),
@@ -104,17 +108,23 @@ def mark_finished(
             "finished_at": utcnow(),
         },
     )
+    if moved:
+        on_batch_move(session, batch_id, kind="completed")
+    return moved
 
 
 def mark_canceled(session: Session, batch_id: uuid.UUID, *, error: str | None = None) -> bool:
     """Stop a batch that has not finished; ``error`` says why when nobody asked for it."""
-    return _cas(
+    moved = _cas(
         session,
         batch_id,
         sources=frozenset({BatchStatus.CREATING, BatchStatus.RUNNING}),
         target=BatchStatus.CANCELED,
         values={"finished_at": utcnow(), "error": error},
     )
+    if moved:
+        on_batch_move(session, batch_id, kind="completed")
+    return moved
 
 
 def reopen(session: Session, batch_id: uuid.UUID) -> bool:

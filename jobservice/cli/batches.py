@@ -315,6 +315,7 @@ def beat_command(loglevel: str) -> None:
     import os
 
     from jobservice.batches.schedule import CONTROL_QUEUE, parse_schedules
+    from jobservice.webhooks.tasks import WEBHOOK_QUEUE
 
     settings = cli_services().settings
     try:
@@ -342,7 +343,7 @@ def beat_command(loglevel: str) -> None:
         "--pool",
         "solo",
         "--queues",
-        CONTROL_QUEUE,
+        f"{CONTROL_QUEUE},{WEBHOOK_QUEUE}",  # webhook deliveries (jobservice.webhooks) too
         "--hostname",
         "control@%h",
         "--loglevel",

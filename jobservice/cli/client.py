@@ -1,18 +1,23 @@
-"""``jobservice submit`` and ``jobservice status``: a small HTTP client of the API."""
+"""``jobservice submit`` and ``jobservice status``: the CLI's side of ``jobservice.client``.
+
+The calls go through ``jobservice.client.Client`` (retries, idempotency keys, the live stream with
+polling as the fallback); this module turns its refusals into one-line CLI errors and draws the
+progress line and the summary people read.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import click
 import requests
 
-TERMINAL = {"succeeded", "failed", "canceled"}
+from jobservice.client import ApiError, Client, JobView, WaitTimeout
+
 MAIN_STAGES = ("queue_wait", "fetch", "load", "generate", "encode", "validate", "upload", "total")
 
 
@@ -20,21 +25,20 @@ class ClientError(click.ClickException):
     """An API refusal, shown as its code and sentence."""
 
 
-def auth_headers() -> dict[str, str]:
-    """``Authorization: Bearer`` from JOBSERVICE_API_KEY, when set (a service with API keys on)."""
-    key = os.environ.get("JOBSERVICE_API_KEY", "").strip()
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def _raise_for(response: requests.Response) -> None:
-    if response.status_code < 400:
-        return
+@contextlib.contextmanager
+def clear_errors(base_url: str) -> Iterator[None]:
+    """API refusals and unreachable servers as one-line CLI errors (exit 1), not tracebacks."""
     try:
-        error = response.json()["error"]
-        message = f"{response.status_code} {error['code']}: {error['message']}"
-    except (ValueError, KeyError, TypeError):
-        message = f"{response.status_code}: {response.text[:300]}"
-    raise ClientError(message)
+        yield
+    except ApiError as exc:
+        raise ClientError(str(exc)) from None
+    except requests.RequestException as exc:
+        raise ClientError(f"cannot reach {base_url}: {exc.__class__.__name__}") from None
+
+
+def client_for(base_url: str) -> Client:
+    """A client of the API at ``base_url``, with the key in JOBSERVICE_API_KEY when set."""
+    return Client(base_url, timeout=120.0)
 
 
 def submit(
@@ -47,49 +51,36 @@ def submit(
     audio: Path | None,
     idempotency_key: str | None = None,
 ) -> dict[str, Any]:
-    """POST /jobs: JSON for text2video, multipart when files are sent."""
-    headers = auth_headers()
-    if idempotency_key:
-        headers["Idempotency-Key"] = idempotency_key
-    url = f"{base_url.rstrip('/')}/jobs"
-    if image is None and audio is None:
-        body = {k: v for k, v in {"task": task, "model": model, **params}.items() if v is not None}
-        response = requests.post(url, json=body, headers=headers, timeout=60)
-    else:
-        fields = {k: str(v) for k, v in {"task": task, "model": model, **params}.items() if v is not None}
-        with contextlib.ExitStack() as stack:
-            files: dict[str, tuple[str, IO[bytes]]] = {}
-            for name, path in (("image", image), ("audio", audio)):
-                if path is not None:
-                    files[name] = (path.name, stack.enter_context(path.open("rb")))
-            response = requests.post(url, data=fields, files=files, headers=headers, timeout=300)
-    _raise_for(response)
-    return response.json()
+    """POST /jobs (JSON for text2video, multipart when files are sent), with an Idempotency-Key."""
+    with clear_errors(base_url), client_for(base_url) as api:
+        job = api.submit(
+            task=task, model=model, image=image, audio=audio, idempotency_key=idempotency_key, **params
+        )
+    return job.model_dump(mode="json")
 
 
 def get_job(base_url: str, job_id: str) -> dict[str, Any]:
     """GET /jobs/<id>."""
-    response = requests.get(f"{base_url.rstrip('/')}/jobs/{job_id}", headers=auth_headers(), timeout=30)
-    _raise_for(response)
-    return response.json()
+    with clear_errors(base_url), client_for(base_url) as api:
+        return api.get(job_id).model_dump(mode="json")
 
 
 def wait_for(base_url: str, job_id: str, *, timeout: float, show_progress: bool = True) -> dict[str, Any]:
-    """Poll until the job finishes, drawing a one-line progress bar on stderr."""
-    deadline = time.monotonic() + timeout
-    job = get_job(base_url, job_id)
-    shown = ""
-    while job["status"] not in TERMINAL:
-        if time.monotonic() > deadline:
-            raise ClientError(f"job {job_id} still {job['status']} after {timeout:.0f} s")
-        if show_progress:
-            shown = _draw(job, shown)
-        time.sleep(0.5)
-        job = get_job(base_url, job_id)
-    if show_progress:
-        _draw(job, shown)
+    """Follow the job until it ends (its live stream, or polling), drawing a progress line on stderr."""
+    shown = [""]
+
+    def draw(view: JobView) -> None:
+        shown[0] = _draw(view.model_dump(mode="json"), shown[0])
+
+    with clear_errors(base_url), client_for(base_url) as api:
+        try:
+            job = api.wait(job_id, timeout=timeout, on_update=draw if show_progress else None)
+        except WaitTimeout as exc:
+            status = getattr(exc.last, "status", "unfinished")
+            raise ClientError(f"job {job_id} still {status} after {timeout:.0f} s") from None
+    if show_progress and shown[0]:
         sys.stderr.write("\n")
-    return job
+    return job.model_dump(mode="json")
 
 
 def _draw(job: dict[str, Any], previous: str) -> str:
@@ -139,11 +130,5 @@ def describe(job: dict[str, Any], base_url: str) -> str:
 
 def download(base_url: str, job: dict[str, Any], dest: Path) -> Path:
     """Save the job's video to ``dest``."""
-    with requests.get(
-        f"{base_url.rstrip('/')}{job['links']['video']}", headers=auth_headers(), stream=True, timeout=120
-    ) as response:
-        _raise_for(response)
-        with dest.open("wb") as handle:
-            for block in response.iter_content(1 << 20):
-                handle.write(block)
-    return dest
+    with clear_errors(base_url), client_for(base_url) as api:
+        return api.download(job["id"], dest)

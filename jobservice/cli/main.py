@@ -14,6 +14,7 @@ from jobservice.cli.batches import batch_group, beat_command
 from jobservice.cli.gc import gc_command
 from jobservice.cli.keys import keys_group
 from jobservice.cli.tenants import tenants_group
+from jobservice.cli.webhooks import webhooks_group
 from jobservice.cli.workers import workers_command
 from jobservice.logs import configure_logging
 from jobservice.settings import Settings
@@ -191,12 +192,16 @@ def _coerce(raw: str) -> Any:
 @click.argument("job_id")
 @click.option("--url", default=DEFAULT_URL, show_default=True, envvar="JOBSERVICE_URL")
 @click.option("--json", "as_json", is_flag=True)
-def status(job_id: str, url: str, as_json: bool) -> None:
-    """Show one job."""
+@click.option("--follow", is_flag=True, help="Follow the job live until it ends (exit 1 unless succeeded).")
+@click.option("--timeout", default=3600.0, show_default=True, help="Seconds --follow waits.")
+def status(job_id: str, url: str, as_json: bool, follow: bool, timeout: float) -> None:
+    """Show one job (``--follow``: with a progress bar until it ends)."""
     from jobservice.cli import client
 
-    job = client.get_job(url, job_id)
+    job = client.wait_for(url, job_id, timeout=timeout) if follow else client.get_job(url, job_id)
     click.echo(json.dumps(job, indent=2) if as_json else client.describe(job, url))
+    if follow and job["status"] != "succeeded":
+        sys.exit(1)
 
 
 @cli.group()
@@ -280,6 +285,7 @@ cli.add_command(workers_command)
 cli.add_command(tenants_group)
 cli.add_command(gc_command)
 cli.add_command(keys_group)
+cli.add_command(webhooks_group)
 
 
 def main() -> None:

@@ -161,15 +161,23 @@ class Job(Base):
     # Retention (jobservice.retention): files are deleted after expires_at; the row stays, marked.
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     expired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Webhooks (jobservice.webhooks): where to POST events, and which ("start,completed").
+    webhook_url: Mapped[str | None] = mapped_column(Text)
+    webhook_events: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         Index("ix_jobs_created_at_id", "created_at", "id"),
-        Index("ix_jobs_status_created_at", "status", "created_at"),
-        Index("ix_jobs_model_status_priority_created_at", "model", "status", "priority", "created_at"),
+        # Migration 0006: listing pages and queue positions are index ranges (scripts/bench_scale.py).
+        Index("ix_jobs_status_created_at_id", "status", "created_at", "id"),
+        Index("ix_jobs_model_created_at_id", "model", "created_at", "id"),
+        Index(
+            "ix_jobs_model_status_priority_created_at_id", "model", "status", "priority", "created_at", "id"
+        ),
         Index("ix_jobs_status_lease_expires_at", "status", "lease_expires_at"),
         Index("ix_jobs_batch_id_batch_case_batch_repeat", "batch_id", "batch_case", "batch_repeat"),
+        Index("ix_jobs_batch_id_created_at_id", "batch_id", "created_at", "id"),
         Index("ix_jobs_tenant_created_at_id", "tenant", "created_at", "id"),
-        Index("ix_jobs_tenant_status", "tenant", "status"),
+        Index("ix_jobs_tenant_status_batch_id", "tenant", "status", "batch_id"),
         Index("ix_jobs_expires_at", "expires_at"),
         Index("ix_jobs_finished_at", "finished_at"),
     )
@@ -244,6 +252,8 @@ class Batch(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
     tenant: Mapped[str] = mapped_column(String(64), default="default", server_default="default")
     submitted_by: Mapped[str | None] = mapped_column(String(32))
+    webhook_url: Mapped[str | None] = mapped_column(Text)
+    webhook_events: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         Index("ix_batches_tenant_created_at", "tenant", "created_at"),
@@ -300,3 +310,46 @@ class JobCounterMark(Base):
 
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
     counted_until: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class WebhookSecret(Base):
+    """A tenant's webhook signing secret (``whsec_...``); the previous one signs too for a while."""
+
+    __tablename__ = "webhook_secrets"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    secret: Mapped[str] = mapped_column(String(128))
+    previous_secret: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    rotated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class WebhookDelivery(Base):
+    """One webhook event to deliver (the outbox); rows of one ``subject`` go out in ``id`` order."""
+
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    message_id: Mapped[str] = mapped_column(String(64), unique=True)
+    subject: Mapped[str] = mapped_column(String(64))  # "job:<id>" or "batch:<id>"
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, ForeignKey("jobs.id", ondelete="CASCADE"))
+    batch_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, ForeignKey("batches.id", ondelete="CASCADE"))
+    tenant: Mapped[str] = mapped_column(String(64))
+    event_type: Mapped[str] = mapped_column(String(32))
+    url: Mapped[str] = mapped_column(Text)
+    payload: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_status_code: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index("ix_webhook_deliveries_status_next_attempt_at", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_subject_id", "subject", "id"),
+        Index("ix_webhook_deliveries_job_id_id", "job_id", "id"),
+    )

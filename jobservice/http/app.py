@@ -6,8 +6,10 @@ from flask import Flask, Response
 
 from jobservice.catalog import Catalog
 from jobservice.http import web
-from jobservice.http.api import auth, bodies, cross_site, errors, jobs, metrics, quota, system
+from jobservice.http.api import auth, bodies, cross_site, errors, jobs, metrics, openai_videos, quota, system
 from jobservice.http.api import batches as batches_api
+from jobservice.http.api import streams as streams_api
+from jobservice.http.api import webhooks as webhooks_api
 from jobservice.http.web import batches as batches_web
 from jobservice.logs import configure_logging
 from jobservice.media.uploads import UploadRequest
@@ -48,7 +50,10 @@ def create_app(
     app.register_blueprint(jobs.bp)
     app.register_blueprint(system.bp)
     app.register_blueprint(batches_api.bp)
+    streams_api.init_app(app, services)  # live events and Prefer: wait share one watcher
     app.register_blueprint(quota.bp)
+    app.register_blueprint(openai_videos.bp)
+    app.register_blueprint(webhooks_api.bp)  # GET /jobs/<id>/webhooks
     app.register_blueprint(batches_web.bp)
     web.init_app(app)
     app.after_request(_nosniff)

@@ -3,13 +3,21 @@
 Read-only helpers over the jobs and job events tables; every change of status goes through
 ``jobservice.jobs.transitions``, and the lease and queue-message bookkeeping through
 ``jobservice.jobs.leases``.
+
+Queue order within a model is ``(priority, created_at, id)``. A position is a count of the queued
+rows before a job in that order, written as a row-value comparison so that it is one range of the
+index ``(model, status, priority, created_at, id)`` (migration 0006), counted from the index alone;
+a page of jobs gets all its positions from one query per model (``queue_positions``), not one
+count per row.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
+from datetime import datetime
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import ColumnElement, func, literal, select, tuple_
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobEvent, JobStatus
@@ -20,21 +28,59 @@ def get_job(session: Session, job_id: uuid.UUID) -> Job | None:
     return session.get(Job, job_id, populate_existing=True)
 
 
+def _queue_key(job: Job) -> tuple[int, datetime, uuid.UUID]:
+    return (job.priority, job.created_at, job.id)
+
+
+def _key_of(job: Job) -> ColumnElement[tuple[int, datetime, uuid.UUID]]:
+    """``job``'s place in queue order as SQL values typed like the columns (SQLite stores them as text)."""
+    columns = (Job.priority, Job.created_at, Job.id)
+    return tuple_(*(literal(v, c.type) for v, c in zip(_queue_key(job), columns, strict=True)))
+
+
+def _in_queue_of(model: str) -> list[ColumnElement[bool]]:
+    return [Job.model == model, Job.status == JobStatus.QUEUED]
+
+
+def _order() -> ColumnElement[tuple[int, datetime, uuid.UUID]]:
+    return tuple_(Job.priority, Job.created_at, Job.id)
+
+
+def count_ahead(session: Session, job: Job) -> int:
+    """How many queued jobs of ``job``'s model come before it in queue order (one index range)."""
+    ahead = select(func.count()).where(*_in_queue_of(job.model), _order() < _key_of(job))
+    return int(session.scalar(ahead) or 0)
+
+
 def queue_position(session: Session, job: Job) -> int:
     """How many queued jobs of the same model run before this one (0 = next)."""
-    ahead = select(func.count()).where(
-        Job.model == job.model,
-        Job.status == JobStatus.QUEUED,
-        Job.id != job.id,
-        or_(
-            Job.priority < job.priority,
-            and_(
-                Job.priority == job.priority,
-                or_(Job.created_at < job.created_at, and_(Job.created_at == job.created_at, Job.id < job.id)),
-            ),
-        ),
-    )
-    return int(session.scalar(ahead) or 0)
+    return count_ahead(session, job)
+
+
+def queue_positions(session: Session, jobs: Iterable[Job]) -> dict[uuid.UUID, int]:
+    """The queue position of every queued job in ``jobs`` (others are left out): one query per
+    model, adding to the count of jobs before the page's first one (in queue order) the ranks of
+    the page's jobs within the index range from its first to its last one."""
+    by_model: dict[str, list[Job]] = {}
+    for job in jobs:
+        if JobStatus(job.status) == JobStatus.QUEUED:
+            by_model.setdefault(job.model, []).append(job)
+    positions: dict[uuid.UUID, int] = {}
+    for model, queued in by_model.items():
+        queued.sort(key=_queue_key)
+        first, last = queued[0], queued[-1]
+        ahead = select(func.count()).where(*_in_queue_of(model), _order() < _key_of(first))
+        rank = func.row_number().over(order_by=(Job.priority, Job.created_at, Job.id)) - 1
+        span = (
+            select(Job.id, rank.label("rank"))
+            .where(*_in_queue_of(model), _order() >= _key_of(first), _order() <= _key_of(last))
+            .subquery()
+        )
+        wanted = [job.id for job in queued]
+        page = select(span.c.id, span.c.rank + ahead.scalar_subquery()).where(span.c.id.in_(wanted))
+        for job_id, place in session.execute(page):
+            positions[job_id] = int(place)
+    return positions
 
 
 def events_of(session: Session, job_id: uuid.UUID) -> list[JobEvent]:

@@ -7,73 +7,15 @@ import binascii
 import json
 import uuid
 from datetime import datetime
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import and_, or_, select
+from pydantic import BaseModel
+from sqlalchemy import literal, select, tuple_
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import Malformed
-from jobservice.jobs.queries import queue_position
-
-
-class ErrorView(BaseModel):
-    """A job's failure, in machine and human form."""
-
-    code: str
-    message: str
-
-
-class ValidationView(BaseModel):
-    """The output gate's verdict, summarised (the full findings are in the RunReport)."""
-
-    verdict: str
-    failed_checks: list[str] = Field(default_factory=list)
-    summary: dict[str, Any] = Field(default_factory=dict)
-
-
-class JobView(BaseModel):
-    """The public view of a job (``GET /jobs/<id>``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str
-    object: str = "job"
-    task: str
-    model: str
-    status: str
-    stage: str
-    progress: float
-    queue_position: int | None = Field(
-        default=None, description="Jobs ahead of this one (0 = next); queued only."
-    )
-    cancel_requested: bool = False
-    params: dict[str, Any]
-    inputs: dict[str, Any]
-    source: str
-    attempts: int
-    worker_id: str | None = None
-    created_at: datetime
-    claimed_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    updated_at: datetime | None = None
-    error: ErrorView | None = None
-    validation: ValidationView | None = None
-    warnings: list[str] = Field(
-        default_factory=list,
-        description="What the run did differently from the request (e.g. a preset the model's "
-        "checkout did not honour); details in the report's extra.",
-    )
-    timings: dict[str, Any] = Field(default_factory=dict)
-    cold_start: bool | None = None
-    tenant: str = "default"
-    expires_at: datetime | None = Field(
-        default=None, description="When the job's files (inputs, video, report, log) will be deleted."
-    )
-    expired: bool = Field(default=False, description="The files were deleted by retention; the row stays.")
-    links: dict[str, str]
+from jobservice.jobs.queries import queue_position, queue_positions
+from jobservice.jobs.views import ErrorView, JobView, ValidationView
 
 
 def job_view(job: Job, *, session: Session | None = None, position: int | None = None) -> JobView:
@@ -130,6 +72,21 @@ def job_view(job: Job, *, session: Session | None = None, position: int | None =
     )
 
 
+class JobList(BaseModel):
+    """A page of ``GET /jobs`` (and of a batch's jobs): serialized by pydantic in one pass."""
+
+    object: str = "list"
+    jobs: list[JobView]
+    next_cursor: str | None = None
+
+
+def job_views(session: Session, jobs: list[Job]) -> list[JobView]:
+    """Render a page of jobs; the queued ones' positions come from ``queue_positions`` (a few
+    queries for the page, not one count per queued row)."""
+    positions = queue_positions(session, jobs)
+    return [job_view(job, position=positions.get(job.id)) for job in jobs]
+
+
 def encode_cursor(job: Job) -> str:
     """An opaque cursor pointing just after ``job`` in newest-first order."""
     raw = json.dumps([job.created_at.isoformat(), str(job.id)]).encode()
@@ -169,7 +126,24 @@ def list_jobs(
         query = query.where(Job.model == model)
     if cursor:
         created, job_id = decode_cursor(cursor)
-        query = query.where(or_(Job.created_at < created, and_(Job.created_at == created, Job.id < job_id)))
+        # A row-value comparison: one range of the (…, created_at, id) indexes, however deep the page.
+        after = tuple_(literal(created, Job.created_at.type), literal(job_id, Job.id.type))
+        query = query.where(tuple_(Job.created_at, Job.id) < after)
     rows = list(session.scalars(query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)))
+    next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+    return rows[:limit], next_cursor
+
+
+def batch_jobs_page(
+    session: Session, batch_id: uuid.UUID, *, limit: int, cursor: str | None = None
+) -> tuple[list[Job], str | None]:
+    """A batch's jobs oldest first, ``limit`` at a time from ``cursor`` (one range of the index
+    ``(batch_id, created_at, id)``); the page and the cursor of the next one."""
+    query = select(Job).where(Job.batch_id == batch_id)
+    if cursor:
+        created, job_id = decode_cursor(cursor)
+        after = tuple_(literal(created, Job.created_at.type), literal(job_id, Job.id.type))
+        query = query.where(tuple_(Job.created_at, Job.id) > after)
+    rows = list(session.scalars(query.order_by(Job.created_at, Job.id).limit(limit + 1)))
     next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
     return rows[:limit], next_cursor

@@ -23,7 +23,6 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlalchemy.orm import Session
 
 from jobservice.auth.principal import Principal, anonymous
 from jobservice.broker import send_job
@@ -38,6 +37,7 @@ from jobservice.quotas.admit import admit_jobs
 from jobservice.quotas.disk import check_free_space
 from jobservice.quotas.limits import effective_limits
 from jobservice.storage import ObjectNotFound, StoreUnavailable
+from jobservice.webhooks.targets import check_webhook
 from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,10 @@ class Submission:
     stored_inputs: dict[str, str] | None = None
     # Already admitted against the tenant's quotas as part of a whole (a batch).
     admitted: bool = False
+    # Where to POST the job's events (jobservice.webhooks) and which: "start", "completed" (None:
+    # both). ``check_submission`` also takes them from ``params`` ("webhook", "webhook_events_filter").
+    webhook: str | None = None
+    webhook_events: str | list[str] | None = None
 
 
 def resolve_model(services: Services, task: str | None, model: str | None) -> ModelSpec:
@@ -156,7 +160,7 @@ def check_submission(services: Services, sub: Submission) -> Checked:
         spec = resolve_model(services, sub.task, sub.model)
     except DomainError as exc:
         return Checked(spec=None, params={}, problems=[exc])
-    problems: list[DomainError] = []
+    problems: list[DomainError] = _take_webhook(services, sub)
     params: dict[str, Any] = {}
     try:
         params = validate_params(spec, sub.params)
@@ -164,6 +168,19 @@ def check_submission(services: Services, sub: Submission) -> Checked:
         problems.append(exc)
     problems.extend(input_problems(spec, sub.uploads))
     return Checked(spec=spec, params=params, problems=problems)
+
+
+def _take_webhook(services: Services, sub: Submission) -> list[DomainError]:
+    """Move the webhook fields out of the parameters and check them (jobservice.webhooks.targets)."""
+    sub.webhook = sub.params.pop("webhook", sub.webhook)
+    sub.webhook_events = sub.params.pop("webhook_events_filter", sub.webhook_events)
+    try:
+        sub.webhook, sub.webhook_events = check_webhook(
+            sub.webhook, sub.webhook_events, services.settings.webhook_allowed_hosts
+        )
+    except DomainError as exc:
+        return [exc]
+    return []
 
 
 def _existing(services: Services, key: str, fingerprint: str, tenant: str) -> Job | None:
@@ -203,9 +220,7 @@ def submit_job(services: Services, sub: Submission, *, checked: Checked | None =
     job = _new_row(services, sub, spec, params, job_id=job_id, input_keys=input_keys, fingerprint=fingerprint)
     job.idempotency_key = key
     try:
-        with services.db.session() as session:
-            _admit(services, session, sub, job)
-            record_created(session, job, actor=sub.principal.actor)
+        _record_admitted(services, sub, job)
     except IntegrityError:
         _cleanup(services, prefix)
         if key:
@@ -261,18 +276,29 @@ def _new_row(
         batch_repeat=sub.batch_repeat,
         tenant=sub.principal.tenant,
         submitted_by=sub.principal.key_id,
+        webhook_url=sub.webhook,
+        webhook_events=sub.webhook_events if isinstance(sub.webhook_events, str) else None,
     )
 
 
-def _admit(services: Services, session: Session, sub: Submission, job: Job) -> None:
-    """Check the tenant's quotas in the inserting transaction (a batch's jobs were admitted with
-    their batch) and set how long the job keeps its files (the key's, tenant's or default retention)."""
+def _record_admitted(services: Services, sub: Submission, job: Job) -> None:
+    """Insert the job if the tenant's quotas allow it (a batch's jobs were admitted with their
+    batch), keeping its files as long as the key's, tenant's or default retention says.
+
+    The limits are read in their own short transaction (a read before a write would break SQLite's
+    write lock), then the row and its event are inserted, and only then is the tenant's admission
+    lock taken for the counts: it is held until commit, so everything before it runs in parallel
+    with the tenant's other submissions (scripts/bench_scale.py measured them queueing on it).
+    """
     settings = services.settings
-    if sub.admitted:
+    with services.db.session() as session:
         limits = effective_limits(session, settings, sub.principal)
-    else:
-        limits = admit_jobs(session, settings, sub.principal, 1)
     job.expires_at = job.created_at + timedelta(hours=limits.retention_hours)
+    with services.db.session() as session:
+        record_created(session, job, actor=sub.principal.actor)
+        if not sub.admitted:
+            session.flush()  # the row and its event, before the lock
+            admit_jobs(session, settings, sub.principal, 1, inserted=1, limits=limits)
 
 
 def _enqueue(services: Services, job: Job) -> None:
@@ -310,9 +336,16 @@ def _cleanup(services: Services, prefix: str) -> None:
 
 
 def resubmit_job(
-    services: Services, job: Job, *, source: str = "web", principal: Principal | None = None
+    services: Services,
+    job: Job,
+    *,
+    source: str = "web",
+    principal: Principal | None = None,
+    overrides: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
 ) -> Job:
-    """Submit ``job`` again as a new job: same model, parameters (seed included) and inputs.
+    """Submit ``job`` again as a new job: same model, parameters (seed included), inputs and
+    webhook; ``overrides`` replaces some parameters (a remix's new prompt).
 
     The stored inputs are copied to the new job's prefix through a temporary folder, so this works
     on any object store and the new job goes through ``submit_job`` like any other.
@@ -335,11 +368,14 @@ def resubmit_job(
         sub = Submission(
             task=job.task,
             model=job.model,
-            params=dict(job.params or {}),
+            params={**(job.params or {}), **(overrides or {})},
             uploads=uploads,
             source=source,
             priority=job.priority,
             principal=principal or anonymous(job.tenant),
+            idempotency_key=idempotency_key,
+            webhook=job.webhook_url,
+            webhook_events=job.webhook_events,
         )
         new_job, _ = submit_job(services, sub)
     return new_job

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 from jobservice.db.tables import TERMINAL_STATUSES, Job, JobEvent, JobStatus, Stage, utcnow
 from jobservice.jobs.leases import Owner
 from jobservice.jobs.queries import get_job
+from jobservice.jobs.webhook_events import on_transition
 
 # Owner is part of this module's signatures, so callers may import it from here too.
 __all__ = [
@@ -99,6 +100,7 @@ def _event(
             actor=actor or (f"worker:{worker_id}" if worker_id else "system"),
         )
     )
+    on_transition(session, job_id, to_status=to_status, attempt=attempt)  # webhook outbox rows
 
 
 def _cas(

@@ -57,16 +57,21 @@ def admit_jobs(
     *,
     batch: bool = False,
     now: datetime | None = None,
+    inserted: int = 0,
+    limits: Limits | None = None,
 ) -> Limits:
     """Admit ``count`` new jobs of ``principal``'s tenant, or raise TooMany (429 ``quota_exceeded``).
 
-    Call it in the transaction that inserts the rows, before the insert. ``batch=True`` admits a
-    whole batch (``count`` = cases x repeats). Returns the limits it applied (``retention_hours``
-    sets the new jobs' ``expires_at``).
+    Call it in the transaction that inserts the rows: before the insert, or after it with
+    ``inserted`` = how many of the ``count`` rows it already holds (they are then in the counts;
+    inserting first keeps the tenant's lock, held until commit, around the counts alone: a tenant's
+    submissions queue on it). ``batch=True`` admits a whole batch (``count`` = cases x repeats).
+    Returns the limits it applied (``retention_hours`` sets the new jobs' ``expires_at``);
+    ``limits``: the caller's ``effective_limits`` when it has them.
     """
     tenant = principal.tenant
     lock_tenant(session, tenant)
-    limits = effective_limits(session, settings, principal)
+    limits = limits or effective_limits(session, settings, principal)
     now = now or utcnow()
     if batch and count > limits.batch_jobs:
         raise _refusal(
@@ -80,7 +85,7 @@ def admit_jobs(
             count=count,
         )
     if not batch:
-        active = count_active(session, tenant)
+        active = count_active(session, tenant) - inserted
         if active + count > limits.active_jobs:
             raise _refusal(
                 principal,
@@ -92,14 +97,16 @@ def admit_jobs(
                 usage=active,
                 count=count,
             )
-    _admit_hourly(session, principal, limits, count, now)
+    _admit_hourly(session, principal, limits, count, now, inserted)
     return limits
 
 
-def _admit_hourly(session: Session, principal: Principal, limits: Limits, count: int, now: datetime) -> None:
+def _admit_hourly(
+    session: Session, principal: Principal, limits: Limits, count: int, now: datetime, inserted: int
+) -> None:
     tenant, cap = principal.tenant, limits.jobs_per_hour
     since = now - HOUR
-    used = count_created_since(session, tenant, since)
+    used = count_created_since(session, tenant, since) - inserted
     if used + count <= cap:
         return
     if count > cap:

@@ -300,3 +300,48 @@ def test_without_javascript_the_form_posts_and_pages_refresh(web_nojs: Session) 
         page.wait_for_timeout(500)
     assert page.locator("#result-video").count() == 1
     web_nojs.shot("11-nojs-succeeded")
+
+
+def _paths(urls: list[str]) -> list[str]:
+    from urllib.parse import urlsplit
+
+    return [urlsplit(url).path for url in urls]
+
+
+def test_job_page_follows_the_event_stream(web: Session) -> None:
+    page = web.page
+    seen: list[str] = []
+    page.on("request", lambda r: seen.append(r.url))
+    web.goto("/?task=text2video&model=fake-good")
+    page.fill("#f-prompt", "streamed")
+    page.fill("#f-num_frames", "80")
+    page.fill("#f-step_seconds", "0.05")
+    page.click("#submit-job")
+    page.wait_for_url(JOB_URL)
+    job_id = page.url.rsplit("/", 1)[1]
+    page.evaluate("window.__samePage = true")
+    web.wait_js("document.querySelector('#live').dataset.live === 'stream'")
+    web.wait_js("document.querySelector('#live progress').value > 0.1", 60)
+    assert page.evaluate("window.__samePage === true"), "progress must update without reloading"
+    assert web.wait_finished(60) == "succeeded"
+    paths = _paths(seen)
+    assert f"/jobs/{job_id}/stream" in paths
+    assert f"/jobs/{job_id}" not in paths, "the page followed the stream, it did not poll"
+    web.assert_clean()
+
+
+def test_job_page_polls_when_the_stream_fails(web: Session) -> None:
+    page = web.page
+    seen: list[str] = []
+    page.on("request", lambda r: seen.append(r.url))
+    page.route("**/stream", lambda route: route.abort())
+    web.goto("/?task=text2video&model=fake-good")
+    page.fill("#f-prompt", "polled")
+    page.fill("#f-num_frames", "60")
+    page.fill("#f-step_seconds", "0.05")
+    page.click("#submit-job")
+    page.wait_for_url(JOB_URL)
+    job_id = page.url.rsplit("/", 1)[1]
+    assert web.wait_finished(60) == "succeeded"
+    paths = _paths(seen)
+    assert f"/jobs/{job_id}/stream" in paths and f"/jobs/{job_id}" in paths  # tried, then polled

@@ -44,6 +44,7 @@ def test_json_api_writes_only_json_lines_from_its_first_one(tmp_path: Path, clea
         JOBSERVICE_BROKER_URL=clean_redis,
         JOBSERVICE_LOG_FORMAT="json",
         JOBSERVICE_AUTH="off",
+        JOBSERVICE_API_ACCESS_LOG="all",  # the default skips successful reads such as /healthz
     )
     me = [sys.executable, "-m", "jobservice.cli.main"]
     subprocess.run([*me, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)

@@ -47,17 +47,23 @@ def new_job(tenant: str) -> Job:
 
 
 # --- PostgreSQL: two submissions never both pass when one fits -------------------------------------
-def submit_one(db: Database, settings: Settings, principal: Principal) -> bool:
+def submit_one(db: Database, settings: Settings, principal: Principal, *, insert_first: bool) -> bool:
     try:
-        with db.session() as session:  # admission and insert in one transaction, as submit_job does
-            admit_jobs(session, settings, principal, 1)
-            record_created(session, new_job(principal.tenant))
+        with db.session() as session:  # admission and insert in one transaction
+            if insert_first:  # as submit_job does: the row, then the lock and the counts
+                record_created(session, new_job(principal.tenant))
+                session.flush()
+                admit_jobs(session, settings, principal, 1, inserted=1)
+            else:  # admission, then the insert
+                admit_jobs(session, settings, principal, 1)
+                record_created(session, new_job(principal.tenant))
     except TooMany:
         return False
     return True
 
 
-def test_concurrent_submissions_on_postgresql_admit_exactly_the_cap(pg_url: str) -> None:
+@pytest.mark.parametrize("insert_first", [False, True])
+def test_concurrent_submissions_on_postgresql_admit_exactly_the_cap(pg_url: str, insert_first: bool) -> None:
     settings = Settings(_env_file=None, database_url=pg_url, quota_active_jobs=4)  # type: ignore[call-arg]
     db = Database(pg_url)
     callers = [key(tenant="acme")] * 8 + [key(tenant="beta", active_jobs=2)] * 4
@@ -66,7 +72,7 @@ def test_concurrent_submissions_on_postgresql_admit_exactly_the_cap(pg_url: str)
 
     def run(principal: Principal) -> None:
         barrier.wait()
-        results[principal.tenant].append(submit_one(db, settings, principal))
+        results[principal.tenant].append(submit_one(db, settings, principal, insert_first=insert_first))
 
     threads = [threading.Thread(target=run, args=(p,)) for p in callers]
     for thread in threads:

@@ -174,3 +174,18 @@ def test_queued_job_with_a_stranded_cancel_request_is_canceled(db: Database) -> 
     result = reap(db, send, lambda queues: set(), resend_after_seconds=0)
     assert result.canceled == [str(job_id)] and send.sent == []
     assert status(db, job_id).status == JobStatus.CANCELED
+
+
+def test_lost_messages_are_resent_never_sent_first_then_in_queue_order(db: Database) -> None:
+    batch_old = new_job(db, priority=6, created_offset=-50)
+    young = new_job(db, created_offset=-10)
+    old = new_job(db, created_offset=-40)
+    never = new_job(db, priority=6, created_offset=-5)
+    live = new_job(db, created_offset=-60)
+    for job_id in (batch_old, young, old, live):
+        age_message(db, job_id)
+    with db.session() as s:
+        s.execute(update(Job).where(Job.id == never).values(enqueued_at=None))
+    send = Recorder()
+    reap(db, send, lambda queues: {str(live)}, resend_after_seconds=10)
+    assert send.sent == [str(never), str(old), str(young), str(batch_old)]

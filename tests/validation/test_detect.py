@@ -39,7 +39,10 @@ def test_filter_uses_every_policy_threshold() -> None:
         freeze_noise_db=-50,
         freeze_min_seconds=1.5,
     )
-    assert detector_filter(policy) == ("blackdetect=d=0.25:pix_th=0.08:pic_th=0.9,freezedetect=n=-50dB:d=1.5")
+    assert detector_filter(policy) == (
+        "scale=w='min(128,iw)':h=-2:flags=neighbor,"  # a point sample: detectors judge means
+        "blackdetect=d=0.25:pix_th=0.08:pic_th=0.9,freezedetect=n=-50dB:d=1.5"
+    )
 
 
 def test_black_at_eof_is_extended_and_open_freeze_closed() -> None:

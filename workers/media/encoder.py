@@ -27,7 +27,7 @@ from jobservice.reports.run_report import ProbeFacts, Segment
 from workers.media.commands import decoder_argv, encoder_argv
 from workers.media.detect import error_lines, parse_detections, parse_progress_frames
 from workers.media.fastprobe import PrestartedProbe
-from workers.media.procs import PipeReader, kill_and_reap, wait_with_rusage
+from workers.media.procs import PipeReader, kill_and_reap, wait_exit, wait_with_rusage
 
 _LOG_TAIL = 16384
 _DETECTOR_LOG = 4 * 2**20
@@ -190,7 +190,7 @@ class StreamingEncoder:
     def _wait_for_encoder(self, timeout: float) -> None:
         """The encoder's exit, which must be clean (else abort and say why)."""
         try:
-            enc_rc = self._encoder.wait(timeout)
+            enc_rc = wait_exit(self._encoder, timeout)
         except subprocess.TimeoutExpired:
             self.abort()
             raise EncoderError(f"the encoder did not finish within {timeout:g} s") from None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from jobservice.media.probe import ProbeError, ffmpeg_path, parse_probe_json
 from jobservice.reports.run_report import ProbeFacts
-from workers.media.procs import PipeReader, kill_and_reap
+from workers.media.procs import PipeReader, kill_and_reap, wait_exit
 
 
 class PrestartedProbe:
@@ -38,7 +38,7 @@ class PrestartedProbe:
         feeder = threading.Thread(target=self._feed, args=(Path(path),), name="probe-feed", daemon=True)
         feeder.start()
         try:
-            rc = self._proc.wait(timeout)
+            rc = wait_exit(self._proc, timeout)
         except subprocess.TimeoutExpired:
             raise ProbeError(f"Reading the file took longer than {timeout:g} s.") from None
         finally:

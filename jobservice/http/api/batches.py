@@ -34,7 +34,7 @@ from jobservice.http.api.auth import current_principal
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.jobs import services
 from jobservice.jobs.idempotency import parse_idempotency_key
-from jobservice.jobs.schemas import job_view
+from jobservice.jobs.schemas import batch_jobs_page, job_views
 
 bp = Blueprint("batches", __name__)
 
@@ -207,16 +207,26 @@ def show(batch_id: str) -> Response:
 
 @bp.get("/batches/<batch_id>/jobs")
 def jobs(batch_id: str) -> Response:
-    """Every job of the batch (retries included), oldest first."""
+    """The batch's jobs (retries included), oldest first: all of them, or with ``?limit=`` (1-1000)
+    a page at a time, the next one from ``next_cursor``."""
     batch = load_batch(batch_id)
+    raw_limit = request.args.get("limit")
+    if raw_limit is not None and not (raw_limit.isascii() and raw_limit.isdecimal()):
+        raise Invalid("invalid_limit", "limit must be a whole number from 1 to 1000.")
+    if raw_limit is not None and not 1 <= int(raw_limit) <= 1000:
+        raise Invalid("invalid_limit", "limit must be a whole number from 1 to 1000.")
+    next_cursor = None
     with services().db.session() as session:
-        rows = batch_jobs(session, batch.id)
+        if raw_limit is None:
+            rows = batch_jobs(session, batch.id)
+        else:
+            cursor = request.args.get("cursor") or None
+            rows, next_cursor = batch_jobs_page(session, batch.id, limit=int(raw_limit), cursor=cursor)
         views: list[dict[str, Any]] = []
-        for job in rows:
-            view = job_view(job, session=session).model_dump(mode="json")
-            view["batch"] = {"case": job.batch_case, "repeat": job.batch_repeat}
-            views.append(view)
-    return jsonify({"object": "list", "jobs": views})
+        for job, view in zip(rows, job_views(session, rows), strict=True):
+            place = {"batch": {"case": job.batch_case, "repeat": job.batch_repeat}}
+            views.append(view.model_dump(mode="json") | place)
+    return jsonify({"object": "list", "jobs": views, "next_cursor": next_cursor})
 
 
 @bp.get("/batches/<batch_id>/report")

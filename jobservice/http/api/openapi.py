@@ -25,9 +25,13 @@ from jobservice.http.api.doc import (
     refused,
 )
 from jobservice.http.api.metrics import METRICS_ROUTES
+from jobservice.http.api.openai_doc import OPENAI_MODELS, OPENAI_ROUTES
 from jobservice.http.api.openapi_batches import BATCH_MODELS, BATCH_ROUTES
+from jobservice.http.api.prefer import PREFER_WAIT
 from jobservice.http.api.quota import QUOTA_MODELS, QUOTA_ROUTES
+from jobservice.http.api.streams import STREAM_ROUTES
 from jobservice.http.api.submission import JobCreate
+from jobservice.http.api.webhooks import WEBHOOK_ROUTES
 from jobservice.jobs.schemas import JobView
 from jobservice.reports.run_report import RunReport
 
@@ -46,7 +50,14 @@ ERROR: Schema = {
         }
     },
 }
-MODELS: tuple[type[BaseModel], ...] = (JobView, RunReport, JobCreate, *BATCH_MODELS, *QUOTA_MODELS)
+MODELS: tuple[type[BaseModel], ...] = (
+    JobView,
+    RunReport,
+    JobCreate,
+    *BATCH_MODELS,
+    *QUOTA_MODELS,
+    *OPENAI_MODELS,
+)
 
 
 def _job_body(catalog: Catalog) -> Schema:
@@ -85,7 +96,7 @@ ROUTES: tuple[Route, ...] = (
         "post",
         "/jobs",
         "Submit a job",
-        parameters=(idempotency_key({"type": "string", "maxLength": 255}),),
+        parameters=(idempotency_key({"type": "string", "maxLength": 255}), PREFER_WAIT),
         body=_job_body,
         responses={
             "202": answer("Accepted; poll the Location.", "JobView"),
@@ -120,7 +131,7 @@ ROUTES: tuple[Route, ...] = (
         "get",
         JOB,
         "A job",
-        parameters=(in_path("job_id"),),
+        parameters=(in_path("job_id"), PREFER_WAIT),
         responses={"200": answer("The job.", "JobView"), "404": NO_JOB},
     ),
     Route(
@@ -207,7 +218,15 @@ def _components(catalog: Catalog) -> dict[str, Any]:
 def build_openapi(catalog: Catalog) -> dict[str, Any]:
     """The whole document for ``GET /openapi.json``: every route of the tables, every model's schema."""
     paths: dict[str, dict[str, Any]] = {}
-    for route in (*ROUTES, *BATCH_ROUTES, *QUOTA_ROUTES, *METRICS_ROUTES):
+    for route in (
+        *ROUTES,
+        *BATCH_ROUTES,
+        *QUOTA_ROUTES,
+        *METRICS_ROUTES,
+        *OPENAI_ROUTES,
+        *WEBHOOK_ROUTES,
+        *STREAM_ROUTES,
+    ):
         paths.setdefault(route.path, {})[route.method] = route.operation(catalog)
     return {
         "openapi": "3.1.0",

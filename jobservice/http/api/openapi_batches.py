@@ -89,9 +89,18 @@ BATCH_ROUTES: tuple[Route, ...] = (
     Route(
         "get",
         BATCH + "/jobs",
-        "The batch's jobs",
-        parameters=(in_path("batch_id"),),
-        responses={"200": answer("Jobs."), "404": NO_BATCH},
+        "The batch's jobs, oldest first: all, or with limit a page at a time (next_cursor)",
+        parameters=(
+            in_path("batch_id"),
+            in_query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
+            in_query("cursor"),
+        ),
+        responses={
+            "200": answer("Jobs, and the cursor of the next page (null on the last)."),
+            "400": refused("A cursor this API did not make (invalid_cursor)."),
+            "404": NO_BATCH,
+            "422": refused("limit is not a whole number from 1 to 1000 (invalid_limit)."),
+        },
     ),
     Route(
         "get",

@@ -9,6 +9,7 @@ can answer the first and the web form can show them all next to their inputs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from flask import Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -32,6 +33,12 @@ class JobCreate(BaseModel):
 
     task: str | None = Field(None, description="text2video (JSON) or audio2video (multipart).")
     model: str | None = Field(None, description="A model id from /models; the task's default if absent.")
+    webhook: str | None = Field(
+        None, description="An https URL to POST the job's events to (Standard Webhooks signatures)."
+    )
+    webhook_events_filter: Any = Field(
+        None, description='Which events: a list (or comma string) of "start", "completed"; default both.'
+    )
 
     def submission(self) -> Submission:
         """The submission this body asks for (every field, task and model included, as parameters)."""
@@ -65,7 +72,7 @@ def json_submission(request: Request) -> Submission:
     try:
         return JobCreate.model_validate(body).submission()
     except ValidationError as exc:
-        name = str(exc.errors()[0]["loc"][0])  # only task and model are typed
+        name = str(exc.errors()[0]["loc"][0])  # only task, model and webhook are typed
         raise Invalid(f"invalid_{name}", f"'{name}' must be a string.", field=name) from None
 
 

@@ -1,8 +1,9 @@
 """The jobs list (``/ui/jobs``), a job's page (``/ui/jobs/<id>``) and its cancel/resubmit buttons.
 
 Pages are complete without JavaScript (an unfinished job's page refreshes itself through a
-``<noscript>`` meta refresh); with it, ``static/app.js`` polls the JSON API (``GET /jobs/<id>``)
-or the list's rows fragment and updates progress in place.
+``<noscript>`` meta refresh); with it, ``static/app.js`` follows the job's event stream
+(``GET /jobs/<id>/stream``; it polls ``GET /jobs/<id>`` where the stream is unavailable) or polls
+the list's rows fragment, and updates progress in place.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from jobservice.http.web.charts import failed_first, stage_bar, timeline
 from jobservice.http.web.security import check_csrf
 from jobservice.http.web.wording import failure_text, queue_text, stage_text
 from jobservice.jobs.queries import events_of
-from jobservice.jobs.schemas import job_view, list_jobs
+from jobservice.jobs.schemas import job_view, job_views, list_jobs
 from jobservice.jobs.submit import resubmit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
 from jobservice.media.uploads import MIME_BY_EXTENSION
@@ -80,7 +81,8 @@ def _rows(query: ListQuery) -> tuple[list[dict[str, Any]], str | None]:
             cursor=query.cursor,
             tenant=current_principal().scope(),
         )
-        rows = [_row(job, job_view(job, session=session).model_dump()) for job in jobs]
+        views = job_views(session, jobs)
+        rows = [_row(job, view.model_dump()) for job, view in zip(jobs, views, strict=True)]
     return rows, next_cursor
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Flask, Request, flash, g, redirect, render_template, request, session, url_for
-from flask.sessions import SecureCookieSessionInterface
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 
 from jobservice.http.api.auth import SESSION_KEY_ID, forget_cached, principal_for_secret
 from jobservice.http.api.jobs import services
@@ -23,6 +23,13 @@ class SessionInterface(SecureCookieSessionInterface):
 
     def get_cookie_secure(self, app: Flask) -> bool:
         return bool(app.config.get("SESSION_COOKIE_SECURE")) or _is_https(request)
+
+    def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
+        # API calls carry no cookie: an empty session without building the signing serializer
+        # (7% of a GET /jobs/<id>; scripts/bench_poll.py). The same answer Flask gives them.
+        if app.secret_key and self.get_cookie_name(app) not in request.cookies:
+            return self.session_class()
+        return super().open_session(app, request)
 
 
 def _is_https(req: Request) -> bool:

@@ -1,7 +1,8 @@
 // jobservice web UI: progressive enhancement only. Every page works without this file.
 //  - new-job form: file previews, type/size/duration checks before upload, model switching,
 //    upload progress (XMLHttpRequest upload events), field errors from the server;
-//  - job page: live status from the JSON API (GET /jobs/<id>), seeking from the validation timeline;
+//  - job page: live status from the event stream (GET /jobs/<id>/stream), else by polling the JSON
+//    API (GET /jobs/<id>); seeking from the validation timeline;
 //  - jobs list: refreshes its rows while a job is unfinished.
 (function () {
   "use strict";
@@ -224,31 +225,69 @@
     return function () { clearTimeout(timer); };
   }
 
-  function initJob() {
-    const live = $("#live");
-    if (!live || live.dataset.terminal === "1") { initTimeline(); return; }
+  function showJob(live, job) {
+    // Draw a job view (the JSON of GET /jobs/<id>) into the page; true once the job has ended.
+    const pct = Math.round(job.progress * 100);
+    $all('[data-role="progress"]').forEach(function (p) { p.value = job.progress; p.textContent = pct + "%"; });
+    $('[data-role="percent"]', live).textContent = pct + "%";
+    const badge = $('[data-role="status"]');
+    badge.textContent = job.status;
+    badge.className = "badge badge-" + job.status;
+    $('[data-role="stage"]', live).textContent = job.cancel_requested
+      ? "Stopping (cancel requested)" : (STAGES[job.stage] || job.stage);
+    const q = job.queue_position;
+    $('[data-role="queue"]', live).textContent = q === null || q === undefined ? "" : (q === 0 ? " · next in line" : " · " + q + " ahead");
+    const cancel = $("#cancel-job");
+    if (cancel && job.cancel_requested) cancel.disabled = true;
+    return TERMINAL.includes(job.status);
+  }
+
+  function pollJob(live, firstDelay) {
+    live.dataset.live = "poll";
     poller(function () {
       return fetch(live.dataset.pollUrl, { headers: { Accept: "application/json" } }).then(function (r) {
         if (!r.ok) throw new Error("HTTP " + r.status);
         const after = Number(r.headers.get("X-Poll-After-Ms")) || 1000;
         return r.json().then(function (job) {
-          const pct = Math.round(job.progress * 100);
-          $all('[data-role="progress"]').forEach(function (p) { p.value = job.progress; p.textContent = pct + "%"; });
-          $('[data-role="percent"]', live).textContent = pct + "%";
-          const badge = $('[data-role="status"]');
-          badge.textContent = job.status;
-          badge.className = "badge badge-" + job.status;
-          $('[data-role="stage"]', live).textContent = job.cancel_requested
-            ? "Stopping (cancel requested)" : (STAGES[job.stage] || job.stage);
-          const q = job.queue_position;
-          $('[data-role="queue"]', live).textContent = q === null || q === undefined ? "" : (q === 0 ? " · next in line" : " · " + q + " ahead");
-          const cancel = $("#cancel-job");
-          if (cancel && job.cancel_requested) cancel.disabled = true;
-          if (TERMINAL.includes(job.status)) { location.reload(); return 0; }
+          if (showJob(live, job)) { location.reload(); return 0; }
           return after;
         });
       });
-    }, 500);
+    }, firstDelay);
+  }
+
+  function streamJob(live) {
+    // Live events (GET /jobs/<id>/stream). EventSource reconnects by itself when the server closes
+    // a long stream, resuming with Last-Event-ID; when it gives up, or keeps failing, we poll.
+    const source = new EventSource(live.dataset.streamUrl);
+    let failures = 0;
+    function onView(e) { showJob(live, JSON.parse(e.data)); }
+    ["status", "stage", "progress", "queue_position"].forEach(function (name) {
+      source.addEventListener(name, onView);
+    });
+    source.addEventListener("end", function (e) {
+      source.close();
+      showJob(live, JSON.parse(e.data));
+      location.reload();  // the finished page has the video, the checks and the report
+    });
+    source.addEventListener("open", function () {
+      failures = 0;  // the server closes long streams now and then: each reopening is a success
+      live.dataset.live = "stream";
+    });
+    source.addEventListener("error", function () {
+      failures += 1;
+      if (source.readyState === EventSource.CLOSED || failures >= 3) {
+        source.close();
+        pollJob(live, 500);
+      }
+    });
+  }
+
+  function initJob() {
+    const live = $("#live");
+    if (!live || live.dataset.terminal === "1") { initTimeline(); return; }
+    if (window.EventSource && live.dataset.streamUrl) streamJob(live);
+    else pollJob(live, 500);
   }
 
   function initTimeline() {

@@ -1,0 +1,44 @@
+"""The Python client of the jobservice API (needs only requests and pydantic: no Flask, no torch).
+
+    from jobservice.client import Client
+
+    with Client("http://127.0.0.1:8000") as api:  # api_key defaults to JOBSERVICE_API_KEY
+        job = api.submit_text2video(prompt="green hills", width=128, height=96)
+        job = api.wait(job.id, on_update=lambda j: print(j.status, j.progress))
+        api.download(job.id, "hills.mp4")
+
+http.py     transport: bearer key, ApiError, retries with backoff (Retry-After honoured)
+sse.py      the text/event-stream parser
+follow.py   waiting: the live stream, reconnecting with Last-Event-ID; polling when there is none
+jobs.py     /jobs calls; batches.py /batches calls; api.py the Client; models.py the typed answers
+"""
+
+from jobservice.client.api import Client
+from jobservice.client.http import ApiError, Backoff, WaitTimeout
+from jobservice.client.models import (
+    BatchJob,
+    BatchSlot,
+    BatchView,
+    CaseView,
+    ErrorView,
+    JobPage,
+    JobView,
+    Progress,
+    ValidationView,
+)
+
+__all__ = [
+    "ApiError",
+    "Backoff",
+    "BatchJob",
+    "BatchSlot",
+    "BatchView",
+    "CaseView",
+    "Client",
+    "ErrorView",
+    "JobPage",
+    "JobView",
+    "Progress",
+    "ValidationView",
+    "WaitTimeout",
+]

@@ -1,0 +1,209 @@
+"""How a job looks to an OpenAI Videos client: the ``video`` object, its list page and its errors.
+
+A video is a job (same row, same id); this module only renders it with the field names, types and
+status words of ``openai.types.Video``. Our statuses map as queued -> queued, running ->
+in_progress, succeeded -> completed, failed -> failed, and canceled -> failed with the error code
+``canceled`` (OpenAI has no canceled status; a client that polls must see the job end).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
+
+from jobservice.catalog import Catalog
+from jobservice.db.tables import Job, JobEvent, JobStatus
+from jobservice.errors import DomainError
+
+STATUS = {
+    JobStatus.QUEUED: "queued",
+    JobStatus.RUNNING: "in_progress",
+    JobStatus.SUCCEEDED: "completed",
+    JobStatus.FAILED: "failed",
+    JobStatus.CANCELED: "failed",
+}
+REMIX_DETAIL = "remix of "  # the job event that links a remix to its source video
+# OpenAI's error types by HTTP status; the SDK picks its exception class from the status alone.
+ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
+
+
+class VideoError(BaseModel):
+    """Why a video failed (``openai.types.VideoCreateError``)."""
+
+    code: str
+    message: str
+
+
+class VideoView(BaseModel):
+    """The ``video`` object of the OpenAI Videos API, for one job."""
+
+    id: str = Field(description="The job id (the same id works on /jobs).")
+    object: Literal["video"] = "video"
+    model: str
+    status: Literal["queued", "in_progress", "completed", "failed"]
+    progress: int = Field(ge=0, le=100)
+    created_at: int = Field(description="Unix seconds.")
+    completed_at: int | None = Field(default=None, description="Unix seconds; set once it ended.")
+    expires_at: int | None = Field(default=None, description="Unix seconds; its files are deleted then.")
+    prompt: str | None = None
+    size: str = Field(description="WxH pixels ('' when not known before the run).")
+    seconds: str = Field(description="Duration in seconds, as a string.")
+    error: VideoError | None = None
+    remixed_from_video_id: str | None = None
+
+
+class VideoList(BaseModel):
+    """A page of ``GET /v1/videos``."""
+
+    object: Literal["list"] = "list"
+    data: list[VideoView]
+    first_id: str | None = None
+    last_id: str | None = None
+    has_more: bool
+
+
+class VideoDeleted(BaseModel):
+    """``DELETE /v1/videos/{id}``."""
+
+    id: str
+    object: Literal["video.deleted"] = "video.deleted"
+    deleted: bool
+
+
+def quoted(raw: Any, limit: int = 64) -> str:
+    """A client's value as a refusal quotes it: cut short, so a refusal never echoes a large input, and
+    lone surrogates (valid in JSON escapes, not in UTF-8) replaced."""
+    text = str(raw).encode("utf-8", "replace").decode("utf-8")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _unix(at: datetime | None) -> int | None:
+    return int(at.timestamp()) if at is not None else None
+
+
+def format_seconds(value: float) -> str:
+    """A duration as OpenAI writes it: ``"4"``, or ``"2.5"`` when it is not whole (2 decimals)."""
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def clip_seconds(params: dict[str, Any], inputs: dict[str, Any]) -> str:
+    """The clip's length: frames over fps (within one frame of a whole second it is that second,
+    since Wan-style models make 4k+1 frames), else the speech's length for an audio-driven model."""
+    frames, fps = params.get("num_frames"), params.get("fps")
+    if isinstance(frames, int) and isinstance(fps, int | float) and fps > 0:
+        exact = frames / fps
+        whole = round(exact)
+        return format_seconds(whole if whole > 0 and abs(exact - whole) * fps <= 1 else exact)
+    duration = (inputs.get("audio") or {}).get("duration_s")
+    if isinstance(duration, int | float):
+        return format_seconds(float(duration))
+    return "0"
+
+
+def clip_size(params: dict[str, Any], inputs: dict[str, Any]) -> str:
+    """``WxH``: the parameters' when the model takes them, else the portrait's framing with its longest
+    side capped at ``max_size`` in multiples of 16 (as the talking-head models frame it)."""
+    width, height = params.get("width"), params.get("height")
+    if isinstance(width, int) and isinstance(height, int):
+        return f"{width}x{height}"
+    image = inputs.get("image") or {}
+    width, height = image.get("width"), image.get("height")
+    if not (isinstance(width, int) and isinstance(height, int)) or min(width, height) <= 0:
+        return ""
+    cap = params.get("max_size")
+    if isinstance(cap, int) and cap > 0:
+        scale = min(1.0, cap / max(width, height))
+        width, height = (min(cap, max(16, round(v * scale / 16) * 16)) for v in (width, height))
+    return f"{width}x{height}"
+
+
+def video_view(job: Job, *, remixed_from: str | None = None) -> VideoView:
+    """Render ``job`` as an OpenAI ``video`` object."""
+    status = JobStatus(job.status)
+    params, inputs = dict(job.params or {}), dict(job.input_meta or {})
+    error = None
+    if status == JobStatus.CANCELED:
+        error = VideoError(code="canceled", message=job.error_message or "The video was canceled.")
+    elif status == JobStatus.FAILED:
+        error = VideoError(code=job.error_code or "failed", message=job.error_message or "The run failed.")
+    progress = 100 if status == JobStatus.SUCCEEDED else int(round(float(job.progress or 0.0) * 100))
+    prompt = params.get("prompt")
+    return VideoView(
+        id=str(job.id),
+        model=job.model,
+        status=STATUS[status],  # type: ignore[arg-type]
+        progress=max(0, min(100, progress)),
+        created_at=_unix(job.created_at) or 0,
+        completed_at=_unix(job.finished_at) if status.is_terminal else None,
+        expires_at=_unix(job.expired_at or job.expires_at),  # once deleted: when they went
+        prompt=prompt if isinstance(prompt, str) else None,
+        size=clip_size(params, inputs),
+        seconds=clip_seconds(params, inputs),
+        error=error,
+        remixed_from_video_id=remixed_from,
+    )
+
+
+def remix_sources(session: Session, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The source video of each remix among ``job_ids`` (one query, from the remix's job event)."""
+    if not job_ids:
+        return {}
+    rows = session.execute(
+        select(JobEvent.job_id, JobEvent.detail).where(
+            JobEvent.job_id.in_(job_ids), JobEvent.detail.startswith(REMIX_DETAIL)
+        )
+    )
+    return {job_id: detail[len(REMIX_DETAIL) :] for job_id, detail in rows}
+
+
+def allowed_models(catalog: Catalog) -> str:
+    """The catalog ids, for a refusal that names them."""
+    return ", ".join(catalog.ids())
+
+
+def openai_error_body(error: DomainError, status: int) -> dict[str, Any]:
+    """``error`` in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``."""
+    param = error.field
+    if param is None and error.details:
+        param = str(error.details[0].get("field") or "") or None
+    kind = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    body: dict[str, Any] = {"message": error.message, "type": kind, "param": param, "code": error.code}
+    if error.details:
+        body["details"] = error.details
+    return {"error": body}
+
+
+def page_of_videos(
+    session: Session, *, tenant: str | None, after: Job | None, limit: int, order: str
+) -> tuple[list[Job], bool]:
+    """One page of jobs by creation time (``order`` asc or desc), those after ``after``; and whether
+    more follow. ``tenant`` None: every tenant's (an admin)."""
+    query = select(Job)
+    if tenant is not None:
+        query = query.where(Job.tenant == tenant)
+    if order == "asc":
+        if after is not None:
+            query = query.where(
+                or_(
+                    Job.created_at > after.created_at,
+                    and_(Job.created_at == after.created_at, Job.id > after.id),
+                )
+            )
+        query = query.order_by(Job.created_at.asc(), Job.id.asc())
+    else:
+        if after is not None:
+            query = query.where(
+                or_(
+                    Job.created_at < after.created_at,
+                    and_(Job.created_at == after.created_at, Job.id < after.id),
+                )
+            )
+        query = query.order_by(Job.created_at.desc(), Job.id.desc())
+    rows = list(session.scalars(query.limit(limit + 1)))
+    return rows[:limit], len(rows) > limit

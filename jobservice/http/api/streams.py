@@ -1,0 +1,284 @@
+"""Live events: ``GET /jobs/<id>/stream`` and ``GET /batches/<id>/stream`` (Server-Sent Events).
+
+A stream starts with a ``retry:`` line, then sends the full view (the same JSON as ``GET``) as
+``status`` (first, and whenever the status changes), ``stage``, ``progress`` or ``queue_position``
+events; when the job or batch has ended it sends ``end`` with the final view and closes. Each
+event's ``id`` is a resume token: a client that reconnects with ``Last-Event-ID`` (or
+``?last_event_id=``) is not sent a state it already has. A ``: keep-alive`` comment goes out
+every ``stream_heartbeat_seconds`` so that proxies keep the connection open.
+
+Under gunicorn's gthread worker an open stream holds one of the process's threads, so a stream
+lives at most ``stream_max_seconds`` and then closes without ``end``: the browser's EventSource
+(and our client) reconnects with ``Last-Event-ID`` after ``retry`` ms. Streams wait on the
+process's ``Watcher`` (one database query per interval for all of them), never on a query each.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Blueprint, Flask, Response, current_app, request
+
+from jobservice.batches.finalize import refresh_batch
+from jobservice.batches.schemas import batch_view
+from jobservice.batches.states import BatchStatus
+from jobservice.errors import Unavailable
+from jobservice.http.api.batches import load_batch
+from jobservice.http.api.doc import Route, in_path, in_query, refused
+from jobservice.http.api.jobs import load_job, services
+from jobservice.http.api.prefer import Holds, holds_of, install_watcher, watcher_of
+from jobservice.jobs.queries import get_job
+from jobservice.jobs.schemas import job_view
+from jobservice.jobs.watch import (
+    BatchState,
+    JobState,
+    Kind,
+    State,
+    Watcher,
+    batch_state_from_token,
+    job_state_from_token,
+    job_state_of,
+)
+from jobservice.wiring import Services
+
+bp = Blueprint("streams", __name__)
+log = logging.getLogger(__name__)
+
+_SSE = {"text/event-stream": {"schema": {"type": "string"}}}
+_RESUME = (
+    {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string"}},
+    in_query("last_event_id", description="The same as the Last-Event-ID header."),
+)
+_BUSY = refused("The process holds stream_limit streams already (too_many_streams); see Retry-After.")
+STREAM_ROUTES: tuple[Route, ...] = (
+    Route(
+        "get",
+        "/jobs/{job_id}/stream",
+        "A job's live events (Server-Sent Events: status, stage, progress, queue_position, end)",
+        parameters=(in_path("job_id"), *_RESUME),
+        responses={
+            "200": {"description": "Events, each with the full JobView as data.", "content": _SSE},
+            "404": refused("No such job (job_not_found)."),
+            "503": _BUSY,
+        },
+    ),
+    Route(
+        "get",
+        "/batches/{batch_id}/stream",
+        "A batch's live events (Server-Sent Events: status, progress, end)",
+        parameters=(in_path("batch_id"), *_RESUME),
+        responses={
+            "200": {"description": "Events, each with the full BatchView as data.", "content": _SSE},
+            "404": refused("No such batch (batch_not_found)."),
+            "503": _BUSY,
+        },
+    ),
+)
+
+RETRY_MS = 1000
+KEEP_ALIVE = ": keep-alive\n\n"
+Shown = tuple[State, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How often a stream sends a keep-alive, and how long it may stay open."""
+
+    heartbeat: float
+    life: float
+    retry_ms: int = RETRY_MS
+
+
+def format_event(name: str, data: Any, *, event_id: str | None = None) -> str:
+    """One SSE event: ``id``, ``event`` and a one-line JSON ``data`` field, then a blank line."""
+    lines = [f"id: {event_id}"] if event_id else []
+    # ASCII JSON: no character a client's line splitting might take for a line end (U+2028, U+0085).
+    lines += [f"event: {name}", "data: " + json.dumps(data, separators=(",", ":"))]
+    return "\n".join(lines) + "\n\n"
+
+
+def job_event_name(before: State | None, after: State) -> str | None:
+    """The event a job's change from ``before`` to ``after`` is sent as; None when nothing changed."""
+    if not isinstance(before, JobState) or not isinstance(after, JobState):
+        return "status"
+    if (before.status, before.cancel_requested, before.attempts) != (
+        after.status,
+        after.cancel_requested,
+        after.attempts,
+    ):
+        return "status"
+    if before.stage != after.stage:
+        return "stage"
+    if before.progress != after.progress:
+        return "progress"
+    if before.queue_position != after.queue_position:
+        return "queue_position"
+    return None
+
+
+def batch_event_name(before: State | None, after: State) -> str | None:
+    """The event a batch's change is sent as: ``status``, else ``progress``; None when unchanged."""
+    if (
+        not isinstance(before, BatchState)
+        or not isinstance(after, BatchState)
+        or before.status != after.status
+    ):
+        return "status"
+    return "progress" if before != after else None
+
+
+@dataclass(frozen=True)
+class Feed:
+    """What one stream follows: a watched row, how to render it, name its changes and see its end."""
+
+    kind: Kind
+    ident: uuid.UUID
+    render: Callable[[State], Shown | None]
+    name_of: Callable[[State | None, State], str | None]
+    ended: Callable[[State], bool]
+
+
+def live_events(
+    watcher: Watcher, feed: Feed, *, last: State | None, limits: Limits
+) -> Generator[str, None, None]:
+    """The text of a stream: events for each change after ``last`` (the client's state), keep-alives,
+    ``end`` once ended; it returns after ``limits.life`` seconds at the latest."""
+    yield f"retry: {limits.retry_ms}\n\n"
+    started = beat = time.monotonic()
+    with watcher.watching(feed.kind, feed.ident):
+        polled = watcher.current(feed.kind, feed.ident)
+        while polled is not None:
+            if polled != last or feed.ended(polled):
+                shown = feed.render(polled)
+                if shown is None:
+                    return
+                state, view = shown
+                name = feed.name_of(last, state)
+                if name is not None:
+                    yield format_event(name, view, event_id=state.to_token())
+                    last, beat = state, time.monotonic()
+                if feed.ended(state):
+                    yield format_event("end", view, event_id=state.to_token())
+                    return
+            now = time.monotonic()
+            if now - started >= limits.life:
+                return
+            wait = min(beat + limits.heartbeat, started + limits.life) - now
+            fresh = watcher.wait_change(feed.kind, feed.ident, seen=polled, timeout=max(wait, 0.0))
+            if fresh == polled and time.monotonic() >= beat + limits.heartbeat:
+                yield KEEP_ALIVE
+                beat = time.monotonic()
+            polled = fresh
+
+
+def job_feed(svc: Services, job_id: uuid.UUID) -> Feed:
+    """A job's stream: its view, its changes named by ``job_event_name``, ended when terminal."""
+
+    def render(_polled: State) -> Shown | None:
+        with svc.db.session() as session:
+            job = get_job(session, job_id)
+            if job is None:
+                return None
+            view = job_view(job, session=session)
+        return job_state_of(view), view.model_dump(mode="json")
+
+    def ended(state: State) -> bool:
+        return isinstance(state, JobState) and state.is_terminal
+
+    return Feed("job", job_id, render, job_event_name, ended)
+
+
+def batch_feed(svc: Services, batch_id: uuid.UUID) -> Feed:
+    """A batch's stream: its summary (finished first when its last job ended), ended when ended."""
+
+    def render(polled: State) -> Shown | None:
+        assert isinstance(polled, BatchState)
+        batch = refresh_batch(svc, batch_id)
+        with svc.db.session() as session:
+            view = batch_view(session, batch)
+        return BatchState(view.status, polled.jobs, polled.changed), view.model_dump(mode="json")
+
+    def ended(state: State) -> bool:
+        return isinstance(state, BatchState) and BatchStatus(state.status).is_ended
+
+    return Feed("batch", batch_id, render, batch_event_name, ended)
+
+
+def _resume_token() -> str | None:
+    return request.headers.get("Last-Event-ID") or request.args.get("last_event_id") or None
+
+
+def _limits(svc: Services) -> Limits:
+    return Limits(heartbeat=svc.settings.stream_heartbeat_seconds, life=svc.settings.stream_max_seconds)
+
+
+class _Held:
+    """A stream's body that gives its place back when the server closes it (PEP 3333 calls
+    ``close`` even when the body was never iterated)."""
+
+    def __init__(self, events: Generator[str, None, None], holds: Holds) -> None:
+        self._events = events
+        self._holds: Holds | None = holds
+
+    def __iter__(self) -> Iterator[str]:
+        # Once streaming began no error response can be sent: an outage just ends the stream
+        # (the client reconnects with Last-Event-ID).
+        try:
+            yield from self._events
+        except Exception:
+            log.exception("an event stream failed; closing it")
+
+    def close(self) -> None:
+        """Stop watching and give the place back (once)."""
+        self._events.close()  # a client that went away: leave the watcher now, not at garbage collection
+        holds, self._holds = self._holds, None
+        if holds is not None:
+            holds.give()
+
+
+def event_stream(events: Generator[str, None, None]) -> Response:
+    """A ``text/event-stream`` response that no cache or proxy buffers; 503 ``too_many_streams``
+    when the process already holds ``stream_limit`` streams and waits."""
+    holds = holds_of(current_app)
+    if not holds.take():
+        raise Unavailable(
+            "too_many_streams",
+            "This server holds as many live streams as it may; poll GET /jobs/<id> instead, or retry.",
+            headers={"Retry-After": "5"},
+        )
+    response = Response(_Held(events, holds), mimetype="text/event-stream")
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"
+    return response
+
+
+@bp.get("/jobs/<job_id>/stream")
+def job_stream(job_id: str) -> Response:
+    """The job's live events (404 JSON, before any event, for a job the caller cannot see)."""
+    job = load_job(job_id)
+    svc = services()
+    last = job_state_from_token(_resume_token())
+    events = live_events(watcher_of(current_app), job_feed(svc, job.id), last=last, limits=_limits(svc))
+    return event_stream(events)
+
+
+@bp.get("/batches/<batch_id>/stream")
+def batch_stream(batch_id: str) -> Response:
+    """The batch's live events (404 JSON, before any event, for a batch the caller cannot see)."""
+    batch = load_batch(batch_id)
+    svc = services()
+    last = batch_state_from_token(_resume_token())
+    events = live_events(watcher_of(current_app), batch_feed(svc, batch.id), last=last, limits=_limits(svc))
+    return event_stream(events)
+
+
+def init_app(app: Flask, svc: Services) -> None:
+    """Give the app its watcher and the stream routes."""
+    install_watcher(app, svc)
+    app.register_blueprint(bp)

@@ -1,0 +1,70 @@
+"""The public shape of a job (``GET /jobs/<id>``): plain pydantic models, importable without the
+database or the service (the Python client, ``jobservice.client``, reads the API's answers into them).
+
+``jobservice.jobs.schemas`` builds them from job rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ErrorView(BaseModel):
+    """A job's failure, in machine and human form."""
+
+    code: str
+    message: str
+
+
+class ValidationView(BaseModel):
+    """The output gate's verdict, summarised (the full findings are in the RunReport)."""
+
+    verdict: str
+    failed_checks: list[str] = Field(default_factory=list)
+    summary: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobView(BaseModel):
+    """The public view of a job (``GET /jobs/<id>``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    object: str = "job"
+    task: str
+    model: str
+    status: str
+    stage: str
+    progress: float
+    queue_position: int | None = Field(
+        default=None, description="Jobs ahead of this one (0 = next); queued only."
+    )
+    cancel_requested: bool = False
+    params: dict[str, Any]
+    inputs: dict[str, Any]
+    source: str
+    attempts: int
+    worker_id: str | None = None
+    created_at: datetime
+    claimed_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    updated_at: datetime | None = None
+    error: ErrorView | None = None
+    validation: ValidationView | None = None
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the run did differently from the request (e.g. a preset the model's "
+        "checkout did not honour); details in the report's extra.",
+    )
+    timings: dict[str, Any] = Field(default_factory=dict)
+    cold_start: bool | None = None
+    tenant: str = "default"
+    expires_at: datetime | None = Field(
+        default=None, description="When the job's files (inputs, video, report, log) will be deleted."
+    )
+    expired: bool = Field(default=False, description="The files were deleted by retention; the row stays.")
+    links: dict[str, str]

@@ -1,0 +1,311 @@
+"""Waiting for jobs and batches to change, at one database query per interval per process.
+
+Live event streams (``GET /jobs/<id>/stream``) and ``Prefer: wait=N`` both wait for a job to
+change. Instead of each waiter reading its row in a loop, one ``Watcher`` per API process polls
+every job and batch someone is waiting on in a single query every ``interval`` seconds (not at
+all while nobody waits), and wakes the waiters whose row changed (a ``threading.Condition``).
+The cost is one indexed query per interval whatever the number of streams; the delay is at most
+one interval, shorter than a worker's progress writes (``progress_min_interval_seconds``).
+
+A state is a small frozen value (``JobState``/``BatchState``); it also makes the streams' resume
+tokens (``to_token``/``job_state_from_token``), so a reconnecting client is never sent a state
+it already has, from any API process.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import astuple, dataclass
+from typing import Any, Literal
+
+from sqlalchemy import func, select
+
+from jobservice.db.engine import Database
+from jobservice.db.tables import Batch, Job, JobStatus
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["job", "batch"]
+Key = tuple[Kind, uuid.UUID]
+MAX_TOKEN_CHARS = 512
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What a job's live view shows: a change of any field is an event."""
+
+    status: str
+    stage: str
+    progress: float
+    queue_position: int | None
+    cancel_requested: bool
+    attempts: int
+
+    @property
+    def is_terminal(self) -> bool:
+        """The job has ended (no event follows but ``end``)."""
+        return JobStatus(self.status).is_terminal
+
+    def to_token(self) -> str:
+        """An opaque resume token (the SSE event id) that names this state."""
+        return _encode(astuple(self))
+
+
+@dataclass(frozen=True)
+class BatchState:
+    """What changes a batch's view: its status, and the number and last change of its jobs."""
+
+    status: str
+    jobs: int
+    changed: str  # the newest updated_at among the batch and its jobs, ISO text
+
+    def to_token(self) -> str:
+        """An opaque resume token (the SSE event id) that names this state."""
+        return _encode(astuple(self))
+
+
+State = JobState | BatchState
+
+
+def _encode(values: tuple[Any, ...]) -> str:
+    raw = json.dumps(list(values), separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode(token: str | None) -> list[Any] | None:
+    if not token or len(token) > MAX_TOKEN_CHARS or not token.isascii():
+        return None
+    try:
+        values = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error, RecursionError):
+        return None
+    return values if isinstance(values, list) else None
+
+
+def job_state_from_token(token: str | None) -> JobState | None:
+    """The state a resume token names, or None for a missing, foreign or damaged token."""
+    values = _decode(token)
+    try:
+        return JobState(*values) if values is not None else None
+    except TypeError:
+        return None
+
+
+def batch_state_from_token(token: str | None) -> BatchState | None:
+    """The batch state a resume token names, or None for a missing, foreign or damaged token."""
+    values = _decode(token)
+    try:
+        return BatchState(*values) if values is not None else None
+    except TypeError:
+        return None
+
+
+def job_state_of(view: Any) -> JobState:
+    """The state shown by a rendered job view (a ``JobView``)."""
+    return JobState(
+        status=view.status,
+        stage=view.stage,
+        progress=round(float(view.progress), 4),
+        queue_position=view.queue_position,
+        cancel_requested=bool(view.cancel_requested),
+        attempts=int(view.attempts),
+    )
+
+
+def read_job_states(session: Any, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, JobState]:
+    """The states of ``ids`` (missing rows left out), queue positions included, in one query."""
+    wanted = list(ids)
+    # Queue order as in jobservice.jobs.queries (priority, created_at, id): every queued job of the
+    # watched jobs' models ranked in one pass, rather than one count per watched job.
+    ranked = (
+        select(
+            Job.id.label("id"),
+            (
+                func.row_number().over(
+                    partition_by=Job.model, order_by=(Job.priority, Job.created_at, Job.id)
+                )
+                - 1
+            ).label("position"),
+        )
+        .where(
+            Job.status == JobStatus.QUEUED,
+            Job.model.in_(select(Job.model).where(Job.id.in_(wanted)).distinct()),
+        )
+        .subquery()
+    )
+    query = (
+        select(
+            Job.id,
+            Job.status,
+            Job.stage,
+            Job.progress,
+            ranked.c.position,
+            Job.cancel_requested_at,
+            Job.attempts,
+        )
+        .outerjoin(ranked, ranked.c.id == Job.id)
+        .where(Job.id.in_(wanted))
+    )
+    states: dict[uuid.UUID, JobState] = {}
+    for job_id, status, stage, progress, place, cancel_at, attempts in session.execute(query):
+        terminal = JobStatus(status).is_terminal
+        states[job_id] = JobState(
+            status=str(status.value if isinstance(status, JobStatus) else status),
+            stage=stage,
+            progress=round(float(progress or 0.0), 4),
+            queue_position=None if place is None else int(place),
+            cancel_requested=cancel_at is not None and not terminal,
+            attempts=int(attempts or 0),
+        )
+    return states
+
+
+def read_batch_states(session: Any, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, BatchState]:
+    """The states of the batches ``ids`` (missing rows left out), in one query."""
+    query = (
+        select(Batch.id, Batch.status, Batch.updated_at, func.count(Job.id), func.max(Job.updated_at))
+        .outerjoin(Job, Job.batch_id == Batch.id)
+        .where(Batch.id.in_(list(ids)))
+        .group_by(Batch.id, Batch.status, Batch.updated_at)
+    )
+    states: dict[uuid.UUID, BatchState] = {}
+    for batch_id, status, updated, jobs, jobs_updated in session.execute(query):
+        newest = max(t for t in (updated, jobs_updated) if t is not None) if updated or jobs_updated else None
+        states[batch_id] = BatchState(str(status), int(jobs), newest.isoformat() if newest else "")
+    return states
+
+
+class Watcher:
+    """One per process: polls the watched jobs and batches together and wakes their waiters."""
+
+    def __init__(self, db: Database, *, interval: float = 0.25) -> None:
+        self._db = db
+        self.interval = interval
+        # One lock; a condition per watched row (a change wakes only its waiters) and one for
+        # the poller, which sleeps on it while nothing is watched.
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._conds: dict[Key, threading.Condition] = {}
+        self._watched: Counter[Key] = Counter()
+        self._states: dict[Key, State | None] = {}  # None: the row is gone
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self.polls = 0  # queries made (for benchmarks and tests)
+        self.poll_seconds = 0.0
+
+    @property
+    def watched(self) -> int:
+        """How many rows are watched now."""
+        with self._lock:
+            return len(self._watched)
+
+    @contextmanager
+    def watching(self, kind: Kind, ident: uuid.UUID) -> Iterator[None]:
+        """Keep ``ident`` polled while the block runs."""
+        key: Key = (kind, ident)
+        with self._lock:
+            self._watched[key] += 1
+            self._conds.setdefault(key, threading.Condition(self._lock))
+            self._ensure_thread()
+            self._idle.notify_all()  # the poller may be idle
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._watched[key] -= 1
+                if self._watched[key] <= 0:
+                    del self._watched[key]
+                    self._states.pop(key, None)
+                    self._conds.pop(key, None)
+
+    def current(self, kind: Kind, ident: uuid.UUID) -> State | None:
+        """The latest polled state of a watched row (read now if not polled yet); None if gone."""
+        key: Key = (kind, ident)
+        with self._lock:
+            if key in self._states:
+                return self._states[key]
+        fresh = self._read([key]).get(key)
+        with self._lock:
+            self._states.setdefault(key, fresh)
+            return self._states[key]
+
+    def wait_change(
+        self, kind: Kind, ident: uuid.UUID, *, seen: State | None, timeout: float
+    ) -> State | None:
+        """Block until the watched row's state differs from ``seen`` or ``timeout`` passes; the state."""
+        key: Key = (kind, ident)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            cond = self._conds.get(key, self._idle)  # watched rows have their own
+            while True:
+                state = self._states.get(key, seen)
+                remaining = deadline - time.monotonic()
+                if state != seen or remaining <= 0:
+                    return state
+                cond.wait(remaining)
+
+    def wait_ended(self, job_id: uuid.UUID, *, timeout: float) -> JobState | None:
+        """Block until the job has ended or ``timeout`` passes (``Prefer: wait``); its last state."""
+        deadline = time.monotonic() + timeout
+        with self.watching("job", job_id):
+            state = self.current("job", job_id)
+            while isinstance(state, JobState) and not state.is_terminal:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                state = self.wait_change("job", job_id, seen=state, timeout=remaining)
+        return state if isinstance(state, JobState) else None
+
+    def _ensure_thread(self) -> None:
+        # Started on first use and again in a forked child (gunicorn forks after importing us).
+        if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._thread = threading.Thread(target=self._loop, name="job-watcher", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        failing = False
+        while True:
+            with self._lock:
+                while not self._watched:
+                    self._idle.wait()
+                keys = list(self._watched)
+            try:
+                fresh = self._read(keys)
+            except Exception as exc:  # noqa: BLE001 - a database hiccup must not end the watcher
+                if not failing:
+                    log.warning("watcher: polling %d watched rows failed: %s", len(keys), exc)
+                failing = True
+                time.sleep(max(self.interval, 1.0))
+                continue
+            failing = False
+            with self._lock:
+                for key in keys:
+                    if key in self._watched and self._states.get(key, ...) != fresh.get(key):
+                        self._states[key] = fresh.get(key)
+                        self._conds[key].notify_all()
+            time.sleep(self.interval)
+
+    def _read(self, keys: list[Key]) -> dict[Key, State | None]:
+        started = time.perf_counter()
+        jobs = [ident for kind, ident in keys if kind == "job"]
+        batches = [ident for kind, ident in keys if kind == "batch"]
+        out: dict[Key, State | None] = dict.fromkeys(keys)
+        with self._db.session() as session:
+            if jobs:
+                out.update({("job", i): s for i, s in read_job_states(session, jobs).items()})
+            if batches:
+                out.update({("batch", i): s for i, s in read_batch_states(session, batches).items()})
+        self.polls += 1
+        self.poll_seconds += time.perf_counter() - started
+        return out

@@ -1,0 +1,1 @@
+"""Helpers of the benchmarks under scripts/ (a throwaway stack, duty cycle, same-work ratios)."""

@@ -1,0 +1,57 @@
+"""``jobservice submit`` and ``jobservice status`` go through the client: keys, stream, fallback."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from jobservice.cli.main import cli
+from tests.client.fake_api import Reply, Seen, error_reply, fake_api, job, json_reply, sse
+
+STREAM = {"Content-Type": "text/event-stream"}
+DONE = job(
+    status="succeeded",
+    progress=1.0,
+    validation={"verdict": "passed", "failed_checks": [], "summary": {}},
+    links={"self": "/jobs/j1", "video": "/jobs/j1/video"},
+)
+
+
+def test_submit_waits_on_the_stream_and_prints_the_job() -> None:
+    def respond(seen: Seen, index: int) -> Reply:
+        if seen.method == "POST":
+            return json_reply(job(), 202)
+        return Reply(
+            200, [sse(("1", "progress", job(status="running", progress=0.5)), ("2", "end", DONE))], STREAM
+        )
+
+    with fake_api(respond) as api:
+        result = CliRunner().invoke(
+            cli, ["submit", "--url", api.url, "--prompt", "hills", "-p", "width=64", "--json"], env={}
+        )
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert printed["status"] == "succeeded" and printed["id"] == "j1"
+    assert api.paths() == ["POST /jobs", "GET /jobs/j1/stream"]
+    body = json.loads(api.seen[0].body)
+    assert body == {"task": "text2video", "prompt": "hills", "width": 64}
+    assert api.seen[0].headers["Idempotency-Key"]
+    assert "50.0%" in result.stderr  # the progress line, drawn from the stream's events
+
+
+def test_status_follow_falls_back_to_polling_and_status_errors_are_one_line() -> None:
+    def respond(seen: Seen, index: int) -> Reply:
+        if seen.path == "/jobs/nope":
+            return error_reply(404, "job_not_found", "There is no job 'nope'.")
+        if seen.path.endswith("/stream"):
+            return error_reply(404, "not_found", "no route")
+        return json_reply(DONE)
+
+    with fake_api(respond) as api:
+        runner = CliRunner()
+        followed = runner.invoke(cli, ["status", "j1", "--url", api.url, "--follow"], env={})
+        missing = runner.invoke(cli, ["status", "nope", "--url", api.url], env={})
+    assert followed.exit_code == 0, followed.output
+    assert "job j1: succeeded" in followed.stdout and "validation: passed" in followed.stdout
+    assert missing.exit_code == 1 and "404 job_not_found: There is no job 'nope'." in missing.stderr

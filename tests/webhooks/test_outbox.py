@@ -37,7 +37,9 @@ def test_the_default_schedule_backs_off_and_lasts_over_a_day() -> None:
     assert retry_delay(3, RetryPolicy(base_seconds=0.1, max_seconds=1.0), rng=rng) <= 1.2
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.integration])]
+)
 def db(request: pytest.FixtureRequest, tmp_path: Path, migrated_sqlite: Path) -> Iterator[Database]:
     if request.param == "postgres":
         url = str(request.getfixturevalue("pg_url"))

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from flask.testing import FlaskClient
 from werkzeug.datastructures import FileStorage, MultiDict
 from werkzeug.test import encode_multipart
 
@@ -21,7 +20,9 @@ from jobservice.jobs.transitions import Owner, claim_job, mark_succeeded
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
 from tests.conftest import ffmpeg
-from tests.unit.hostile import hostile_services
+from tests.unit.hostile import hostile  # the unit hostile corpus's fixture (auth off)
+
+__all__ = ["hostile"]
 
 
 def bearer(secret: str) -> dict[str, str]:
@@ -92,15 +93,3 @@ def post_multipart(client: Any, path: str, form: dict[str, Any]) -> Any:
             values.add(key, value)
     boundary, body = encode_multipart(values)
     return client.post(path, data=body, content_type=f"multipart/form-data; boundary={boundary}")
-
-
-@pytest.fixture
-def hostile(
-    tmp_path: Path, clean_redis: str, migrated_sqlite: Path
-) -> Iterator[tuple[FlaskClient, Services]]:
-    """A test client of an app with auth off, and its services."""
-    services = hostile_services(tmp_path, migrated_sqlite)
-    app = create_app(services=services)
-    app.config["TESTING"] = True
-    yield app.test_client(), services
-    services.db.dispose()

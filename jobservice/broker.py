@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 RUN_JOB_TASK = "jobservice.run_job"
 KOMBU_SEP = "\x06\x16"  # kombu's separator between a queue name and its priority step
 UNACKED_KEY = "unacked"
+UNACKED_INDEX_KEY = "unacked_index"  # delivery tag -> when it was delivered
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -119,19 +121,33 @@ class BrokerInspector:
     def __init__(self, broker_url: str, *, timeout: float = 5.0) -> None:
         self._client = redis_client(broker_url, timeout=timeout)
 
-    def pending_job_ids(self, queues: Iterable[str]) -> set[str]:
-        """Job ids with a message waiting in ``queues`` or delivered but not yet acknowledged."""
+    def pending_job_ids(
+        self, queues: Iterable[str], *, unacked_grace_seconds: float | None = None
+    ) -> set[str]:
+        """Job ids with a message waiting in ``queues`` or delivered but not yet acknowledged.
+
+        With ``unacked_grace_seconds``, a delivery older than that does not count: the caller asks
+        about *queued* jobs, and a worker claims what it takes within moments, so a queued job's
+        message held that long was taken by a worker that died before claiming it (Redis would give
+        it back only after its visibility timeout).
+        """
         found: set[str] = set()
         pipe = self._client.pipeline(transaction=False)
         for queue in queues:
             for key in _queue_keys(queue):
                 pipe.lrange(key, 0, -1)
-        pipe.hvals(UNACKED_KEY)
-        for result in pipe.execute():
-            for raw in result:
-                job_id = _job_id_of(raw)
-                if job_id:
-                    found.add(job_id)
+        pipe.hgetall(UNACKED_KEY)
+        if unacked_grace_seconds is not None:
+            pipe.zrangebyscore(UNACKED_INDEX_KEY, "-inf", time.time() - unacked_grace_seconds)
+        results = pipe.execute()
+        stale: set[bytes] = set(results.pop()) if unacked_grace_seconds is not None else set()
+        unacked: dict[bytes, bytes] = results.pop()
+        raws = [raw for result in results for raw in result]
+        raws += [raw for tag, raw in unacked.items() if tag not in stale]
+        for raw in raws:
+            job_id = _job_id_of(raw)
+            if job_id:
+                found.add(job_id)
         return found
 
     def queue_depth(self, queue: str) -> int:

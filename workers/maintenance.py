@@ -82,7 +82,9 @@ class Maintenance:
     def _pending(self, queues: set[str]) -> set[str]:
         if self._inspector is None:
             self._inspector = BrokerInspector(self.services.settings.broker_url)
-        return self._inspector.pending_job_ids(queues)
+        return self._inspector.pending_job_ids(
+            queues, unacked_grace_seconds=self.services.settings.lease_seconds
+        )
 
     def run_once(self) -> None:
         """One round: presence, then a reaper pass."""

@@ -270,7 +270,9 @@ def reap(once: bool) -> None:
             lambda job_id, model, priority: send_job(
                 services.celery, job_id=job_id, model=model, priority=priority
             ),
-            inspector.pending_job_ids,
+            lambda queues: inspector.pending_job_ids(
+                queues, unacked_grace_seconds=services.settings.lease_seconds
+            ),
             resend_after_seconds=services.settings.resend_after_seconds,
         )
         click.echo(json.dumps(result.__dict__))

@@ -4,10 +4,10 @@
    failed with ``worker_lost`` once its attempts are used up, or canceled if a cancel was pending.
    This touches only the database, so it happens while the broker is away too.
 2. A queued job whose message is no longer in the broker (Redis restarted empty, a send failed,
-   the job was just requeued) is sent again. Duplicates are harmless: the claim is a
-   compare-and-swap. When one send fails the broker is taken to be away and the rest of the pass
-   sends nothing (each send could wait out a connect timeout); the next pass tries again, so
-   publishing catches up as soon as the broker is back.
+   the job was just requeued, a worker died between taking it and claiming it) is sent again.
+   Duplicates are harmless: the claim is a compare-and-swap. When one send fails the broker is
+   taken to be away and the rest of the pass sends nothing (each send could wait out a connect
+   timeout); the next pass tries again, so publishing catches up as soon as the broker is back.
 
 Every move goes through the transition functions, so two reapers running at once cannot
 double-move a job. It runs on a thread in every worker and as ``jobservice reap``.
@@ -162,7 +162,10 @@ def resend_lost_messages(
         except Exception as exc:  # noqa: BLE001 - broker unreadable: only send what was never sent
             log.warning("could not inspect the broker (%s); sending only never-sent jobs", exc)
             rows = [r for r in rows if r.enqueued_at is None]
-    lost = [r for r in rows if str(r.id) not in live]
+    # A never-sent job is sent whatever the broker holds: a message of it still there is an earlier
+    # attempt's, left unacknowledged by a worker that died running it (requeued above), which Redis
+    # gives back only after its visibility timeout, hours away. Duplicates are harmless.
+    lost = [r for r in rows if r.enqueued_at is None or str(r.id) not in live]
     lost.sort(key=lambda r: (r.enqueued_at is not None, r.priority, r.created_at))  # never-sent first
     outbox = _Outbox(db, send, result)
     for row in lost:

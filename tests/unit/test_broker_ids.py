@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import redis
@@ -30,5 +31,26 @@ def test_ids_of_waiting_and_unacked_messages(clean_redis: str) -> None:
     inspector = BrokerInspector(clean_redis)
     try:
         assert inspector.pending_job_ids({queue_for("reference-t2v")}) == {str(i) for i in ids}
+    finally:
+        inspector.close()
+
+
+def test_a_delivery_held_past_the_grace_is_not_live(clean_redis: str) -> None:
+    """A worker that died between taking a message and claiming its job leaves it unacknowledged."""
+    celery = make_celery(Settings(broker_url=clean_redis))
+    stale, fresh = uuid.uuid4(), uuid.uuid4()
+    for job_id in (stale, fresh):
+        send_job(celery, job_id=job_id, model="reference-t2v")
+    client = redis.Redis.from_url(clean_redis)
+    queue = queue_for("reference-t2v")
+    raws = {_job_id_of(raw): raw for raw in client.lrange(queue, 0, -1)}
+    client.delete(queue)  # both were taken by workers, as kombu records it
+    for tag, job_id, age in (("tag-stale", stale, 120.0), ("tag-fresh", fresh, 1.0)):
+        client.hset("unacked", tag, json.dumps([json.loads(raws[str(job_id)]), "", queue]))
+        client.zadd("unacked_index", {tag: time.time() - age})
+    inspector = BrokerInspector(clean_redis)
+    try:
+        assert inspector.pending_job_ids({queue}) == {str(stale), str(fresh)}
+        assert inspector.pending_job_ids({queue}, unacked_grace_seconds=30) == {str(fresh)}
     finally:
         inspector.close()

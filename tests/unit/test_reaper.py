@@ -189,3 +189,19 @@ def test_lost_messages_are_resent_never_sent_first_then_in_queue_order(db: Datab
     send = Recorder()
     reap(db, send, lambda queues: {str(live)}, resend_after_seconds=10)
     assert send.sent == [str(never), str(old), str(young), str(batch_old)]
+
+
+def test_a_requeued_job_is_sent_although_its_dead_delivery_is_still_unacknowledged(db: Database) -> None:
+    """The killed worker's delivery stays in Redis's unacked set for hours: it must not count as live.
+
+    CI hung on this: a job requeued after its worker was SIGKILLed was never sent again, because its
+    id was in the broker's unacked entries and another queued job made the reaper read them.
+    """
+    job_id = running(db)
+    expire(db, job_id)
+    waiting = new_job(db)
+    age_message(db, waiting)  # another job waiting longer than resend_after: the broker is read
+    send = Recorder()
+    result = reap(db, send, lambda queues: {str(job_id), str(waiting)}, resend_after_seconds=10)
+    assert result.requeued == [str(job_id)] and send.sent == [str(job_id)]
+    assert status(db, job_id).enqueued_at is not None

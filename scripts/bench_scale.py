@@ -212,6 +212,18 @@ def fill(dsn: str, jobs: int, queued: int) -> None:
         for _, definition in indexes:
             timed(definition.split(" ON ")[0], partial(conn.execute, definition.encode()))
         conn.execute("SET session_replication_role = origin")
+        # The usage counters' triggers (migration 0007) were off too: count what the fill made.
+        conn.execute("DELETE FROM tenant_usage")
+        conn.execute("DELETE FROM tenant_job_minutes")
+        conn.execute(
+            "INSERT INTO tenant_usage (tenant, active_jobs) SELECT tenant, count(*) FROM jobs"
+            " WHERE status IN ('queued', 'running') AND batch_id IS NULL GROUP BY tenant"
+        )
+        conn.execute(
+            "INSERT INTO tenant_job_minutes (tenant, minute, jobs) SELECT tenant,"
+            " date_trunc('minute', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', count(*) FROM jobs"
+            " WHERE created_at >= now() - interval '2 hours' GROUP BY 1, 2"
+        )
         timed("VACUUM ANALYZE", lambda: conn.execute("VACUUM (ANALYZE) jobs, job_events, batches"))
 
 

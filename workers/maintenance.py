@@ -19,12 +19,14 @@ from jobservice.broker import BrokerInspector, send_job
 from jobservice.fleet.placement import inventory
 from jobservice.fleet.presence import announce_worker, refresh_host, retire_worker, touch_worker
 from jobservice.jobs.reaper import reap
+from jobservice.quotas.usage import forget_old_minutes
 from jobservice.wiring import Services
 from workers.forkguard import guarded
 
 log = logging.getLogger(__name__)
 
 CARDS_EVERY_SECONDS = 60.0  # how often the cards' memory is read again (vendor tools: ~0.1 s each)
+FORGET_EVERY_SECONDS = 60.0  # how often per-minute quota counts past their use are dropped
 
 
 class Maintenance:
@@ -43,6 +45,7 @@ class Maintenance:
         self._inspector: BrokerInspector | None = None
         self._announced = False
         self._cards_read_at = time.monotonic()
+        self._forgot_at = 0.0
 
     def start(self) -> None:
         """Announce the worker and start the loop (which announces it later if the database is away)."""
@@ -95,6 +98,9 @@ class Maintenance:
             touch_worker(session, self.worker_id)
             if host is not None:
                 refresh_host(session, self.worker_id, host)
+            if time.monotonic() - self._forgot_at >= FORGET_EVERY_SECONDS:
+                self._forgot_at = time.monotonic()
+                forget_old_minutes(session)
         result = reap(
             self.services.db,
             self._send,

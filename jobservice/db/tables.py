@@ -312,6 +312,25 @@ class JobCounterMark(Base):
     counted_until: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class TenantUsageCount(Base):
+    """A tenant's interactive jobs queued or running, kept by triggers on ``jobs`` (migration 0007)."""
+
+    __tablename__ = "tenant_usage"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    active_jobs: Mapped[int] = mapped_column(Integer)
+
+
+class TenantJobMinute(Base):
+    """How many jobs a tenant created in one UTC minute, kept by triggers on ``jobs`` (migration 0007)."""
+
+    __tablename__ = "tenant_job_minutes"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    minute: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    jobs: Mapped[int] = mapped_column(Integer)
+
+
 class WebhookSecret(Base):
     """A tenant's webhook signing secret (``whsec_...``); the previous one signs too for a while."""
 

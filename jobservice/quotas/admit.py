@@ -27,7 +27,7 @@ from jobservice.auth.principal import Principal
 from jobservice.db.tables import Tenant, utcnow
 from jobservice.errors import TooMany
 from jobservice.quotas.limits import Limits, effective_limits
-from jobservice.quotas.usage import HOUR, count_active, count_created_since, nth_oldest_since
+from jobservice.quotas.usage import HOUR, admission_usage, nth_oldest_since
 from jobservice.settings import Settings
 
 QUOTA_LOCK_CLASS = 0x4A53  # the first key of pg_advisory_xact_lock(int, int): quota locks ("JS")
@@ -85,7 +85,7 @@ def admit_jobs(
             count=count,
         )
     if not batch:
-        active = count_active(session, tenant) - inserted
+        active, created = admission_usage(session, tenant, now - HOUR, inserted=inserted)
         if active + count > limits.active_jobs:
             raise _refusal(
                 principal,
@@ -97,16 +97,17 @@ def admit_jobs(
                 usage=active,
                 count=count,
             )
-    _admit_hourly(session, principal, limits, count, now, inserted)
+    else:
+        created = admission_usage(session, tenant, now - HOUR, inserted=inserted)[1]
+    _admit_hourly(session, principal, limits, count, now, created)
     return limits
 
 
 def _admit_hourly(
-    session: Session, principal: Principal, limits: Limits, count: int, now: datetime, inserted: int
+    session: Session, principal: Principal, limits: Limits, count: int, now: datetime, used: int
 ) -> None:
     tenant, cap = principal.tenant, limits.jobs_per_hour
     since = now - HOUR
-    used = count_created_since(session, tenant, since) - inserted
     if used + count <= cap:
         return
     if count > cap:

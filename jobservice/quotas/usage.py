@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from jobservice.db.tables import Job, JobStatus, utcnow
+from jobservice.db.tables import Job, JobStatus, TenantJobMinute, TenantUsageCount, utcnow
 
 HOUR = timedelta(hours=1)
 ACTIVE_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
@@ -38,6 +38,39 @@ def count_created_since(session: Session, tenant: str, since: datetime) -> int:
     """Jobs of ``tenant`` created at or after ``since``."""
     query = select(func.count()).where(Job.tenant == tenant, Job.created_at >= since)
     return int(session.scalar(query) or 0)
+
+
+def admission_usage(session: Session, tenant: str, since: datetime, *, inserted: int = 0) -> tuple[int, int]:
+    """``tenant``'s active interactive jobs and jobs created since ``since``, without this
+    transaction's ``inserted`` new rows, from the counters the triggers of migration 0007 keep.
+
+    Two counter reads and, for the minute ``since`` falls in, an index range of that minute's jobs:
+    the same whatever the tenant's backlog (admission holds the tenant's lock meanwhile). On
+    PostgreSQL the counter triggers run at commit, so this transaction's rows are not in them yet;
+    on SQLite they run at once and are.
+    """
+    first_minute = since.replace(second=0, microsecond=0)
+    if first_minute < since:
+        first_minute += timedelta(minutes=1)
+    active = select(TenantUsageCount.active_jobs).where(TenantUsageCount.tenant == tenant)
+    minutes = select(func.coalesce(func.sum(TenantJobMinute.jobs), 0)).where(
+        TenantJobMinute.tenant == tenant, TenantJobMinute.minute >= first_minute
+    )
+    partial = select(func.count()).where(
+        Job.tenant == tenant, Job.created_at >= since, Job.created_at < first_minute
+    )
+    row = session.execute(
+        select(active.scalar_subquery(), minutes.scalar_subquery(), partial.scalar_subquery())
+    ).one()
+    own = inserted if session.get_bind().dialect.name == "sqlite" else 0
+    return int(row[0] or 0) - own, int(row[1] or 0) + int(row[2] or 0) - own
+
+
+def forget_old_minutes(session: Session, *, now: datetime | None = None) -> int:
+    """Drop per-minute counts that admission can no longer read (older than two hours)."""
+    cutoff = (now or utcnow()) - 2 * HOUR
+    result = session.execute(delete(TenantJobMinute).where(TenantJobMinute.minute < cutoff))
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 def nth_oldest_since(session: Session, tenant: str, since: datetime, n: int) -> datetime | None:

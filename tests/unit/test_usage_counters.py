@@ -1,0 +1,100 @@
+"""The per-tenant counters that triggers keep (migration 0007) agree with counting the jobs table.
+
+A random history of inserts, status changes (claims, requeues, endings), backdated rows, batch jobs
+and deletions, on SQLite here and on PostgreSQL in the integration tier; after it, what admission
+reads from the counters equals COUNT(*) over the rows, for several windows.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import delete, select, update
+
+from jobservice.db.engine import Database
+from jobservice.db.tables import Batch, Job, JobStatus, TenantJobMinute, utcnow
+from jobservice.quotas.usage import admission_usage, count_active, count_created_since, forget_old_minutes
+from tests.factories import sqlite_copy
+
+TENANTS = ("acme", "beta", "gamma")
+ENDINGS = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED)
+
+
+def play_history(db: Database, seed: int) -> None:
+    rng = random.Random(seed)
+    now = utcnow()
+    with db.session() as s:
+        batch = Batch(id=uuid.uuid4(), name="nightly", spec_digest="0" * 64, tenant="acme")
+        s.add(batch)
+    ids: list[uuid.UUID] = []
+    for _ in range(300):
+        roll = rng.random()
+        with db.session() as s:
+            if roll < 0.45 or not ids:
+                job = Job(
+                    id=uuid.uuid4(),
+                    task="text2video",
+                    model="reference-t2v",
+                    params={},
+                    max_attempts=3,
+                    tenant=rng.choice(TENANTS),
+                    created_at=now - timedelta(seconds=rng.uniform(0, 5400)),
+                    batch_id=batch.id if rng.random() < 0.2 else None,
+                    status=rng.choice([JobStatus.QUEUED, JobStatus.QUEUED, JobStatus.SUCCEEDED]),
+                )
+                s.add(job)
+                ids.append(job.id)
+            elif roll < 0.85:
+                move = rng.choice([JobStatus.RUNNING, JobStatus.QUEUED, *ENDINGS])
+                s.execute(update(Job).where(Job.id == rng.choice(ids)).values(status=move, progress=0.5))
+            elif roll < 0.93:
+                again = now - timedelta(seconds=rng.uniform(0, 5400))
+                s.execute(update(Job).where(Job.id == rng.choice(ids)).values(created_at=again))
+            else:
+                victim = ids.pop(rng.randrange(len(ids)))
+                s.execute(delete(Job).where(Job.id == victim))
+
+
+def assert_counters_agree(db: Database) -> None:
+    now = utcnow()
+    with db.session() as s:
+        for tenant in TENANTS:
+            for minutes in (60, 37.5, 90):
+                since = now - timedelta(minutes=minutes)
+                exact = (count_active(s, tenant), count_created_since(s, tenant, since))
+                assert admission_usage(s, tenant, since) == exact, (tenant, minutes)
+
+
+def check(db: Database) -> None:
+    for seed in range(3):
+        play_history(db, seed)
+        assert_counters_agree(db)
+    # Old minutes are dropped; the last two hours stay, and the counts with them.
+    with db.session() as s:
+        forget_old_minutes(s)
+    with db.session() as s:
+        oldest = s.scalar(select(TenantJobMinute.minute).order_by(TenantJobMinute.minute).limit(1))
+    assert oldest is None or oldest >= utcnow() - timedelta(hours=2, minutes=1)
+    assert_counters_agree(db)
+
+
+def test_counters_agree_with_the_jobs_table_on_sqlite(tmp_path: Path, migrated_sqlite: Path) -> None:
+    db = sqlite_copy(migrated_sqlite, tmp_path)
+    try:
+        check(db)
+    finally:
+        db.dispose()
+
+
+@pytest.mark.integration
+@pytest.mark.postgres
+def test_counters_agree_with_the_jobs_table_on_postgresql(pg_url: str) -> None:
+    db = Database(pg_url)
+    try:
+        check(db)
+    finally:
+        db.dispose()

@@ -13,9 +13,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from alembic import command
 from sqlalchemy import delete, select, update
 
 from jobservice.db.engine import Database
+from jobservice.db.migrate import alembic_config, upgrade
 from jobservice.db.tables import Batch, Job, JobStatus, TenantJobMinute, utcnow
 from jobservice.quotas.usage import admission_usage, count_active, count_created_since, forget_old_minutes
 from tests.factories import sqlite_copy
@@ -80,6 +82,29 @@ def check(db: Database) -> None:
         oldest = s.scalar(select(TenantJobMinute.minute).order_by(TenantJobMinute.minute).limit(1))
     assert oldest is None or oldest >= utcnow() - timedelta(hours=2, minutes=1)
     assert_counters_agree(db)
+
+
+def upgrade_over_existing_jobs(url: str) -> None:
+    """Jobs made before migration 0007 are counted by its upgrade."""
+    command.downgrade(alembic_config(url), "0006")
+    db = Database(url)
+    try:
+        play_history(db, seed=7)
+        upgrade(url)
+        assert_counters_agree(db)
+    finally:
+        db.dispose()
+
+
+def test_the_upgrade_counts_existing_jobs_on_sqlite(tmp_path: Path, migrated_sqlite: Path) -> None:
+    sqlite_copy(migrated_sqlite, tmp_path).dispose()
+    upgrade_over_existing_jobs(f"sqlite:///{tmp_path / 'jobs.db'}")
+
+
+@pytest.mark.integration
+@pytest.mark.postgres
+def test_the_upgrade_counts_existing_jobs_on_postgresql(pg_url: str) -> None:
+    upgrade_over_existing_jobs(pg_url)
 
 
 def test_counters_agree_with_the_jobs_table_on_sqlite(tmp_path: Path, migrated_sqlite: Path) -> None:

@@ -212,9 +212,13 @@ def fill(dsn: str, jobs: int, queued: int) -> None:
         for _, definition in indexes:
             timed(definition.split(" ON ")[0], partial(conn.execute, definition.encode()))
         conn.execute("SET session_replication_role = origin")
-        # The usage counters' triggers (migration 0007) were off too: count what the fill made.
-        conn.execute("DELETE FROM tenant_usage")
-        conn.execute("DELETE FROM tenant_job_minutes")
+        # The counters' triggers (migrations 0007, 0008) were off too: count what the fill made.
+        for table in ("tenant_usage", "tenant_job_minutes", "queue_counts"):
+            conn.execute(f"DELETE FROM {table}".encode())
+        conn.execute(
+            "INSERT INTO queue_counts (model, priority, queued) SELECT model, priority, count(*) FROM jobs"
+            " WHERE status = 'queued' GROUP BY model, priority"
+        )
         conn.execute(
             "INSERT INTO tenant_usage (tenant, active_jobs) SELECT tenant, count(*) FROM jobs"
             " WHERE status IN ('queued', 'running') AND batch_id IS NULL GROUP BY tenant"

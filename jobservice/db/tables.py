@@ -331,6 +331,16 @@ class TenantJobMinute(Base):
     jobs: Mapped[int] = mapped_column(Integer)
 
 
+class QueueCount(Base):
+    """How many jobs of one model and priority are queued, kept by triggers on ``jobs`` (migration 0008)."""
+
+    __tablename__ = "queue_counts"
+
+    model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    priority: Mapped[int] = mapped_column(Integer, primary_key=True)
+    queued: Mapped[int] = mapped_column(Integer)
+
+
 class WebhookSecret(Base):
     """A tenant's webhook signing secret (``whsec_...``); the previous one signs too for a while."""
 

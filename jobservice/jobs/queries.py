@@ -20,7 +20,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, func, literal, select, tuple_
 from sqlalchemy.orm import Session
 
-from jobservice.db.tables import Job, JobEvent, JobStatus
+from jobservice.db.tables import Job, JobEvent, JobStatus, QueueCount
 
 
 def get_job(session: Session, job_id: uuid.UUID) -> Job | None:
@@ -50,6 +50,26 @@ def count_ahead(session: Session, job: Job) -> int:
     """How many queued jobs of ``job``'s model come before it in queue order (one index range)."""
     ahead = select(func.count()).where(*_in_queue_of(job.model), _order() < _key_of(job))
     return int(session.scalar(ahead) or 0)
+
+
+def count_ahead_of_new(session: Session, job: Job) -> int:
+    """``count_ahead`` for a job just queued, from the counters of migration 0008: the queued jobs
+    of its model at a higher priority, plus those at its own, less itself and the few queued after
+    it (an index range from it to the end of its priority: empty or nearly for a new job).
+
+    The counters and the rows are read in one statement, so they agree with each other.
+    """
+    counts = select(func.coalesce(func.sum(QueueCount.queued), 0)).where(
+        QueueCount.model == job.model, QueueCount.priority <= job.priority
+    )
+    after = select(func.count()).where(
+        *_in_queue_of(job.model), Job.priority == job.priority, _order() > _key_of(job)
+    )
+    mine = select(func.count()).where(Job.id == job.id, Job.status == JobStatus.QUEUED)
+    row = session.execute(
+        select(counts.scalar_subquery(), after.scalar_subquery(), mine.scalar_subquery())
+    ).one()
+    return max(0, int(row[0] or 0) - int(row[1] or 0) - int(row[2] or 0))
 
 
 def queue_position(session: Session, job: Job) -> int:

@@ -90,6 +90,31 @@ def test_text2video_is_accepted_queued_and_sent(client: Any, services: Any) -> N
     assert client.get(f"/jobs/{body['id']}").headers["X-Poll-After-Ms"] == "1000"
 
 
+def test_a_new_jobs_position_counts_the_jobs_ahead_of_it(client: Any, services: Any) -> None:
+    """The 202's position comes from the queue counters; it equals what GET counts, and it passes
+    a queued job of lower priority (a batch's)."""
+    import uuid
+
+    from sqlalchemy import update
+
+    from jobservice.db.tables import Job as JobRow
+
+    def submit() -> dict[str, Any]:
+        response = client.post("/jobs", json={"model": "reference-t2v", "prompt": "x"})
+        assert response.status_code == 202, response.get_json()
+        return dict(response.get_json())
+
+    first = submit()
+    batch_like = submit()
+    with services.db.session() as s:  # as a batch's job: queued at a lower priority
+        s.execute(update(JobRow).where(JobRow.id == uuid.UUID(batch_like["id"])).values(priority=6))
+    answers = [submit(), submit()]
+    assert [a["queue_position"] for a in [first, *answers]] == [0, 1, 2]
+    for answer in answers:
+        assert client.get(f"/jobs/{answer['id']}").get_json()["queue_position"] == answer["queue_position"]
+    assert client.get(f"/jobs/{batch_like['id']}").get_json()["queue_position"] == 3
+
+
 def test_model_can_be_inferred_and_task_checked(client: Any) -> None:
     assert client.post("/jobs", json={"model": "reference-t2v", "prompt": "x"}).status_code == 202
     assert_error(

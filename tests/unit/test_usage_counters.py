@@ -1,4 +1,4 @@
-"""The per-tenant counters that triggers keep (migration 0007) agree with counting the jobs table.
+"""The counters that triggers keep (migrations 0007 and 0008) agree with counting the jobs table.
 
 A random history of inserts, status changes (claims, requeues, endings), backdated rows, batch jobs
 and deletions, on SQLite here and on PostgreSQL in the integration tier; after it, what admission
@@ -14,15 +14,17 @@ from pathlib import Path
 
 import pytest
 from alembic import command
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 
 from jobservice.db.engine import Database
 from jobservice.db.migrate import alembic_config, upgrade
-from jobservice.db.tables import Batch, Job, JobStatus, TenantJobMinute, utcnow
+from jobservice.db.tables import Batch, Job, JobStatus, QueueCount, TenantJobMinute, utcnow
+from jobservice.jobs.queries import count_ahead, count_ahead_of_new
 from jobservice.quotas.usage import admission_usage, count_active, count_created_since, forget_old_minutes
 from tests.factories import sqlite_copy
 
 TENANTS = ("acme", "beta", "gamma")
+MODELS = ("reference-t2v", "reference-talking-head")
 ENDINGS = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED)
 
 
@@ -40,7 +42,8 @@ def play_history(db: Database, seed: int) -> None:
                 job = Job(
                     id=uuid.uuid4(),
                     task="text2video",
-                    model="reference-t2v",
+                    model=rng.choice(MODELS),
+                    priority=rng.choice((0, 6)),
                     params={},
                     max_attempts=3,
                     tenant=rng.choice(TENANTS),
@@ -52,7 +55,10 @@ def play_history(db: Database, seed: int) -> None:
                 ids.append(job.id)
             elif roll < 0.85:
                 move = rng.choice([JobStatus.RUNNING, JobStatus.QUEUED, *ENDINGS])
-                s.execute(update(Job).where(Job.id == rng.choice(ids)).values(status=move, progress=0.5))
+                values = {"status": move, "progress": 0.5}
+                if rng.random() < 0.1:
+                    values["priority"] = rng.choice((0, 3, 6))
+                s.execute(update(Job).where(Job.id == rng.choice(ids)).values(**values))
             elif roll < 0.93:
                 again = now - timedelta(seconds=rng.uniform(0, 5400))
                 s.execute(update(Job).where(Job.id == rng.choice(ids)).values(created_at=again))
@@ -71,10 +77,29 @@ def assert_counters_agree(db: Database) -> None:
                 assert admission_usage(s, tenant, since) == exact, (tenant, minutes)
 
 
+def assert_queue_counts_agree(db: Database) -> None:
+    """The queue counters equal the queued rows, and a position from them equals the count of the
+    jobs ahead, for every queued job (not only new ones: the formula is exact for any)."""
+    with db.session() as s:
+        rows = s.execute(
+            select(Job.model, Job.priority, func.count())
+            .where(Job.status == JobStatus.QUEUED)
+            .group_by(Job.model, Job.priority)
+        ).all()
+        counted = {
+            (m, p): n
+            for m, p, n in s.execute(select(QueueCount.model, QueueCount.priority, QueueCount.queued))
+        }
+        assert {k: v for k, v in counted.items() if v} == {(m, p): n for m, p, n in rows}
+        for job in s.scalars(select(Job).where(Job.status == JobStatus.QUEUED)):
+            assert count_ahead_of_new(s, job) == count_ahead(s, job), job.id
+
+
 def check(db: Database) -> None:
     for seed in range(3):
         play_history(db, seed)
         assert_counters_agree(db)
+        assert_queue_counts_agree(db)
     # Old minutes are dropped; the last two hours stay, and the counts with them.
     with db.session() as s:
         forget_old_minutes(s)
@@ -86,12 +111,13 @@ def check(db: Database) -> None:
 
 def upgrade_over_existing_jobs(url: str) -> None:
     """Jobs made before migration 0007 are counted by its upgrade."""
-    command.downgrade(alembic_config(url), "0006")
+    command.downgrade(alembic_config(url), "0006")  # before both counters' migrations
     db = Database(url)
     try:
         play_history(db, seed=7)
         upgrade(url)
         assert_counters_agree(db)
+        assert_queue_counts_agree(db)
     finally:
         db.dispose()
 

@@ -16,7 +16,7 @@ from jobservice.http.api.auth import current_principal
 from jobservice.http.api.prefer import applied, held
 from jobservice.http.api.submission import parse_submission
 from jobservice.jobs.lookup import read_job
-from jobservice.jobs.queries import events_of
+from jobservice.jobs.queries import count_ahead_of_new, events_of
 from jobservice.jobs.schemas import JobList, job_view, job_views, list_jobs
 from jobservice.jobs.submit import submit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
@@ -64,11 +64,13 @@ def files_of(job: Job) -> Job:
     return job
 
 
-def render(job: Job, status: int = 200) -> Response:
-    """A job view response, with a polling hint while the job is unfinished."""
+def render(job: Job, status: int = 200, *, new: bool = False) -> Response:
+    """A job view response, with a polling hint while the job is unfinished (``new``: just queued,
+    so its position comes from the queue counters, not a count of the jobs ahead)."""
     if JobStatus(job.status) == JobStatus.QUEUED:  # only a queued job needs a query (its position)
         with services().db.session() as session:
-            view = job_view(job, session=session)
+            position = count_ahead_of_new(session, job) if new else None
+            view = job_view(job, session=session, position=position)
     else:
         view = job_view(job)
     # pydantic's own serializer: a third of the cost of model_dump + jsonify on the poll path.
@@ -85,7 +87,7 @@ def create_job() -> Response:
     sub.principal = current_principal()
     job, created = submit_job(services(), sub)
     job, wait = held(job, request)  # Prefer: wait=N
-    response = applied(render(job, 202 if created else 200), wait)
+    response = applied(render(job, 202 if created else 200, new=created), wait)
     response.headers["Location"] = f"/jobs/{job.id}"
     if not created:
         response.headers["Idempotent-Replayed"] = "true"

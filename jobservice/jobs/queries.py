@@ -62,8 +62,11 @@ def count_ahead_of_new(session: Session, job: Job) -> int:
     counts = select(func.coalesce(func.sum(QueueCount.queued), 0)).where(
         QueueCount.model == job.model, QueueCount.priority <= job.priority
     )
+    # (created_at, id) after the priority's equality, not (priority, created_at, id): PostgreSQL then
+    # stops at the end of the priority instead of reading on through the lower ones (a batch's).
+    later = tuple_(literal(job.created_at, Job.created_at.type), literal(job.id, Job.id.type))
     after = select(func.count()).where(
-        *_in_queue_of(job.model), Job.priority == job.priority, _order() > _key_of(job)
+        *_in_queue_of(job.model), Job.priority == job.priority, tuple_(Job.created_at, Job.id) > later
     )
     mine = select(func.count()).where(Job.id == job.id, Job.status == JobStatus.QUEUED)
     row = session.execute(

@@ -397,7 +397,10 @@ def measure_reaper(url: str, broker: str, dsn: str) -> dict[str, float]:
     for _ in range(6):
         t0 = time.perf_counter()
         result = reap(
-            db, lambda j, m, p: sent.append(str(j)), inspector.pending_job_ids, resend_after_seconds=10
+            db,
+            lambda j, m, p: sent.append(str(j)),
+            lambda queues: inspector.pending_job_ids(queues, unacked_grace_seconds=settings.lease_seconds),
+            resend_after_seconds=10,
         )
         passes.append((time.perf_counter() - t0) * 1000)
     inspector.close()

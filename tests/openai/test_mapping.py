@@ -73,6 +73,27 @@ def test_vllm_omni_fields_pass_through_num_frames_wins_over_seconds_and_size_ove
     assert "user" not in params and params["webhook"] == "https://example.com/hook"
 
 
+def test_vllm_omnis_video_params_block_and_switches_left_at_their_defaults() -> None:
+    """As vLLM-Omni's VideoGenerationRequest reads them (protocol/videos.py): the block fills what
+    the top level leaves out; generate_sound=false and interpolation off ask for nothing."""
+    fields = {
+        "prompt": "p",
+        "fps": 16,
+        "video_params": '{"num_frames": 17, "fps": 24, "width": 128}',  # JSON text, as in a form
+        "generate_sound": "false",
+        "enable_frame_interpolation": False,
+        "frame_interpolation_exp": "1",
+        "frame_interpolation_scale": 1.0,
+    }
+    params = model_params(REFERENCE_T2V, fields)
+    assert params == {"prompt": "p", "fps": 16, "num_frames": 17, "width": 128}
+    assert model_params(REFERENCE_T2V, {"prompt": "p", "video_params": {"height": 96}})["height"] == 96
+    for asks in ({"generate_sound": "true"}, {"frame_interpolation_exp": 2}, {"true_cfg_scale": 4.0}):
+        assert refused(REFERENCE_T2V, {"prompt": "p", **asks}).field == next(iter(asks))
+    for bad in ("[1]", "not json", {"seconds": 4}):
+        assert refused(REFERENCE_T2V, {"prompt": "p", "video_params": bad}).field == "video_params"
+
+
 def test_a_size_the_model_cannot_make_names_the_allowed_values() -> None:
     big = refused(REFERENCE_T2V, {"prompt": "p", "size": "1920x1080"})
     assert big.code == "invalid_size" and big.field == "size"

@@ -29,6 +29,7 @@ from jobservice.catalog import ModelSpec
 from jobservice.errors import DomainError, Invalid, NotFound, TooLarge, Unsupported
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.openai_view import quoted
+from jobservice.http.api.openai_vllm import vllm_omni_extras
 from jobservice.http.api.submission import FORM_TYPES
 from jobservice.media.uploads import FILE_CHECKS, CheckedUpload, SpoolFile, spool_of
 from jobservice.settings import Settings
@@ -216,6 +217,7 @@ def model_params(spec: ModelSpec, fields: dict[str, Any]) -> dict[str, Any]:
     params = {k: v for k, v in fields.items() if k not in IGNORED_FIELDS}
     params.pop("model", None)
     names = spec.params.model_fields
+    vllm_omni_extras(params, names)
     if "prompt" not in names:
         params.pop("prompt", None)  # the SDK always sends one; an audio-driven model takes none
     _refuse_unknown(spec, params)

@@ -6,7 +6,18 @@ from flask import Flask, Response
 
 from jobservice.catalog import Catalog
 from jobservice.http import web
-from jobservice.http.api import auth, bodies, cross_site, errors, jobs, metrics, openai_videos, quota, system
+from jobservice.http.api import (
+    auth,
+    bodies,
+    cross_site,
+    errors,
+    fast_poll,
+    jobs,
+    metrics,
+    openai_videos,
+    quota,
+    system,
+)
 from jobservice.http.api import batches as batches_api
 from jobservice.http.api import streams as streams_api
 from jobservice.http.api import webhooks as webhooks_api
@@ -57,6 +68,7 @@ def create_app(
     app.register_blueprint(batches_web.bp)
     web.init_app(app)
     app.after_request(_nosniff)
+    fast_poll.install(app, services)  # plain GET /jobs/<id> polls, answered beneath Flask
     return app
 
 

@@ -92,7 +92,7 @@ def principal_for_key_id(services: Services, key_id: str) -> Principal | None:
 _tenants: dict[str, tuple[float, dict[str, Any]]] = {}
 
 
-def _limits(services: Services, principal: Principal) -> Limits:
+def limits_for(services: Services, principal: Principal) -> Limits:
     """``principal``'s limits, the tenant's overrides read at most every CACHE_SECONDS."""
     now = time.monotonic()
     hit = _tenants.get(principal.tenant)
@@ -146,7 +146,7 @@ def init_app(app: Flask, services: Services) -> None:
         )
         if principal is not None:
             if not public and principal.key_id is not None:  # request rates are counted per key
-                check_rate(settings, principal, _limits(services, principal))  # 429 rate_limited
+                check_rate(settings, principal, limits_for(services, principal))  # 429 rate_limited
             return None
         if public:
             return None

@@ -1,0 +1,57 @@
+"""The fast poll path (jobservice.http.api.fast_poll) with keys on: tenants, request rates and metrics
+hold as they do through Flask."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Flask
+
+from jobservice.db.tables import ApiKey
+from jobservice.http.api import auth
+from tests.auth.conftest import Keys, bearer
+from tests.factories import new_job
+from tests.unit.test_fast_poll import STATES, Counted, set_row
+
+
+def test_keys_tenants_rates_and_metrics_hold_on_the_fast_path(
+    keyed_app: Flask, keyed_services: Any, keys: Keys
+) -> None:
+    client = keyed_app.test_client()
+    before = poll_counts(client, keys)
+    calls = Counted(keyed_app.wsgi_app)  # type: ignore[arg-type]
+    job_id = new_job(keyed_services.db)
+    set_row(keyed_services.db, job_id, tenant="acme", **STATES["running"])
+    path = f"/jobs/{job_id}"
+    assert client.get(path, headers=bearer(keys.alice)).status_code == 200
+    assert client.get(path, headers=bearer(keys.admin)).status_code == 200
+    assert calls.calls == 0
+    assert client.get(path, headers=bearer(keys.bob)).get_json()["error"]["code"] == "job_not_found"
+    assert client.get(path).get_json()["error"]["code"] == "unauthorized"
+    assert client.get(path, headers=bearer("js_not_a_key")).status_code == 401
+    assert calls.calls == 3
+
+    with keyed_services.db.session() as session:
+        session.get(ApiKey, keys.ids["alice"]).limits = {"requests_per_minute": 4}
+    auth.forget_cached()
+    answers = [client.get(path, headers=bearer(keys.alice)) for _ in range(6)]
+    # One request earlier this minute: three more fit, each counted once, then the refusal.
+    assert [a.status_code for a in answers] == [200, 200, 200, 429, 429, 429]
+    refused = answers[3]
+    assert refused.get_json()["error"]["code"] == "rate_limited" and int(refused.headers["Retry-After"]) >= 1
+    assert calls.calls == 3  # refused beneath Flask too
+
+    after = poll_counts(client, keys)
+    counted = {status: n - before.get(status, 0.0) for status, n in after.items() if n != before.get(status)}
+    assert counted == {"200": 5.0, "404": 1.0, "401": 2.0, "429": 3.0}
+
+
+def poll_counts(client: Any, keys: Keys) -> dict[str, float]:
+    """This process's count of ``GET /jobs/<job_id>`` answers by status, from ``/metrics``."""
+    text = client.get("/metrics", headers=bearer(keys.admin)).get_data(as_text=True)
+    prefix = 'jobservice_http_requests_total{method="GET",route="/jobs/<job_id>",status="'
+    return {
+        line[len(prefix) :].split('"')[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(prefix)
+    }

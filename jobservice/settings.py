@@ -92,6 +92,11 @@ class Settings(BaseSettings):
     scratch_dir: Path | None = Field(default=None, description="Per-job scratch space (var_dir/scratch).")
     torch_threads: int | None = Field(default=None, ge=1)
     progress_min_interval_seconds: float = Field(default=0.5, ge=0)
+    worker_overlap_finish: bool = Field(
+        default=True,
+        description="Finish a generated job (encoder flush, output gate, upload, record) on a "
+        "background thread while the card generates the next one; false: one job at a time, start to end.",
+    )
 
     # --- API -----------------------------------------------------------------------------
     api_host: str = "127.0.0.1"

@@ -20,11 +20,13 @@ from jobservice.retention.orphans import sweep_orphans
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
 from workers import forkguard
+from workers.finisher import Finisher
 from workers.maintenance import Maintenance
 from workers.runtime import WorkerRuntime, default_node, versions
 from workers.tasks import register_tasks
 
 log = logging.getLogger(__name__)
+DRAIN_SECONDS = 300  # a stopping process waits this long for the job it is finishing
 
 
 class WorkerProcess:
@@ -40,6 +42,8 @@ class WorkerProcess:
         """This process's runtime, built on first use (after fork in a prefork child)."""
         if self._runtime is None or self._runtime_pid != os.getpid():
             self._runtime = WorkerRuntime.create(self.services, node=os.environ.get("JOBSERVICE_WORKER_NODE"))
+            if self.services.settings.worker_overlap_finish:
+                self._runtime.finisher = Finisher()
             self._runtime_pid = os.getpid()
         return self._runtime
 
@@ -64,8 +68,13 @@ class WorkerProcess:
                     log.exception("preloading %s failed; the other models still preload", model_id)
 
     def on_child_stop(self, **_: Any) -> None:
-        """Prefork child exit: release resident models."""
+        """Prefork child exit: finish the job handed over last, then release resident models."""
         if self._runtime is not None and self._runtime_pid == os.getpid():
+            finisher = self._runtime.finisher
+            if finisher is not None and not finisher.drain(timeout=DRAIN_SECONDS):
+                log.warning(
+                    "a job was still finishing after %d s; its lease will bring it back", DRAIN_SECONDS
+                )
             self._runtime.resident.unload_all()
 
     def on_ready(self, **_: Any) -> None:

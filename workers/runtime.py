@@ -17,6 +17,7 @@ from jobservice.fleet.placement import parse_devices
 from jobservice.reports.buildinfo import commit, driver_versions
 from jobservice.wiring import Services
 from workers.adapters.base import DeviceContext
+from workers.finisher import Finisher
 from workers.resident import ResidentModels
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,8 @@ class WorkerRuntime:
     device: DeviceContext
     models: list[str]
     node: str
+    # Set in a Celery worker process: jobs are finished there while the card generates the next.
+    finisher: Finisher | None = None
     resident: ResidentModels = field(init=False)
 
     def __post_init__(self) -> None:

@@ -116,3 +116,18 @@ def test_models_show_the_worker_online(shared_stack: Stack) -> None:
     assert models["fake-good"]["workers"][0]["devices"] == "cpu"
     ready = shared_stack.client.get("/readyz").get_json()
     assert ready["ready"] is True and ready["workers"][0]["devices"] == "cpu"
+
+
+def test_the_next_job_is_claimed_while_the_previous_one_is_still_being_finished(shared_stack: Stack) -> None:
+    # workers/finisher.py: after a job's last frame the worker takes the next message at once and
+    # flushes, gates, stores and records the previous job on its finisher thread.
+    ids = [shared_stack.submit({"model": "fake-good", "num_frames": 60, "fps": 15}) for _ in range(4)]
+    jobs = sorted((shared_stack.wait(j) for j in ids), key=lambda j: j.claimed_at)
+    assert [j.status for j in jobs] == ["succeeded"] * 4, [(j.error_code, j.error_message) for j in jobs]
+    assert len({j.worker_id for j in jobs}) == 1
+    overlapped = [nxt.claimed_at < prev.finished_at for prev, nxt in zip(jobs[:-1], jobs[1:], strict=True)]
+    assert sum(overlapped) >= 2, [(j.claimed_at, j.finished_at) for j in jobs]  # (all, unless very loaded)
+    for job in jobs:  # each report is its own job's, gated in full
+        report = report_of(shared_stack, str(job.id))
+        assert report["job_id"] == str(job.id) and report["validation"]["decoded_frames"] == 60
+        assert report["timings"]["validate_ms"] > 0 and report["timings"]["upload_ms"] >= 0

@@ -29,12 +29,15 @@ from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
+from jobservice.catalog import ModelSpec
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, JobStatus
 from jobservice.jobs.transitions import InvalidTransition, Owner
 from jobservice.reports.run_report import RunReport
 from jobservice.storage import ObjectStore, StoreFull, StoreUnavailable
-from workers.adapters.base import AdapterError
+from workers.adapters.base import AdapterError, RunOutput
+from workers.run.context import PipelineContext
+from workers.validation import Expectation
 
 log = logging.getLogger(__name__)
 
@@ -137,3 +140,25 @@ def summary_timings(report: RunReport) -> dict[str, Any]:
     if report.last_frame_at is not None:
         summary["last_frame_at"] = report.last_frame_at.isoformat()
     return summary
+
+
+def expectation_of(job: Job, spec: ModelSpec, output: RunOutput, ctx: PipelineContext) -> Expectation:
+    """What the output gate checks a run's video against: the adapter's format (else the context's)
+    and a duration from the adapter, else the input speech, else frames / fps."""
+    fmt = output.expected or ctx.format
+    needs_audio = spec.task == "audio2video"
+    duration: float | None = None
+    if fmt is not None and fmt.expected_duration_s is not None:
+        duration = fmt.expected_duration_s
+    elif needs_audio:
+        duration = ((job.input_meta or {}).get("audio") or {}).get("duration_s")
+    elif fmt is not None:
+        duration = fmt.num_frames / fmt.fps
+    return Expectation(
+        width=fmt.width if fmt else None,
+        height=fmt.height if fmt else None,
+        fps=fmt.fps if fmt else None,
+        num_frames=fmt.num_frames if fmt else None,
+        duration_s=duration,
+        require_audio=needs_audio,
+    )

@@ -29,13 +29,13 @@ from jobservice.jobs.transitions import (
 from jobservice.logs import job_log_context
 from jobservice.reports.run_report import RunReport, Validation
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutput
-from workers.devices import reset_peak_memory
+from workers.devices import memory_report, reset_peak_memory
 from workers.run.context import LeaseLostError, PipelineContext
-from workers.run.finish import store_output, summary_timings, write_final
+from workers.run.finish import expectation_of, store_output, summary_timings, write_final
 from workers.run.heartbeat import Heartbeat
 from workers.run.report import build_report, failed_check_message, validation_summary
 from workers.runtime import WorkerRuntime
-from workers.validation import Expectation, validate_file, validate_streamed
+from workers.validation import validate_file, validate_streamed
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ class JobRun:
     output: RunOutput | None = None
     validation: Validation | None = None
     generate_started_at: datetime | None = None
+    generate_memory: dict[str, float] | None = None
 
     def __post_init__(self) -> None:
         self.owner = Owner(self.runtime.worker_id, self.job.attempts)
@@ -92,10 +93,38 @@ class JobRun:
 
     # --- the run -------------------------------------------------------------------------
     def execute(self) -> str:
-        """Run to the end and record the outcome; never raises for a job-level failure."""
+        """Run to the end and record the outcome; never raises for a job-level failure.
+
+        With a finisher (the worker's Celery tasks have one), everything after the last frame is
+        handed to it and this returns ``"finishing"`` at once: the card takes the next job while
+        this one is gated, stored and recorded (workers/finisher.py)."""
         self.heartbeat.start()
+        handed_over = False
         try:
-            return self._run()
+            ended = self._guarded(self._generate)
+            if ended is not None:
+                return ended
+            finisher = self.runtime.finisher
+            if finisher is None:
+                return self._guarded(self._after_generate) or "finished"
+            finisher.hand_over(self._finish_handed_over)
+            handed_over = True
+            return "finishing"
+        finally:
+            if not handed_over:
+                self._clean_up()
+
+    def _finish_handed_over(self) -> str:
+        with job_log_context(self.job.id, self.job.attempts):
+            try:
+                return self._guarded(self._after_generate) or "finished"
+            finally:
+                self._clean_up()
+
+    def _guarded(self, step: Callable[[], str | None]) -> str | None:
+        """Run ``step``; a job-level failure becomes the job's ending (its outcome is returned)."""
+        try:
+            return step()
         except LeaseLostError:
             return self._lease_lost()
         except JobCanceled as exc:
@@ -105,11 +134,12 @@ class JobRun:
         except Exception as exc:  # noqa: BLE001 - a bug in a model or in us must still end the job
             log.exception("job %s: run crashed", self.job.id)
             return self._failed("internal_error", f"{type(exc).__name__}: {exc}")
-        finally:
-            self.heartbeat.stop()
-            if self.ctx is not None:
-                self.ctx.abort()
-            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _clean_up(self) -> None:
+        self.heartbeat.stop()
+        if self.ctx is not None:
+            self.ctx.abort()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _stage(self, stage: Stage, progress: float | None = None) -> None:
         self.heartbeat.update(stage=stage.value, progress=progress)
@@ -119,7 +149,8 @@ class JobRun:
         self.timings[name] = round((now - since) * 1000, 3)
         return now
 
-    def _run(self) -> str:
+    def _generate(self) -> None:
+        """Claim's aftermath up to the last frame: inputs, the resident model, generation."""
         if self.spec is None:
             raise AdapterError(
                 "model_unavailable", f"Model '{self.job.model}' is not in this worker's catalog."
@@ -148,8 +179,12 @@ class JobRun:
         self.ctx.check_cancel()
         self.output = loaded.adapter.run(loaded.handle, inputs, self.ctx)
         self.ctx.check_cancel()
-        t = self._lap("generate_ms", t)
+        self._lap("generate_ms", t)
+        self.generate_memory = memory_report(self.runtime.device)
 
+    def _after_generate(self) -> str:
+        """From the last frame to the final transition: flush, gate, upload, report, record."""
+        assert self.ctx is not None  # set by _generate
         video_path = self._finish_video()
         t = time.perf_counter()
         self._stage(Stage.UPLOADING, 0.97)
@@ -183,30 +218,9 @@ class JobRun:
             meta={name: dict(meta) for name, meta in (self.job.input_meta or {}).items()},
         )
 
-    def _expectation(self) -> Expectation:
-        assert self.output is not None and self.spec is not None
-        fmt = self.output.expected or (self.ctx.format if self.ctx else None)
-        needs_audio = self.spec.task == "audio2video"
-        # Duration to check: the adapter's own figure, else the input speech, else frames / fps.
-        duration: float | None = None
-        if fmt is not None and fmt.expected_duration_s is not None:
-            duration = fmt.expected_duration_s
-        elif needs_audio:
-            duration = ((self.job.input_meta or {}).get("audio") or {}).get("duration_s")
-        elif fmt is not None:
-            duration = fmt.num_frames / fmt.fps
-        return Expectation(
-            width=fmt.width if fmt else None,
-            height=fmt.height if fmt else None,
-            fps=fmt.fps if fmt else None,
-            num_frames=fmt.num_frames if fmt else None,
-            duration_s=duration,
-            require_audio=needs_audio,
-        )
-
     def _finish_video(self) -> Path:
         assert self.output is not None and self.ctx is not None and self.spec is not None
-        expect = self._expectation()
+        expect = expectation_of(self.job, self.spec, self.output, self.ctx)
         if self.output.video_path is None:
             t = time.perf_counter()
             encoded = self.ctx.finish_encoding()

@@ -34,6 +34,7 @@ class RunState(Protocol):
     timings: dict[str, float]
     cold: bool
     generate_started_at: datetime | None
+    generate_memory: dict[str, float] | None  # the device's memory read when the last frame came
     runtime: WorkerRuntime
     spec: ModelSpec | None
 
@@ -91,7 +92,6 @@ def build_report(
     claimed = job.claimed_at
     waited_from = job.created_at if job.attempts <= 1 or job.enqueued_at is None else job.enqueued_at
     queue_wait_ms = round((claimed - waited_from).total_seconds() * 1000, 3) if claimed else 0.0
-    artifacts = _artifacts(run, video_path)
     device = run.runtime.device
     execution_mode = run.spec.execution_mode if run.spec else "resident"
     return RunReport(
@@ -120,10 +120,11 @@ def build_report(
         last_frame_at=ctx.last_frame_at if ctx else None,
         first_frame_at=ctx.first_frame_at if ctx else None,
         finished_at=utcnow(),
-        memory={**memory_report(device), **(ctx.memory if ctx else {})},
+        # read at the last frame: a handed-over run is reported while the card runs the next job
+        memory={**(run.generate_memory or memory_report(device)), **(ctx.memory if ctx else {})},
         config_resolved=dict(job.params or {}),
         device_placement={"device": device.label, "torch_device": device.torch_device},
-        artifacts=artifacts,
+        artifacts=_artifacts(run, video_path),
         input_digests={
             name: str(meta.get("sha256"))
             for name, meta in (job.input_meta or {}).items()

@@ -157,6 +157,11 @@ def parse_args() -> argparse.Namespace:
         "--same-work-runs", type=int, default=5, help="runs of the FlashHead stand-in (0: skip)"
     )
     parser.add_argument("--no-omnirt", action="store_true", help="skip OmniRT's same-work ratio")
+    parser.add_argument(
+        "--in-line",
+        action="store_true",
+        help="the worker finishes each job before taking the next (JOBSERVICE_WORKER_OVERLAP_FINISH=false)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     return parser.parse_args()
 
@@ -191,10 +196,11 @@ def main() -> None:
         deployment=site.deployment if site else None,
         keep=args.keep,
         more_workers=[site.worker] if site else [],
+        worker_env={"JOBSERVICE_WORKER_OVERLAP_FINISH": "false"} if args.in_line else {},
     )
+    extra: dict[str, Any] = {"overlap_finish": not args.in_line}
     speech = speech_clip(stack.tmp, profile["speech_seconds"])
     portrait = ROOT / "samples/portrait.png"
-    extra: dict[str, Any] = {}
     try:
         stack.start()
         base, db = stack.base, stack.db
@@ -264,6 +270,7 @@ def summarize(
             }
             for kind, data in rows.items()
         },
+        "overlap_finish": extra.get("overlap_finish", True),
         **extra.get("duty", {}),
         **extra.get("same_work", {}),
     }

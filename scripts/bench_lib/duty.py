@@ -61,6 +61,7 @@ def duty_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     busy = [(r["finished"] - r["claimed"]).total_seconds() * 1000 - r["generate_ms"] for r in rows]
     return {
         "duty_cycle": round(generate_ms / wall_ms, 4),
+        "duty_wall_ms_per_job": round(wall_ms / len(rows), 1),  # throughput, whatever the cycle
         "gap_ms_p50": pct(gaps, 0.5),
         "gap_ms_p95": pct(gaps, 0.95),
         "duty_off_card_ms_p50": pct(busy, 0.5),

@@ -5,7 +5,8 @@ of being held in memory; the request-wide size limit is enforced by Werkzeug whi
 Files are then checked by content, never by name: images must open and fully decode under
 Pillow within pixel limits (decompression bombs refused), audio must decode under ffprobe with a
 duration within limits, judged by the samples that really decode (the decode capped just past the
-limit), never by the header's claim.
+limit), never by the header's claim; a plain PCM WAV is judged by the sample bytes it really holds,
+without starting ffmpeg (jobservice.media.wav).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from PIL import Image, UnidentifiedImageError
 
 from jobservice.errors import DomainError, Invalid, Malformed, TooLarge, Unavailable, Unsupported
 from jobservice.media.probe import MediaToolMissing, ProbeError, decoded_seconds, probe_media
+from jobservice.media.wav import pcm_wav_facts
 from jobservice.settings import Settings
 
 IMAGE_FORMATS = {"PNG": ("png", "image/png"), "JPEG": ("jpg", "image/jpeg"), "WEBP": ("webp", "image/webp")}
@@ -215,6 +217,41 @@ def check_audio(field: str, spool: SpoolFile, settings: Settings) -> CheckedUplo
     if spool.size == 0:
         raise Invalid("invalid_audio", "The audio file is empty.")
     path = Path(spool.name)
+    wav = pcm_wav_facts(path)  # a plain PCM WAV needs no ffmpeg (jobservice/media/wav.py)
+    facts: tuple[str, str | None, int | None, int | None, float] = (
+        ("wav", wav.codec_name, wav.sample_rate, wav.channels, wav.duration_s)
+        if wav is not None
+        else _decoded_facts(path, settings)
+    )
+    fmt, codec, rate, channels, duration = facts
+    if duration <= 0:
+        raise Invalid("invalid_audio", "The audio stream holds no decodable frames.")
+    if duration < settings.min_audio_seconds:
+        raise Invalid(
+            "audio_too_short",
+            f"The audio lasts {duration:.2f} s; at least {settings.min_audio_seconds} s is needed.",
+        )
+    if duration > settings.max_audio_seconds:
+        raise Invalid(
+            "audio_too_long",
+            f"The audio decodes to more than {settings.max_audio_seconds:g} s (whatever its header says); "
+            f"at most {settings.max_audio_seconds:g} s is accepted.",
+        )
+    extension, mime = AUDIO_FORMATS[fmt]
+    meta = {
+        "format": fmt.split(",")[0] if extension != "m4a" else "m4a",
+        "codec": codec,
+        "duration_s": round(duration, 4),
+        "sample_rate": rate,
+        "channels": channels,
+        "bytes": spool.size,
+        "sha256": spool.sha256(),
+    }
+    return CheckedUpload(name=field, path=path, extension=extension, content_type=mime, meta=meta)
+
+
+def _decoded_facts(path: Path, settings: Settings) -> tuple[str, str | None, int | None, int | None, float]:
+    """(container, codec, sample rate, channels, decoded seconds) from ffprobe and a counting decode."""
     try:
         facts = probe_media(path, timeout=30.0)  # the header: container, codec, rate, channels
         audio = facts.audio
@@ -232,30 +269,7 @@ def check_audio(field: str, spool: SpoolFile, settings: Settings) -> CheckedUplo
         raise Unavailable("media_tools_missing", str(exc)) from None
     except ProbeError as exc:
         raise Invalid("invalid_audio", f"The audio could not be decoded: {exc}") from None
-    if duration <= 0:
-        raise Invalid("invalid_audio", "The audio stream holds no decodable frames.")
-    if duration < settings.min_audio_seconds:
-        raise Invalid(
-            "audio_too_short",
-            f"The audio lasts {duration:.2f} s; at least {settings.min_audio_seconds} s is needed.",
-        )
-    if duration > settings.max_audio_seconds:
-        raise Invalid(
-            "audio_too_long",
-            f"The audio decodes to more than {settings.max_audio_seconds:g} s (whatever its header says); "
-            f"at most {settings.max_audio_seconds:g} s is accepted.",
-        )
-    extension, mime = AUDIO_FORMATS[fmt]
-    meta = {
-        "format": fmt.split(",")[0] if extension != "m4a" else "m4a",
-        "codec": audio.codec_name,
-        "duration_s": round(duration, 4),
-        "sample_rate": audio.sample_rate,
-        "channels": audio.channels,
-        "bytes": spool.size,
-        "sha256": spool.sha256(),
-    }
-    return CheckedUpload(name=field, path=path, extension=extension, content_type=mime, meta=meta)
+    return fmt, audio.codec_name, audio.sample_rate, audio.channels, duration
 
 
 FILE_CHECKS = {"image": check_image, "audio": check_audio}

@@ -70,12 +70,14 @@ class WorkerProcess:
     def on_child_stop(self, **_: Any) -> None:
         """Prefork child exit: finish the job handed over last, then release resident models."""
         if self._runtime is not None and self._runtime_pid == os.getpid():
-            finisher = self._runtime.finisher
-            if finisher is not None and not finisher.drain(timeout=DRAIN_SECONDS):
-                log.warning(
-                    "a job was still finishing after %d s; its lease will bring it back", DRAIN_SECONDS
-                )
+            self._drain_finisher()
             self._runtime.resident.unload_all()
+
+    def _drain_finisher(self) -> None:
+        """Wait for the job this process is finishing, if any (workers/finisher.py)."""
+        finisher = self._runtime.finisher if self._runtime is not None else None
+        if finisher is not None and not finisher.drain(timeout=DRAIN_SECONDS):
+            log.warning("a job was still finishing after %d s; its lease will bring it back", DRAIN_SECONDS)
 
     def on_ready(self, **_: Any) -> None:
         """Parent set up, before the broker connection: announce the worker, start the maintenance loop."""
@@ -104,7 +106,10 @@ class WorkerProcess:
             log.warning("the start-up orphan sweep failed", exc_info=True)
 
     def on_shutdown(self, **_: Any) -> None:
-        """Parent stopping: retire the presence row."""
+        """Parent stopping: finish a job handed over here (the solo pool runs jobs in this process),
+        then retire the presence row."""
+        if self._runtime is not None and self._runtime_pid == os.getpid():
+            self._drain_finisher()
         if self.maintenance is not None:
             self.maintenance.stop()
 

@@ -122,11 +122,13 @@ def test_the_next_job_is_claimed_while_the_previous_one_is_still_being_finished(
     # workers/finisher.py: after a job's last frame the worker takes the next message at once and
     # flushes, gates, stores and records the previous job on its finisher thread.
     ids = [shared_stack.submit({"model": "fake-good", "num_frames": 60, "fps": 15}) for _ in range(4)]
-    jobs = sorted((shared_stack.wait(j) for j in ids), key=lambda j: j.claimed_at)
+    jobs = [shared_stack.wait(j) for j in ids]
     assert [j.status for j in jobs] == ["succeeded"] * 4, [(j.error_code, j.error_message) for j in jobs]
     assert len({j.worker_id for j in jobs}) == 1
-    overlapped = [nxt.claimed_at < prev.finished_at for prev, nxt in zip(jobs[:-1], jobs[1:], strict=True)]
-    assert sum(overlapped) >= 2, [(j.claimed_at, j.finished_at) for j in jobs]  # (all, unless very loaded)
+    spans = sorted((j.claimed_at, j.finished_at) for j in jobs if j.claimed_at and j.finished_at)
+    assert len(spans) == 4
+    overlapped = [nxt[0] < prev[1] for prev, nxt in zip(spans[:-1], spans[1:], strict=True)]
+    assert sum(overlapped) >= 2, spans  # (all three, unless the machine is very loaded)
     for job in jobs:  # each report is its own job's, gated in full
         report = report_of(shared_stack, str(job.id))
         assert report["job_id"] == str(job.id) and report["validation"]["decoded_frames"] == 60

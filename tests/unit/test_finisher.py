@@ -30,7 +30,7 @@ def test_a_second_hand_over_waits_until_the_first_is_done_and_order_is_kept() ->
     finisher = Finisher()
     release = threading.Event()
     order: list[str] = []
-    finisher.hand_over(lambda: (release.wait(5), order.append("first")))
+    finisher.hand_over(lambda: slowly(order, "first", 0, release))
     handed: list[float] = []
 
     def second() -> None:
@@ -58,3 +58,32 @@ def test_work_that_raises_does_not_stop_the_finisher() -> None:
     finisher.hand_over(broken)
     finisher.hand_over(lambda: done.append(1))
     assert finisher.drain(timeout=5) and done == [1]
+
+
+def test_a_stopping_worker_process_finishes_the_handed_over_job_before_unloading() -> None:
+    import os
+    from types import SimpleNamespace
+
+    from workers.bootstrap import WorkerProcess
+
+    order: list[str] = []
+    finisher = Finisher()
+    runtime = SimpleNamespace(
+        finisher=finisher, resident=SimpleNamespace(unload_all=lambda: order.append("unloaded"))
+    )
+    process = WorkerProcess(services=SimpleNamespace())  # type: ignore[arg-type]
+    process._runtime, process._runtime_pid = runtime, os.getpid()  # type: ignore[assignment]
+    finisher.hand_over(lambda: slowly(order, "finished", 0.3))
+    process.on_child_stop()
+    assert order == ["finished", "unloaded"]
+    finisher.hand_over(lambda: slowly(order, "finished again", 0.2))
+    process.on_shutdown()  # the solo pool's process: drained there too
+    assert order[-1] == "finished again"
+
+
+def slowly(out: list[str], what: str, seconds: float, after: threading.Event | None = None) -> None:
+    """Append ``what`` to ``out`` after ``seconds`` (and ``after``, when given, is set)."""
+    if after is not None:
+        after.wait(5)
+    time.sleep(seconds)
+    out.append(what)

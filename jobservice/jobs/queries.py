@@ -53,12 +53,14 @@ def count_ahead(session: Session, job: Job) -> int:
 
 
 def count_ahead_of_new(session: Session, job: Job) -> int:
-    """``count_ahead`` for a job just queued, from the counters of migration 0008: the queued jobs
-    of its model at a higher priority, plus those at its own, less itself and the few queued after
-    it (an index range from it to the end of its priority: empty or nearly for a new job).
+    """``count_ahead`` for a job near the back of its queue (a new job, the newest page of a list),
+    counted from the back: the queued jobs of its model at its priority or higher (the counters of
+    migration 0008), less itself and those queued after it (an index range from it to the end of its
+    priority: empty or nearly for a new job). One statement, so counters and rows agree."""
+    return max(0, int(session.scalar(select(_ahead_from_the_back(job))) or 0))
 
-    The counters and the rows are read in one statement, so they agree with each other.
-    """
+
+def _ahead_from_the_back(job: Job) -> ColumnElement[int]:
     counts = select(func.coalesce(func.sum(QueueCount.queued), 0)).where(
         QueueCount.model == job.model, QueueCount.priority <= job.priority
     )
@@ -69,10 +71,7 @@ def count_ahead_of_new(session: Session, job: Job) -> int:
         *_in_queue_of(job.model), Job.priority == job.priority, tuple_(Job.created_at, Job.id) > later
     )
     mine = select(func.count()).where(Job.id == job.id, Job.status == JobStatus.QUEUED)
-    row = session.execute(
-        select(counts.scalar_subquery(), after.scalar_subquery(), mine.scalar_subquery())
-    ).one()
-    return max(0, int(row[0] or 0) - int(row[1] or 0) - int(row[2] or 0))
+    return counts.scalar_subquery() - after.scalar_subquery() - mine.scalar_subquery()
 
 
 def queue_position(session: Session, job: Job) -> int:
@@ -83,7 +82,9 @@ def queue_position(session: Session, job: Job) -> int:
 def queue_positions(session: Session, jobs: Iterable[Job]) -> dict[uuid.UUID, int]:
     """The queue position of every queued job in ``jobs`` (others are left out): one query per
     model, adding to the count of jobs before the page's first one (in queue order) the ranks of
-    the page's jobs within the index range from its first to its last one."""
+    the page's jobs within the index range from its first to its last one. Lists are newest first,
+    so that count is taken from the back of the queue (``count_ahead_of_new``): a page of a nightly
+    batch's newest jobs reads a few dozen index entries, not the thousands queued before them."""
     by_model: dict[str, list[Job]] = {}
     for job in jobs:
         if JobStatus(job.status) == JobStatus.QUEUED:
@@ -92,7 +93,7 @@ def queue_positions(session: Session, jobs: Iterable[Job]) -> dict[uuid.UUID, in
     for model, queued in by_model.items():
         queued.sort(key=_queue_key)
         first, last = queued[0], queued[-1]
-        ahead = select(func.count()).where(*_in_queue_of(model), _order() < _key_of(first))
+        ahead = _ahead_from_the_back(first)
         rank = func.row_number().over(order_by=(Job.priority, Job.created_at, Job.id)) - 1
         span = (
             select(Job.id, rank.label("rank"))
@@ -100,7 +101,7 @@ def queue_positions(session: Session, jobs: Iterable[Job]) -> dict[uuid.UUID, in
             .subquery()
         )
         wanted = [job.id for job in queued]
-        page = select(span.c.id, span.c.rank + ahead.scalar_subquery()).where(span.c.id.in_(wanted))
+        page = select(span.c.id, span.c.rank + ahead).where(span.c.id.in_(wanted))
         for job_id, place in session.execute(page):
             positions[job_id] = int(place)
     return positions

@@ -4,11 +4,12 @@ Read-only helpers over the jobs and job events tables; every change of status go
 ``jobservice.jobs.transitions``, and the lease and queue-message bookkeeping through
 ``jobservice.jobs.leases``.
 
-Queue order within a model is ``(priority, created_at, id)``. A position is a count of the queued
-rows before a job in that order, written as a row-value comparison so that it is one range of the
-index ``(model, status, priority, created_at, id)`` (migration 0006), counted from the index alone;
-a page of jobs gets all its positions from one query per model (``queue_positions``), not one
-count per row.
+Queue order within a model is ``(priority, created_at, id)``. A position is the queued jobs at
+higher priorities, read from the counters of migration 0008, plus a count of the queued rows before
+the job at its own priority, written as a row-value comparison so that it is one range of the index
+``(model, status, priority, created_at, id)`` (migration 0006); a new job, or a list page (newest
+first), counts from the back of its priority instead. A page of jobs gets all its positions from
+one query per model (``queue_positions``), not one count per row.
 """
 
 from __future__ import annotations
@@ -47,9 +48,17 @@ def _order() -> ColumnElement[tuple[int, datetime, uuid.UUID]]:
 
 
 def count_ahead(session: Session, job: Job) -> int:
-    """How many queued jobs of ``job``'s model come before it in queue order (one index range)."""
-    ahead = select(func.count()).where(*_in_queue_of(job.model), _order() < _key_of(job))
-    return int(session.scalar(ahead) or 0)
+    """How many queued jobs of ``job``'s model come before it in queue order: those at a higher
+    priority from the counters of migration 0008 (a queue of interactive jobs ahead of a batch is
+    not read row by row), plus those before it at its own priority (one index range)."""
+    higher = select(func.coalesce(func.sum(QueueCount.queued), 0)).where(
+        QueueCount.model == job.model, QueueCount.priority < job.priority
+    )
+    earlier = tuple_(literal(job.created_at, Job.created_at.type), literal(job.id, Job.id.type))
+    same = select(func.count()).where(
+        *_in_queue_of(job.model), Job.priority == job.priority, tuple_(Job.created_at, Job.id) < earlier
+    )
+    return int(session.scalar(select(higher.scalar_subquery() + same.scalar_subquery())) or 0)
 
 
 def count_ahead_of_new(session: Session, job: Job) -> int:

@@ -14,6 +14,7 @@ from jobservice.jobs.queries import get_job, queue_position, queue_positions
 from jobservice.jobs.schemas import job_views, list_jobs
 from jobservice.jobs.transitions import claim_job, mark_canceled
 from tests.factories import new_job, sqlite_copy
+from tests.unit.test_usage_counters import rows_ahead
 
 MODELS = ("reference-t2v", "reference-talking-head")
 
@@ -43,6 +44,7 @@ def _check(db: Database) -> None:
         jobs: list[Job] = [j for j in (get_job(s, i) for i in ids) if j is not None]
         one_by_one = {j.id: queue_position(s, j) for j in jobs if j.status == "queued"}
         assert len(one_by_one) == 38
+        assert one_by_one == {j.id: rows_ahead(s, j) for j in jobs if j.status == "queued"}
         assert queue_positions(s, jobs) == one_by_one
         some = jobs[5:17]  # a page: a subset, in another order
         assert queue_positions(s, some) == {j.id: one_by_one[j.id] for j in some if j.id in one_by_one}

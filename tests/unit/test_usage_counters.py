@@ -11,10 +11,11 @@ import random
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, literal, select, tuple_, update
 
 from jobservice.db.engine import Database
 from jobservice.db.migrate import alembic_config, upgrade
@@ -92,7 +93,20 @@ def assert_queue_counts_agree(db: Database) -> None:
         }
         assert {k: v for k, v in counted.items() if v} == {(m, p): n for m, p, n in rows}
         for job in s.scalars(select(Job).where(Job.status == JobStatus.QUEUED)):
-            assert count_ahead_of_new(s, job) == count_ahead(s, job), job.id
+            exact = rows_ahead(s, job)
+            assert count_ahead_of_new(s, job) == exact and count_ahead(s, job) == exact, job.id
+
+
+def rows_ahead(session: Any, job: Job) -> int:
+    """The queued jobs of ``job``'s model before it in queue order, counted row by row (no counters)."""
+    order = tuple_(Job.priority, Job.created_at, Job.id)
+    mine = tuple_(
+        literal(job.priority, Job.priority.type),
+        literal(job.created_at, Job.created_at.type),
+        literal(job.id, Job.id.type),
+    )
+    ahead = select(func.count()).where(Job.model == job.model, Job.status == JobStatus.QUEUED, order < mine)
+    return int(session.scalar(ahead) or 0)
 
 
 def check(db: Database) -> None:

@@ -32,6 +32,7 @@ from sqlalchemy import func, select
 
 from jobservice.db.engine import Database
 from jobservice.db.tables import Batch, Job, JobStatus
+from jobservice.jobs.queries import queue_positions
 
 log = logging.getLogger(__name__)
 
@@ -123,49 +124,21 @@ def job_state_of(view: Any) -> JobState:
 
 
 def read_job_states(session: Any, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, JobState]:
-    """The states of ``ids`` (missing rows left out), queue positions included, in one query."""
-    wanted = list(ids)
-    # Queue order as in jobservice.jobs.queries (priority, created_at, id): every queued job of the
-    # watched jobs' models ranked in one pass, rather than one count per watched job.
-    ranked = (
-        select(
-            Job.id.label("id"),
-            (
-                func.row_number().over(
-                    partition_by=Job.model, order_by=(Job.priority, Job.created_at, Job.id)
-                )
-                - 1
-            ).label("position"),
-        )
-        .where(
-            Job.status == JobStatus.QUEUED,
-            Job.model.in_(select(Job.model).where(Job.id.in_(wanted)).distinct()),
-        )
-        .subquery()
-    )
-    query = (
-        select(
-            Job.id,
-            Job.status,
-            Job.stage,
-            Job.progress,
-            ranked.c.position,
-            Job.cancel_requested_at,
-            Job.attempts,
-        )
-        .outerjoin(ranked, ranked.c.id == Job.id)
-        .where(Job.id.in_(wanted))
-    )
+    """The states of ``ids`` (missing rows left out), queue positions included: the rows in one
+    query, the positions of the queued ones in one more per model (``queries.queue_positions``,
+    an index range around the watched jobs, not a ranking of the whole queue at every tick)."""
+    jobs = list(session.scalars(select(Job).where(Job.id.in_(list(ids)))))
+    positions = queue_positions(session, jobs)
     states: dict[uuid.UUID, JobState] = {}
-    for job_id, status, stage, progress, place, cancel_at, attempts in session.execute(query):
-        terminal = JobStatus(status).is_terminal
-        states[job_id] = JobState(
-            status=str(status.value if isinstance(status, JobStatus) else status),
-            stage=stage,
-            progress=round(float(progress or 0.0), 4),
-            queue_position=None if place is None else int(place),
-            cancel_requested=cancel_at is not None and not terminal,
-            attempts=int(attempts or 0),
+    for job in jobs:
+        status = JobStatus(job.status)
+        states[job.id] = JobState(
+            status=status.value,
+            stage=job.stage,
+            progress=round(float(job.progress or 0.0), 4),
+            queue_position=positions.get(job.id),
+            cancel_requested=job.cancel_requested_at is not None and not status.is_terminal,
+            attempts=int(job.attempts or 0),
         )
     return states
 

@@ -12,6 +12,9 @@ What 0 means, per limit (an operator who writes 0 gets the safe reading):
 from __future__ import annotations
 
 import logging
+import threading
+import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -20,12 +23,15 @@ from sqlalchemy.orm import Session
 
 from jobservice.auth.keys import LIMIT_NAMES
 from jobservice.auth.principal import Principal
+from jobservice.db.engine import Database
 from jobservice.db.tables import Tenant
 from jobservice.settings import Settings
 
 log = logging.getLogger(__name__)
 
 UNLIMITED_RATE = 1_000_000_000  # requests per minute at or above this are not counted at all
+OVERRIDES_SECONDS = 5.0  # how long a process keeps a tenant's overrides (as it keeps verified keys)
+OVERRIDES_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,36 @@ def tenant_overrides(session: Session, tenant: str) -> dict[str, Any]:
 def effective_limits(session: Session, settings: Settings, principal: Principal) -> Limits:
     """The limits that apply to ``principal``: key override > tenant override > settings default."""
     return resolve_limits(settings, tenant=tenant_overrides(session, principal.tenant), key=principal.limits)
+
+
+_kept: weakref.WeakKeyDictionary[Database, dict[str, tuple[float, dict[str, Any]]]] = (
+    weakref.WeakKeyDictionary()
+)
+_kept_lock = threading.Lock()
+
+
+def recent_limits(db: Database, settings: Settings, principal: Principal) -> Limits:
+    """``effective_limits`` with the tenant's overrides read at most every ``OVERRIDES_SECONDS``
+    per process (a submission or a rate check then needs no read of its own), so a change made
+    with ``jobservice tenants set`` applies everywhere within that time."""
+    now = time.monotonic()
+    with _kept_lock:
+        kept = _kept.setdefault(db, {})
+        hit = kept.get(principal.tenant)
+    if hit is None or hit[0] <= now:
+        with db.session() as session:
+            hit = (now + OVERRIDES_SECONDS, tenant_overrides(session, principal.tenant))
+        with _kept_lock:
+            if len(kept) >= OVERRIDES_KEPT:
+                kept.clear()
+            kept[principal.tenant] = hit
+    return resolve_limits(settings, tenant=hit[1], key=principal.limits)
+
+
+def forget_recent_limits() -> None:
+    """Drop every kept tenant override (after a change in this process)."""
+    with _kept_lock:
+        _kept.clear()
 
 
 def _usable(name: str, value: Any) -> int | float | None:

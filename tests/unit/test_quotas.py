@@ -137,6 +137,32 @@ def test_effective_limits_read_the_tenant_row(db: Database) -> None:
     assert other == default_limits(quota_settings())
 
 
+def test_recent_limits_reread_a_tenants_overrides_after_a_few_seconds_per_database(
+    db: Database, tmp_path: Path, migrated_sqlite: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jobservice.quotas import limits as limits_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(limits_module.time, "monotonic", lambda: clock[0])
+    settings = quota_settings()
+    assert limits_module.recent_limits(db, settings, user()).active_jobs == 3  # no row: the default
+    with db.session() as session:
+        session.add(Tenant(name="acme", limits={"active_jobs": 9}))
+    assert limits_module.recent_limits(db, settings, user()).active_jobs == 3  # kept for a while
+    other = sqlite_copy(migrated_sqlite, tmp_path / "other")  # another database keeps its own
+    with other.session() as session:
+        session.add(Tenant(name="acme", limits={"active_jobs": 4}))
+    assert limits_module.recent_limits(other, settings, user()).active_jobs == 4
+    clock[0] += limits_module.OVERRIDES_SECONDS + 0.1
+    assert limits_module.recent_limits(db, settings, user()).active_jobs == 9  # read again
+    assert limits_module.recent_limits(db, settings, user(active_jobs=2)).active_jobs == 2  # the key's own
+    with db.session() as session:
+        session.get(Tenant, "acme").limits = {"active_jobs": 1}  # type: ignore[union-attr]
+    limits_module.forget_recent_limits()
+    assert limits_module.recent_limits(db, settings, user()).active_jobs == 1
+    other.dispose()
+
+
 # --- admission ------------------------------------------------------------------------------------
 def test_active_jobs_admit_up_to_the_cap_and_refuse_beyond(db: Database) -> None:
     settings = quota_settings()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from flask import Flask, g, redirect, request, session, url_for
 from werkzeug.wrappers import Response as WerkzeugResponse
@@ -22,7 +21,7 @@ from jobservice.auth.keys import hash_secret, principal_of, verify
 from jobservice.auth.principal import Principal, anonymous
 from jobservice.db.tables import ApiKey
 from jobservice.errors import Unauthorized
-from jobservice.quotas.limits import Limits, resolve_limits, tenant_overrides
+from jobservice.quotas.limits import Limits, recent_limits
 from jobservice.quotas.rate import check_rate
 from jobservice.settings import Settings
 from jobservice.wiring import Services
@@ -89,20 +88,9 @@ def principal_for_key_id(services: Services, key_id: str) -> Principal | None:
     return _cached("k:" + key_id, load)
 
 
-_tenants: dict[str, tuple[float, dict[str, Any]]] = {}
-
-
 def limits_for(services: Services, principal: Principal) -> Limits:
-    """``principal``'s limits, the tenant's overrides read at most every CACHE_SECONDS."""
-    now = time.monotonic()
-    hit = _tenants.get(principal.tenant)
-    if hit is None or hit[0] <= now:
-        with services.db.session() as db:
-            hit = (now + CACHE_SECONDS, tenant_overrides(db, principal.tenant))
-        if len(_tenants) >= CACHE_SIZE:
-            _tenants.clear()
-        _tenants[principal.tenant] = hit
-    return resolve_limits(services.settings, tenant=hit[1], key=principal.limits)
+    """``principal``'s limits, the tenant's overrides read at most every few seconds."""
+    return recent_limits(services.db, services.settings, principal)
 
 
 def _bearer() -> str | None:

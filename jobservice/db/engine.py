@@ -106,6 +106,18 @@ class Database:
                 return self._readers.pop()
         return engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A kept reader for the block (``take_reader``); closed instead of kept if the block fails."""
+        conn = self.take_reader()
+        try:
+            yield conn
+        except BaseException:
+            conn.invalidate()
+            conn.close()
+            raise
+        self.give_back_reader(conn)
+
     def give_back_reader(self, conn: Connection) -> None:
         """Keep ``conn`` for the next read (up to ``KEPT_READERS``), or close it."""
         with self._lock:

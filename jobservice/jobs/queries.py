@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, func, literal, select, tuple_
+from sqlalchemy import ColumnElement, Connection, func, literal, select, tuple_
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobEvent, JobStatus, QueueCount
@@ -47,7 +47,7 @@ def _order() -> ColumnElement[tuple[int, datetime, uuid.UUID]]:
     return tuple_(Job.priority, Job.created_at, Job.id)
 
 
-def count_ahead(session: Session, job: Job) -> int:
+def count_ahead(session: Session | Connection, job: Job) -> int:
     """How many queued jobs of ``job``'s model come before it in queue order: those at a higher
     priority from the counters of migration 0008 (a queue of interactive jobs ahead of a batch is
     not read row by row), plus those before it at its own priority (one index range)."""
@@ -61,7 +61,7 @@ def count_ahead(session: Session, job: Job) -> int:
     return int(session.scalar(select(higher.scalar_subquery() + same.scalar_subquery())) or 0)
 
 
-def count_ahead_of_new(session: Session, job: Job) -> int:
+def count_ahead_of_new(session: Session | Connection, job: Job) -> int:
     """``count_ahead`` for a job near the back of its queue (a new job, the newest page of a list),
     counted from the back: the queued jobs of its model at its priority or higher (the counters of
     migration 0008), less itself and those queued after it (an index range from it to the end of its

@@ -262,17 +262,20 @@ class JobRun:
             )
 
     def _store_log(self, outcome: str) -> None:
-        """Store the run's log beside its report (after the final transition: off the tail)."""
+        """Store the run's log beside its report, before the final transition: a client that sees
+        the job end and follows ``links.log`` at once must find it (a run that then turns out to
+        have lost the job deletes it with its other files)."""
         if not self.log_path.exists():
             return
+        key = self.key("log.txt")
         try:
             with self.log_path.open("a", encoding="utf-8") as out:
                 out.write(f"{utcnow().isoformat()} finished: {outcome}\n")
-            self.services.store.put_file(
-                self.key("log.txt"), self.log_path, content_type="text/plain; charset=utf-8"
-            )
+            self.services.store.put_file(key, self.log_path, content_type="text/plain; charset=utf-8")
         except Exception:  # noqa: BLE001 - the job outcome matters more than its log
             log.exception("job %s: could not store the log", self.job.id)
+            return
+        self.written.append(key)
 
     def _store_report(self, report: RunReport) -> str | None:
         key = self.key("report.json")
@@ -290,6 +293,9 @@ class JobRun:
         """Make the final transition, retried while the run holds its lease (workers/run/finish.py);
         False if the job is no longer ours."""
         self.heartbeat.finishing.set()
+        self._store_log(
+            report.status + (f" ({report.error.code}): {report.error.message}" if report.error else "")
+        )
         written = write_final(
             self.services.db,
             transition,
@@ -300,11 +306,7 @@ class JobRun:
         )
         if written == "lost":
             self._lease_lost()
-        if written != "written":
-            return False
-        outcome = report.status + (f" ({report.error.code}): {report.error.message}" if report.error else "")
-        self._store_log(outcome)
-        return True
+        return written == "written"
 
     def _record_outcome(self, output_key: str, video_path: Path) -> str:
         assert self.validation is not None

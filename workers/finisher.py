@@ -37,7 +37,7 @@ class Finisher:
     def hand_over(self, work: Callable[[], object]) -> None:
         """Run ``work`` on the finisher thread; waits while a previous hand-over is not done."""
         with self._lock:
-            self._lock.wait_for(lambda: self._pending is None and not self._busy)
+            self._lock.wait_for(self._done)
             self._pending = work
             self._ensure_thread()
             self._lock.notify_all()
@@ -45,13 +45,16 @@ class Finisher:
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until everything handed over has finished; False if ``timeout`` passed first."""
         with self._lock:
-            return self._lock.wait_for(lambda: self._pending is None and not self._busy, timeout)
+            return self._lock.wait_for(self._done, timeout)
 
     @property
     def idle(self) -> bool:
         """Whether nothing is waiting or finishing."""
         with self._lock:
-            return self._pending is None and not self._busy
+            return self._done()
+
+    def _done(self) -> bool:  # with the lock held
+        return self._pending is None and not self._busy
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():

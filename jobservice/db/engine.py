@@ -94,8 +94,8 @@ class Database:
         finally:
             session.close()
 
-    def take_reader(self) -> Connection:
-        """A connection in autocommit mode for one read at a time (``give_back_reader`` it after).
+    def _take_reader(self) -> Connection:
+        """A connection in autocommit mode for one read at a time (given back by ``reading``).
 
         Checking a connection out of the engine's pool and back costs more than a one-row SELECT
         (a contended lock, a reset on return, a ping on PostgreSQL); kept readers skip all three.
@@ -108,17 +108,17 @@ class Database:
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
-        """A kept reader for the block (``take_reader``); closed instead of kept if the block fails."""
-        conn = self.take_reader()
+        """A kept autocommit connection for the block; dropped instead of kept if the block fails."""
+        conn = self._take_reader()
         try:
             yield conn
         except BaseException:
             conn.invalidate()
             conn.close()
             raise
-        self.give_back_reader(conn)
+        self._give_back_reader(conn)
 
-    def give_back_reader(self, conn: Connection) -> None:
+    def _give_back_reader(self, conn: Connection) -> None:
         """Keep ``conn`` for the next read (up to ``KEPT_READERS``), or close it."""
         with self._lock:
             if len(self._readers) < KEPT_READERS and self._pid == os.getpid():

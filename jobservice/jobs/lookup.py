@@ -34,20 +34,12 @@ def read_job_row(db: Database, job_id: uuid.UUID) -> Row[Any] | None:
     A kept connection that fails (the database restarted since) is dropped and the read is tried
     once more on a fresh one, which the engine's pool checks before handing it out."""
     for attempt in (1, 2):
-        conn = db.take_reader()
         try:
-            row = conn.execute(_BY_ID, {"job_id": job_id}).first()
+            with db.reading() as conn:
+                return conn.execute(_BY_ID, {"job_id": job_id}).first()
         except (OperationalError, InterfaceError):
-            conn.invalidate()
-            conn.close()
             if attempt == 2:
                 raise
-            continue
-        except BaseException:
-            conn.close()
-            raise
-        db.give_back_reader(conn)
-        return row
     raise AssertionError("unreachable")
 
 

@@ -39,6 +39,11 @@ def _key_of(job: Job) -> ColumnElement[tuple[int, datetime, uuid.UUID]]:
     return tuple_(*(literal(v, c.type) for v, c in zip(_queue_key(job), columns, strict=True)))
 
 
+def _time_key(job: Job) -> ColumnElement[tuple[datetime, uuid.UUID]]:
+    """``job``'s place within its priority, ``(created_at, id)``, as SQL values typed like the columns."""
+    return tuple_(literal(job.created_at, Job.created_at.type), literal(job.id, Job.id.type))
+
+
 def _in_queue_of(model: str) -> list[ColumnElement[bool]]:
     return [Job.model == model, Job.status == JobStatus.QUEUED]
 
@@ -54,9 +59,10 @@ def count_ahead(session: Session | Connection, job: Job) -> int:
     higher = select(func.coalesce(func.sum(QueueCount.queued), 0)).where(
         QueueCount.model == job.model, QueueCount.priority < job.priority
     )
-    earlier = tuple_(literal(job.created_at, Job.created_at.type), literal(job.id, Job.id.type))
     same = select(func.count()).where(
-        *_in_queue_of(job.model), Job.priority == job.priority, tuple_(Job.created_at, Job.id) < earlier
+        *_in_queue_of(job.model),
+        Job.priority == job.priority,
+        tuple_(Job.created_at, Job.id) < _time_key(job),
     )
     return int(session.scalar(select(higher.scalar_subquery() + same.scalar_subquery())) or 0)
 
@@ -75,9 +81,10 @@ def _ahead_from_the_back(job: Job) -> ColumnElement[int]:
     )
     # (created_at, id) after the priority's equality, not (priority, created_at, id): PostgreSQL then
     # stops at the end of the priority instead of reading on through the lower ones (a batch's).
-    later = tuple_(literal(job.created_at, Job.created_at.type), literal(job.id, Job.id.type))
     after = select(func.count()).where(
-        *_in_queue_of(job.model), Job.priority == job.priority, tuple_(Job.created_at, Job.id) > later
+        *_in_queue_of(job.model),
+        Job.priority == job.priority,
+        tuple_(Job.created_at, Job.id) > _time_key(job),
     )
     mine = select(func.count()).where(Job.id == job.id, Job.status == JobStatus.QUEUED)
     return counts.scalar_subquery() - after.scalar_subquery() - mine.scalar_subquery()

@@ -1,0 +1,140 @@
+"""ETAs: when each queued job should start and finish, from the policy run forward.
+
+The forecast copies the fleet as it is now (what each group holds and runs, until when; the queue
+in fair order; the tenants' usage), plays it forward in virtual time with the production policy
+(``jobservice.fleet.simulate``) until every queued job has started, and notes each job's start and
+finish. It also asks, for each (model, priority, tenant) and for a tenant with no usage at all,
+"when would a job submitted now start?" with what-if probes that are picked like jobs but never
+run, so a job submitted after the forecast gets an honest ETA without waiting for the next one.
+
+Jobs past ``horizon`` starts are not played one by one: each gets its sub-queue's last forecast
+start plus its place times the sub-queue's spacing (the mean gap between its forecast starts).
+
+The service refreshes the forecast every few seconds and after a submission of many jobs at once;
+``scripts/bench_fleet.py`` does the same in virtual time, so its ETA errors are the service's.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from jobservice.fleet.policy import can_host
+from jobservice.fleet.simulate import Engine, SimJob
+
+FRESH = "*"  # the probes' tenant that has used nothing (every real tenant name is a slug)
+Key = tuple[str, int, str]  # (model, priority, tenant)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """A forecast made at ``at``: starts and finishes by job id, and what a new job would get."""
+
+    at: float
+    jobs: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # id -> (start, finish)
+    next_start: Mapping[Key, float] = field(default_factory=dict)  # a job submitted at ``at``
+    spacing: Mapping[Key, float] = field(default_factory=dict)  # seconds between its starts
+    unservable: frozenset[str] = frozenset()  # models no group can run
+
+    def start_of(
+        self, *, job_id: str, model: str, priority: int, tenant: str, behind: int = 0
+    ) -> float | None:
+        """When a job should start: its own forecast, else when a job its tenant submitted at the
+        forecast's time would start, plus ``behind`` gaps for the jobs it submitted since before it.
+        None when no group can run the model."""
+        if job_id in self.jobs:
+            return self.jobs[job_id][0]
+        if model in self.unservable:
+            return None
+        key = (model, priority, tenant)
+        first = self.next_start.get(key)
+        if first is None:
+            first = self.next_start.get((model, priority, FRESH))
+        if first is None:
+            return None
+        gap = self.spacing.get(key, self.spacing.get((model, priority, FRESH), 0.0))
+        return first + max(0, behind) * gap
+
+
+def fork(engine: Engine) -> Engine:
+    """A copy of ``engine`` that can be played forward without touching the original."""
+    twin = copy.copy(engine)
+    twin.groups = dict(engine.groups)
+    twin.running = {g: copy.copy(j) for g, j in engine.running.items()}
+    twin.queues = {k: copy.deepcopy(q) for k, q in engine.queues.items()}
+    twin.usage = copy.deepcopy(engine.usage)
+    twin.arrivals = copy.deepcopy(engine.arrivals)
+    twin.turns = dict(engine.turns)
+    twin.loads, twin.done, twin.on_dispatch = [], [], []
+    twin.probes, twin.probe_starts = {}, {}
+    twin._events = list(engine._events)  # noqa: SLF001 - the twin continues the same timeline
+    return twin
+
+
+def forecast(
+    engine: Engine,
+    *,
+    tenants: Iterable[str] = (),
+    priorities: Iterable[int] = (0,),
+    horizon: int = 2000,
+) -> Forecast:
+    """Play a copy of ``engine`` forward (see the module docstring). ``tenants`` and
+    ``priorities`` name the probes to ask besides the queued ones."""
+    twin = fork(engine)
+    servable = {m for m, cost in twin.models.items() if any(can_host(g, cost) for g in twin.groups.values())}
+    names = {*tenants, FRESH, *(t for _, _, t in twin.queues)}
+    levels = {*priorities, *(p for _, p, _ in twin.queues)}
+    for model in servable:
+        for priority in levels:
+            for tenant in names:
+                key = (model, priority, tenant)
+                twin.probes[key] = SimJob(f"probe:{key}", model, tenant, priority, 0.0, twin.now)
+    queued = [(key, list(queue)) for key, queue in twin.queues.items()]
+    twin.run_until_idle(limit=horizon)
+    jobs: dict[str, tuple[float, float]] = {}
+    for job in [*twin.done, *twin.running.values()]:
+        if job.started is not None and job.finished is not None:
+            jobs[job.id] = (job.started, job.finished)
+    spacing: dict[Key, float] = {}
+    for key, members in queued:
+        starts = sorted(jobs[j.id][0] for j in members if j.id in jobs)
+        cost = twin.models[key[0]]
+        hosts = max(1, sum(1 for g in twin.groups.values() if can_host(g, cost)))
+        gap = (starts[-1] - starts[0]) / (len(starts) - 1) if len(starts) > 1 else cost.run_s(0) / hosts
+        spacing[key] = gap
+        last = starts[-1] if starts else twin.now
+        for place, job in enumerate((j for j in members if j.id not in jobs), start=1):
+            start = last + place * gap
+            jobs[job.id] = (start, start + cost.run_s(job.output_s))
+    next_start = dict(twin.probe_starts)
+    for key, _ in queued:  # a probe the horizon cut off: after its tenant's queued jobs
+        if key not in next_start and key in spacing:
+            members = [j for k, q in queued if k == key for j in q]
+            next_start[key] = jobs[members[-1].id][0] + spacing[key]
+    return Forecast(
+        at=engine.now,
+        jobs=jobs,
+        next_start=next_start,
+        spacing=spacing,
+        unservable=frozenset(set(twin.models) - servable),
+    )
+
+
+def behind_counts(jobs: Iterable[SimJob], since: float) -> Mapping[str, int]:
+    """For each job submitted after ``since``: how many jobs of its tenant, model and priority were
+    submitted after ``since`` and before it (the ``behind`` of ``Forecast.start_of``)."""
+    seen: dict[Key, int] = {}
+    found: dict[str, int] = {}
+    for job in sorted(jobs, key=lambda j: (j.submitted, j.index, j.id)):
+        if job.submitted <= since:
+            continue
+        key = (job.model, job.priority, job.tenant)
+        found[job.id] = seen.get(key, 0)
+        seen[key] = found[job.id] + 1
+    return found
+
+
+def usage_levels(usage: Mapping[str, float]) -> list[str]:
+    """Tenants worth a probe of their own: every tenant with recorded usage."""
+    return sorted(t for t, v in usage.items() if v > 0)

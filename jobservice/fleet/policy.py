@@ -1,0 +1,421 @@
+"""Residency and fair share: which job a free card group runs next, and what it holds to run it.
+
+Pure decisions: a ``FleetState`` in, ``Decision`` objects out. No I/O and no clock (``now`` is part
+of the state), so the dispatcher (``jobservice.fleet.dispatch``, state read from the database), the
+workers (``evictions_for`` before a load) and the simulator (``jobservice.fleet.simulate``, state
+kept in virtual time by ``scripts/bench_fleet.py`` and by the ETA forecast) call the very same code.
+
+The rules, in the order they apply when a group is free (between jobs; nothing is ever preempted):
+
+1. **Priority.** Interactive work (priority 0) before batch work; a group looks at batch work only
+   when it has no interactive option it should take.
+2. **Unserved first.** A model with queued work that no group holds, loads or runs (for a per-run
+   back end: that no group could run without evicting something) is served by the first eligible
+   group that frees up, unless that would evict a model the group loaded less than
+   ``min_residency_s`` ago (a swap is never undone before it paid for itself).
+3. **Warm next.** A job of a model the group holds (or, per-run, can run beside what it holds)
+   needs no load.
+4. **Load only when it pays.** A model that other groups serve is loaded here only if the work
+   the group would do with it (its queued work per serving group) exceeds ``hysteresis`` times
+   what the swap costs: this model's load, plus the reload of each evicted model that was used in
+   the last ``recent_s``. If the swap leaves an evicted model that still receives jobs with no
+   other group, rule 2 pulls the group back at its next job, so the stint is counted only until
+   then (one over that model's arrival rate): a trickle of talking heads keeps its group, a long
+   batch of them does not. And a job is not loaded here when a group holding its model warm will
+   start it sooner.
+5. **Fair share within a choice.** Among the jobs of the chosen class, the tenant with the least
+   card-seconds for its weight (decayed, plus what runs now) goes first; then the oldest job.
+   Fairness picks among jobs the group can run well: it never forces a swap by itself.
+
+Memory: a model's ``memory_gb`` is summed over its ``cards`` and spread evenly over them; every
+model a group holds or runs occupies the group's first cards, so a set fits when each card's share
+stays within ``memory_gb_per_card``. A group without declared memory holds anything.
+
+``plan_static`` is the baseline the fleet had before this module: each group serves its pinned
+models only, takes its queues in turn (as Celery's Redis transport does), first come first served,
+and keeps whatever it loaded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+INTERACTIVE = 0  # the priority of interactive jobs; batch jobs carry a larger number
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """What running a model costs: its footprint, its cold load and its measured speed."""
+
+    id: str
+    cards: int = 1
+    memory_gb: float = 0.0  # resident (and while running), summed over its cards
+    load_s: float = 0.0  # a cold load, measured (else the deployment's default)
+    per_run: bool = False  # nothing stays resident: every run starts and loads its own process
+    speed: float = 1.0  # seconds of generation per second of output
+    overhead_s: float = 0.0  # seconds every job takes whatever its length
+
+    def run_s(self, output_seconds: float) -> float:
+        """Estimated generation time of one job producing ``output_seconds`` of video."""
+        return max(0.0, self.overhead_s + self.speed * max(0.0, output_seconds))
+
+    @property
+    def per_card_gb(self) -> float:
+        """Memory on each of its cards."""
+        return self.memory_gb / max(1, self.cards)
+
+
+@dataclass(frozen=True)
+class Resident:
+    """A model a group holds: since when, and when a job last used it."""
+
+    since: float
+    last_used: float
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """One card group (one worker process) as the policy sees it."""
+
+    id: str
+    cards: int
+    eligible: frozenset[str]
+    memory_gb_per_card: float | None = None  # None: not declared, no limit
+    resident: Mapping[str, Resident] = field(default_factory=dict)
+    busy_until: float | None = None  # None: free now; else when its current job should end
+    running: str | None = None  # the model of the job it runs (or loads for)
+    kind: str = "cpu"
+
+    @property
+    def free(self) -> bool:
+        """Whether the group can take a job now."""
+        return self.busy_until is None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The queued (not yet dispatched) jobs of one model, priority and tenant."""
+
+    model: str
+    priority: int
+    tenant: str
+    jobs: int
+    output_s: float  # seconds of video all of them will produce
+    oldest: float  # when the oldest of them was submitted
+    next_output_s: float  # seconds of video the oldest will produce
+    # A what-if entry: "when would a job of this tenant start if it were submitted now?" (the ETA
+    # forecast asks). It can be picked like any job but adds nothing to the queued work.
+    probe: bool = False
+
+
+@dataclass(frozen=True)
+class PolicyParams:
+    """The knobs of the demand policy (defaults measured with scripts/bench_fleet.py)."""
+
+    hysteresis: float = 3.0
+    recent_s: float = 1800.0  # a model used this recently costs its reload when evicted
+    min_residency_s: float = 0.0
+    rate_window_s: float = 1800.0  # arrival rates are counted over this window
+
+
+@dataclass(frozen=True)
+class FleetState:
+    """Everything a decision looks at."""
+
+    now: float
+    groups: tuple[GroupState, ...]
+    models: Mapping[str, ModelCost]
+    waiting: tuple[Waiting, ...]
+    usage: Mapping[str, float] = field(default_factory=dict)  # tenant -> card-seconds / weight
+    rates: Mapping[str, float] = field(default_factory=dict)  # model -> jobs submitted per second lately
+    params: PolicyParams = field(default_factory=PolicyParams)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Run the oldest queued job of (``model``, ``priority``, ``tenant``) on ``group``."""
+
+    group: str
+    model: str
+    priority: int
+    tenant: str
+    load: bool  # the group loads the model first (a cold start)
+    evict: tuple[str, ...] = ()  # what it unloads before that
+    reason: str = "warm"  # warm | unserved | backlog | static
+    probe: bool = False  # it picked a what-if entry (``Waiting.probe``), not a job
+
+
+# --- memory ---------------------------------------------------------------------------------------
+def fits(group: GroupState, models: Mapping[str, ModelCost], held: Iterable[str]) -> bool:
+    """Whether ``held`` (models resident or running at once) fits in the group's memory."""
+    if group.memory_gb_per_card is None:
+        return True
+    costs = [models[m] for m in held if m in models]
+    for card in range(group.cards):
+        if sum(c.per_card_gb for c in costs if c.cards > card) > group.memory_gb_per_card + 1e-9:
+            return False
+    return True
+
+
+def can_host(group: GroupState, model: ModelCost) -> bool:
+    """Whether the group could run ``model`` at all (eligible, enough cards, fits alone)."""
+    return (
+        model.id in group.eligible
+        and model.cards <= group.cards
+        and fits(group, {model.id: model}, [model.id])
+    )
+
+
+def evictions_for(
+    group: GroupState,
+    model: ModelCost,
+    models: Mapping[str, ModelCost],
+    *,
+    demand: Mapping[str, float] | None = None,
+) -> tuple[str, ...] | None:
+    """What the group unloads so that ``model`` fits beside the rest (None: it cannot host it).
+
+    Victims go in order: models with no queued work first, then the least queued work, then the
+    least recently used. A per-run model needs room only while it runs; a resident one keeps it.
+    """
+    if not can_host(group, model):
+        return None
+    held = [m for m in group.resident if m != model.id]
+    if fits(group, models, [*held, model.id]):
+        return ()
+    want = demand or {}
+    order = sorted(held, key=lambda m: (want.get(m, 0.0) > 0, want.get(m, 0.0), group.resident[m].last_used))
+    evicted: list[str] = []
+    for victim in order:
+        evicted.append(victim)
+        rest = [m for m in held if m not in evicted]
+        if fits(group, models, [*rest, model.id]):
+            return tuple(evicted)
+    return tuple(evicted)  # everything out: it fits alone (can_host)
+
+
+def warm_on(group: GroupState, model: ModelCost, models: Mapping[str, ModelCost]) -> bool:
+    """Whether the group can start ``model`` without loading or evicting anything."""
+    if model.per_run:
+        return can_host(group, model) and fits(group, models, [*group.resident, model.id])
+    return model.id in group.resident
+
+
+def serves(group: GroupState, model: ModelCost, models: Mapping[str, ModelCost]) -> bool:
+    """Whether the group serves ``model``: holds it, loads or runs it, or (per-run) could run it
+    without evicting anything. A model with queued work and no such group is *unserved*."""
+    return can_host(group, model) and (group.running == model.id or warm_on(group, model, models))
+
+
+# --- fair share -----------------------------------------------------------------------------------
+def decayed(value: float, elapsed_s: float, half_life_s: float) -> float:
+    """``value`` recorded ``elapsed_s`` ago, halved every ``half_life_s``."""
+    if half_life_s <= 0:
+        return 0.0
+    return value * math.pow(0.5, max(0.0, elapsed_s) / half_life_s)
+
+
+def fair_key(usage: Mapping[str, float], item: Waiting) -> tuple[float, float, str]:
+    """Sort key of fair order: least usage for its weight first, then the oldest job."""
+    return (usage.get(item.tenant, 0.0), item.oldest, item.tenant)
+
+
+# --- the demand policy ----------------------------------------------------------------------------
+@dataclass
+class _Option:
+    waiting: Waiting
+    rank: int  # 0 unserved, 1 warm, 2 backlog
+    load: bool
+    evict: tuple[str, ...]
+    reason: str
+
+
+class _Round:
+    """One planning round: the state, updated as each free group is given a job."""
+
+    def __init__(self, state: FleetState) -> None:
+        self.state = state
+        self.now = state.now
+        self.params = state.params
+        self.models = state.models
+        self.groups = {g.id: g for g in state.groups}
+        self.waiting: dict[tuple[str, int, str], Waiting] = {
+            (w.model, w.priority, w.tenant): w for w in state.waiting if w.jobs > 0
+        }
+        self.usage = dict(state.usage)
+
+    # demand -------------------------------------------------------------------------------------
+    def work_s(self, model: str, max_priority: int | None = None) -> float:
+        cost = self.models[model]
+        return sum(
+            w.jobs * cost.overhead_s + cost.speed * w.output_s
+            for w in self.waiting.values()
+            if w.model == model and not w.probe and (max_priority is None or w.priority <= max_priority)
+        )
+
+    def demand(self) -> dict[str, float]:
+        found: dict[str, float] = {}
+        for w in self.waiting.values():
+            if not w.probe:
+                found[w.model] = found.get(w.model, 0.0) + w.jobs
+        return found
+
+    def servers(self, model: ModelCost, *, besides: str) -> list[GroupState]:
+        """Groups other than ``besides`` that serve ``model``: hold it, load it, run it, or (per-run)
+        could run it without evicting anything."""
+        return [g for g in self.groups.values() if g.id != besides and serves(g, model, self.models)]
+
+    # options of one free group --------------------------------------------------------------------
+    def options(self, group: GroupState) -> list[_Option]:
+        demand = self.demand()
+        found: list[_Option] = []
+        for item in self.waiting.values():
+            cost = self.models.get(item.model)
+            if cost is None or not can_host(group, cost):
+                continue
+            if warm_on(group, cost, self.models):
+                found.append(_Option(item, 1, False, (), "warm"))
+                continue
+            evict = evictions_for(group, cost, self.models, demand=demand) or ()
+            option = self._cold_option(group, item, cost, evict)
+            if option is not None:
+                found.append(option)
+        return found
+
+    def _cold_option(
+        self, group: GroupState, item: Waiting, cost: ModelCost, evict: tuple[str, ...]
+    ) -> _Option | None:
+        load = not cost.per_run
+        protected = [
+            m
+            for m in evict
+            if self.now - group.resident[m].since < self.params.min_residency_s and self.demand().get(m)
+        ]
+        if protected:
+            return None
+        servers = self.servers(cost, besides=group.id)
+        if not servers:
+            return _Option(item, 0, load, evict, "unserved")
+        # Would a group that holds it warm start this job sooner than loading it here?
+        load_here = cost.load_s if load else 0.0
+        soonest = min((g.busy_until if g.busy_until is not None else self.now) for g in servers)
+        ahead = self.work_s(cost.id, item.priority) / len(servers)
+        if soonest - self.now + ahead <= load_here:
+            return None
+        reload = sum(
+            self.models[m].load_s
+            for m in evict
+            if m in self.models and self.now - group.resident[m].last_used < self.params.recent_s
+        )
+        stint = ahead
+        for victim in evict:
+            rate = self.state.rates.get(victim, 0.0)
+            alone = (
+                not self.servers(self.models[victim], besides=group.id) if victim in self.models else False
+            )
+            if rate > 0 and alone:  # its next job brings the group back (rule 2)
+                stint = min(stint, 1.0 / rate + cost.run_s(item.next_output_s))
+        if stint <= self.params.hysteresis * (load_here + reload):
+            return None
+        return _Option(item, 2, load, evict, "backlog")
+
+    def best(self, group: GroupState) -> _Option | None:
+        options = self.options(group)
+        if not options:
+            return None
+        top = min(o.waiting.priority for o in options)
+        options = [o for o in options if o.waiting.priority == top]
+        rank = min(o.rank for o in options)
+        options = [o for o in options if o.rank == rank]
+        if rank == 0:  # unserved: the model waiting longest first
+            return min(options, key=lambda o: (o.waiting.oldest, fair_key(self.usage, o.waiting)))
+        return min(options, key=lambda o: fair_key(self.usage, o.waiting))
+
+    # applying a decision -------------------------------------------------------------------------
+    def take(self, group: GroupState, option: _Option) -> Decision:
+        item = option.waiting
+        cost = self.models[item.model]
+        run_s = cost.run_s(item.next_output_s)
+        key = (item.model, item.priority, item.tenant)
+        if item.jobs <= 1:
+            del self.waiting[key]
+        else:
+            left = item.jobs - 1
+            rest = max(0.0, item.output_s - item.next_output_s)
+            self.waiting[key] = replace(
+                item, jobs=left, output_s=rest, next_output_s=rest / left if left else 0.0
+            )
+        self.usage[item.tenant] = self.usage.get(item.tenant, 0.0) + run_s * cost.cards
+        resident = {m: r for m, r in group.resident.items() if m not in option.evict}
+        if not cost.per_run:
+            since = resident[cost.id].since if cost.id in resident else self.now
+            resident[cost.id] = Resident(since=since, last_used=self.now)
+        load_s = cost.load_s if option.load else 0.0
+        self.groups[group.id] = replace(
+            group, resident=resident, busy_until=self.now + load_s + run_s, running=cost.id
+        )
+        return Decision(
+            group=group.id,
+            model=item.model,
+            priority=item.priority,
+            tenant=item.tenant,
+            load=option.load,
+            evict=option.evict,
+            reason=option.reason,
+            probe=item.probe,
+        )
+
+
+def plan(state: FleetState) -> list[Decision]:
+    """Jobs for every free group, most urgent first (one job per group; none for a group that
+    should wait). Each decision is applied to the round's copy of the state before the next, so
+    two groups are never given the same job and fairness sees what was just handed out."""
+    round_ = _Round(state)
+    decisions: list[Decision] = []
+    while True:
+        best: tuple[tuple[int, int, float, tuple[float, float, str]], GroupState, _Option] | None = None
+        for group in round_.groups.values():
+            if not group.free:
+                continue
+            option = round_.best(group)
+            if option is None:
+                continue
+            key = (
+                option.waiting.priority,
+                option.rank,
+                option.waiting.oldest if option.rank == 0 else 0.0,
+                fair_key(round_.usage, option.waiting),
+            )
+            if best is None or key < best[0]:
+                best = (key, group, option)
+        if best is None:
+            return decisions
+        decisions.append(round_.take(best[1], best[2]))
+
+
+# --- today's baseline -----------------------------------------------------------------------------
+def plan_static(state: FleetState, turns: dict[str, int]) -> list[Decision]:
+    """The fleet before residency: each free group serves its pinned (``eligible``) models, taking
+    their queues in turn (``turns`` remembers whose turn it is, per group), the oldest job of the
+    highest priority in a queue first, whoever its tenant; what it loads it keeps."""
+    round_ = _Round(state)
+    decisions: list[Decision] = []
+    for group in sorted(round_.groups.values(), key=lambda g: g.id):
+        if not group.free:
+            continue
+        queues = sorted(group.eligible)
+        start = turns.get(group.id, 0)
+        for step in range(len(queues)):
+            model = queues[(start + step) % len(queues)]
+            items = [w for w in round_.waiting.values() if w.model == model]
+            if not items or model not in round_.models:
+                continue
+            turns[group.id] = (start + step + 1) % len(queues)
+            item = min(items, key=lambda w: (w.priority, w.oldest, w.tenant))
+            cost = round_.models[model]
+            load = not cost.per_run and model not in group.resident
+            decisions.append(round_.take(group, _Option(item, 1, load, (), "static")))
+            break
+    return decisions

@@ -1,0 +1,473 @@
+"""Traces and their replay: the fleet simulator's input format and the figures it reports.
+
+A trace is JSON Lines. The first line describes the fleet and the models::
+
+    {"fleet": [{"group": "npu:0,1,2,3", "cards": 4, "memory_gb_per_card": 64,
+                "models": ["a", "b"], "pinned": ["a"]}, ...],
+     "models": {"a": {"cards": 2, "memory_gb": 48, "load_s": 88,
+                      "seconds_per_output_second": 1.0, "per_run": false}, ...},
+     "tenants": {"team-a": {"weight": 3}}}
+
+``models`` of a group are the models it may serve (eligible); ``pinned`` those today's static
+fleet serves on it. A model may also carry ``overhead_s`` (seconds every job takes whatever its
+length) and ``finish_s`` (the gate and upload after its last frame; they overlap the next job).
+Every other line is one job::
+
+    {"t": 12.5, "model": "a", "tenant": "team-a", "priority": "interactive", "output_seconds": 13.2}
+
+``t`` is seconds from the start; ``priority`` is ``interactive`` or ``batch``. Errors name the line.
+
+``replay`` runs a trace through ``jobservice.fleet.simulate.Engine`` (the production policy) and
+``figures`` reports what ``scripts/bench_fleet.py`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobservice.fleet.forecast import Forecast, behind_counts, forecast, usage_levels
+from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, serves
+from jobservice.fleet.simulate import Engine, SimJob, Span, timeline
+
+PRIORITIES = {"interactive": 0, "batch": 6}  # batch: the service's default batch priority
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read; the message names the line."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A parsed trace."""
+
+    groups: tuple[GroupState, ...]
+    pinned: dict[str, frozenset[str]]
+    models: dict[str, ModelCost]
+    finish_s: dict[str, float]
+    weights: dict[str, float]
+    jobs: tuple[SimJob, ...]
+    source: str = "<trace>"
+
+    def fleet(self, policy: str) -> tuple[GroupState, ...]:
+        """The groups as ``policy`` uses them: the static fleet serves only what is pinned."""
+        if policy != "static":
+            return self.groups
+        return tuple(GroupState(**{**g.__dict__, "eligible": self.pinned[g.id]}) for g in self.groups)
+
+
+def _number(raw: dict[str, Any], key: str, where: str, default: float | None = None) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise TraceError(f"{where}: '{key}' must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
+    """Read a trace from its lines (see the module docstring)."""
+    header: dict[str, Any] | None = None
+    jobs: list[SimJob] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            raw = json.loads(line)
+        except ValueError as exc:
+            raise TraceError(f"{where}: not JSON ({exc})") from None
+        if not isinstance(raw, dict):
+            raise TraceError(f"{where}: each line must be a JSON object")
+        if header is None:
+            header = raw
+            groups, pinned, models, finish, weights = _header(raw, where)
+            continue
+        model = raw.get("model")
+        if model not in models:
+            raise TraceError(f"{where}: unknown model {model!r} (the first line lists {sorted(models)})")
+        priority = raw.get("priority", "interactive")
+        if priority not in PRIORITIES:
+            raise TraceError(f"{where}: 'priority' must be interactive or batch, got {priority!r}")
+        jobs.append(
+            SimJob(
+                id=f"j{number}",
+                model=str(model),
+                tenant=str(raw.get("tenant", "default")),
+                priority=PRIORITIES[priority],
+                output_s=_number(raw, "output_seconds", where),
+                submitted=_number(raw, "t", where),
+                index=number,
+            )
+        )
+    if header is None:
+        raise TraceError(f"{source}: empty trace")
+    jobs.sort(key=lambda j: (j.submitted, j.index))
+    return Trace(groups, pinned, models, finish, weights, tuple(jobs), source)
+
+
+def _header(
+    raw: dict[str, Any], where: str
+) -> tuple[
+    tuple[GroupState, ...],
+    dict[str, frozenset[str]],
+    dict[str, ModelCost],
+    dict[str, float],
+    dict[str, float],
+]:
+    if not isinstance(raw.get("fleet"), list) or not isinstance(raw.get("models"), dict):
+        raise TraceError(f"{where}: the first line needs 'fleet' (a list) and 'models' (an object)")
+    models: dict[str, ModelCost] = {}
+    finish: dict[str, float] = {}
+    for model_id, spec in raw["models"].items():
+        at = f"{where}: models.{model_id}"
+        if not isinstance(spec, dict):
+            raise TraceError(f"{at}: must be an object")
+        models[model_id] = ModelCost(
+            id=model_id,
+            cards=int(_number(spec, "cards", at, 1)) or 1,
+            memory_gb=_number(spec, "memory_gb", at, 0),
+            load_s=_number(spec, "load_s", at, 0),
+            per_run=bool(spec.get("per_run", False)),
+            speed=_number(spec, "seconds_per_output_second", at, 1.0),
+            overhead_s=_number(spec, "overhead_s", at, 0),
+        )
+        finish[model_id] = _number(spec, "finish_s", at, 0)
+    groups: list[GroupState] = []
+    pinned: dict[str, frozenset[str]] = {}
+    for index, entry in enumerate(raw["fleet"]):
+        at = f"{where}: fleet[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("group"), str):
+            raise TraceError(f"{at}: needs 'group' (a name)")
+        eligible = entry.get("models", list(models))
+        unknown = [m for m in [*eligible, *entry.get("pinned", [])] if m not in models]
+        if unknown:
+            raise TraceError(f"{at}: unknown models {unknown}")
+        memory = entry.get("memory_gb_per_card")
+        groups.append(
+            GroupState(
+                id=entry["group"],
+                cards=int(_number(entry, "cards", at, 1)) or 1,
+                eligible=frozenset(eligible),
+                memory_gb_per_card=None if memory is None else _number(entry, "memory_gb_per_card", at),
+                kind=str(entry.get("kind", "npu")),
+            )
+        )
+        pinned[entry["group"]] = frozenset(entry.get("pinned") or eligible)
+    weights = {
+        str(name): _number(spec, "weight", f"{where}: tenants.{name}", 1.0) or 1.0
+        for name, spec in (raw.get("tenants") or {}).items()
+        if isinstance(spec, dict)
+    }
+    return tuple(groups), pinned, models, finish, weights
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read a trace file."""
+    source = Path(path)
+    with source.open(encoding="utf-8") as lines:
+        return parse_trace(lines, source=source.name)
+
+
+# --- replay ------------------------------------------------------------------------------------------
+@dataclass
+class _Unserved:
+    """Stretches during which a model had queued work and no group serving it."""
+
+    open: dict[str, float] = field(default_factory=dict)
+    longest: dict[str, float] = field(default_factory=dict)
+
+    def observe(self, engine: Engine) -> None:
+        queued = {model for model, _, _ in engine.queues}
+        for model in set(engine.models):
+            cost = engine.models[model]
+            served = any(serves(g, cost, engine.models) for g in engine.groups.values())
+            if model in queued and not served:
+                self.open.setdefault(model, engine.now)
+            elif model in self.open:
+                span = engine.now - self.open.pop(model)
+                self.longest[model] = max(self.longest.get(model, 0.0), span)
+
+
+@dataclass
+class _Backlogs:
+    """Which tenants had jobs waiting, from each event on: the epochs fairness is judged over."""
+
+    epochs: list[tuple[float, frozenset[str]]] = field(default_factory=list)
+    first_jobs: list[SimJob] = field(default_factory=list)  # a tenant's first job while others waited
+
+    def observe(self, engine: Engine) -> None:
+        waiting = frozenset(t for (_, _, t), q in engine.queues.items() if q)
+        if not self.epochs or self.epochs[-1][1] != waiting:
+            self.epochs.append((engine.now, waiting))
+
+    def arriving(self, engine: Engine, job: SimJob) -> None:
+        """Called before ``job`` is queued: is it its tenant's first while others hold the cards?"""
+        waiting = {t for (_, _, t), q in engine.queues.items() if q}
+        busy = {j.tenant for j in engine.running.values()}
+        if job.tenant not in waiting and (waiting | busy) - {job.tenant}:
+            self.first_jobs.append(job)
+
+
+@dataclass
+class Replay:
+    """A finished replay: the engine with every job done, and what was observed on the way."""
+
+    trace: Trace
+    policy: str
+    engine: Engine
+    jobs: list[SimJob]
+    unserved: dict[str, float]
+    spans: list[Span]
+    end: float
+    backlogs: _Backlogs = field(default_factory=_Backlogs)
+
+
+class Etas:
+    """Gives each arriving job the ETA the service would answer its submission with: from the
+    forecast refreshed every ``every_s`` (the one made at the last multiple of ``every_s``), or,
+    for jobs that arrive together (a batch), from a forecast refreshed with them queued."""
+
+    def __init__(self, every_s: float = 5.0, horizon: int = 2000) -> None:
+        self.every_s = every_s
+        self.horizon = horizon
+        self.last: Forecast | None = None
+        self.since: list[SimJob] = []  # jobs submitted after the last forecast
+
+    def _refresh(self, engine: Engine) -> None:
+        self.last = forecast(
+            engine,
+            tenants=usage_levels(engine.fair_usage()),
+            priorities=PRIORITIES.values(),
+            horizon=self.horizon,
+        )
+        self.since = []
+
+    def before(self, engine: Engine, at: float) -> None:
+        """Called before the clock moves to ``at``: make the periodic forecast due by then."""
+        due = math.floor(at / self.every_s) * self.every_s
+        if self.last is None or due > self.last.at:
+            engine.advance(due)
+            self._refresh(engine)
+
+    def arrived(self, engine: Engine, jobs: list[SimJob]) -> None:
+        """Jobs just queued (not yet dispatched): note the ETA each is given."""
+        if len(jobs) > 1:
+            self._refresh(engine)
+        assert self.last is not None
+        self.since.extend(jobs)
+        behind = behind_counts(self.since, self.last.at - 1e-9)
+        for job in jobs:
+            job.eta_start = self.last.start_of(
+                job_id=job.id,
+                model=job.model,
+                priority=job.priority,
+                tenant=job.tenant,
+                behind=behind.get(job.id, 0),
+            )
+
+
+def replay(
+    trace: Trace,
+    *,
+    policy: str = "demand",
+    params: PolicyParams | None = None,
+    half_life_s: float = 3600.0,
+    etas: Etas | None = None,
+) -> Replay:
+    """Run every job of ``trace`` through the engine; with ``etas``, every job is given the ETA
+    the service would have answered its submission with."""
+    jobs = [SimJob(**{**j.__dict__}) for j in trace.jobs]
+    engine = Engine(
+        groups=trace.fleet(policy),
+        models=trace.models,
+        params=params,
+        policy=policy,
+        half_life_s=half_life_s,
+        weights=trace.weights,
+        finish_s=trace.finish_s,
+        now=jobs[0].submitted if jobs else 0.0,
+    )
+    watch = _Unserved()
+    backlogs = _Backlogs()
+    engine.on_dispatch.extend([watch.observe, backlogs.observe])
+    index = 0
+    while index < len(jobs):
+        at = jobs[index].submitted
+        if etas is not None:
+            etas.before(engine, at)
+        engine.advance(at)
+        arriving = []
+        while index < len(jobs) and jobs[index].submitted == at:
+            backlogs.arriving(engine, jobs[index])
+            engine.submit(jobs[index])
+            arriving.append(jobs[index])
+            index += 1
+        if etas is not None:
+            etas.arrived(engine, arriving)
+        engine.dispatch()
+    engine.run_until_idle()
+    end = max((j.finished or 0.0) for j in jobs) if jobs else engine.now
+    watch.observe(engine)
+    backlogs.epochs.append((end, frozenset()))
+    return Replay(trace, policy, engine, jobs, dict(watch.longest), timeline(engine, end=end), end, backlogs)
+
+
+# --- figures -------------------------------------------------------------------------------------------
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) by the nearest-rank method; 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def _swaps_per_group_hour(result: Replay) -> float:
+    worst = 0
+    for group in result.engine.groups:
+        times = sorted(load.at for load in result.engine.loads if load.group == group and load.evicted)
+        lo = 0
+        for hi, at in enumerate(times):
+            while at - times[lo] >= 3600:
+                lo += 1
+            worst = max(worst, hi - lo + 1)
+    return float(worst)
+
+
+def figures(result: Replay) -> dict[str, Any]:
+    """The figures of one replay (``scripts/bench_fleet.py`` prints them)."""
+    jobs, engine = result.jobs, result.engine
+    first = min((j.submitted for j in jobs), default=0.0)
+    makespan = max(0.0, result.end - first)
+    cards = sum(g.cards for g in engine.groups.values())
+    generating = sum(
+        (j.finished or 0) - (j.started or 0) for j in jobs for _ in range(engine.models[j.model].cards)
+    )
+    waits = {p: [(j.started or 0) - j.submitted for j in jobs if j.priority == p] for p in (0, 6)}
+    ledger: dict[str, float] = {}
+    for span in result.spans:
+        group_cards = engine.groups[span.group].cards
+        ledger[span.state] = ledger.get(span.state, 0.0) + (span.end - span.start) * group_cards
+    bound = {
+        m: max(((j.finished or 0) - (j.started or 0) for j in jobs), default=0.0) + engine.models[m].load_s
+        for m in engine.models
+    }
+    return {
+        "policy": result.policy,
+        "jobs": len(jobs),
+        "cards": cards,
+        "makespan_s": round(makespan, 1),
+        "useful_fraction": round(generating / (cards * makespan), 4) if makespan else 0.0,
+        "loads": sum(1 for load in engine.loads if load.cold),
+        "swaps": sum(1 for load in engine.loads if load.evicted),
+        "swaps_per_group_hour_max": _swaps_per_group_hour(result),
+        "interactive_wait_p95_s": round(pct(waits[0], 0.95), 1),
+        "interactive_wait_p50_s": round(pct(waits[0], 0.50), 1),
+        "batch_wait_p95_s": round(pct(waits[6], 0.95), 1),
+        "unserved_max_s": {m: round(v, 1) for m, v in sorted(result.unserved.items())},
+        "unserved_over_bound": sorted(m for m, v in result.unserved.items() if v > bound[m] + 1e-6),
+        "ledger_card_seconds": {k: round(v, 1) for k, v in sorted(ledger.items())},
+        "ledger_matches_wall": abs(sum(ledger.values()) - cards * max(0.0, result.end - engine.start)) < 1e-3,
+        **eta_figures(jobs),
+        **tenant_figures(result),
+    }
+
+
+def _service(jobs: list[SimJob], engine: Engine, start: float, end: float) -> dict[str, float]:
+    """Card-seconds each tenant's jobs held their groups (loading or generating) within [start, end)."""
+    found: dict[str, float] = {}
+    for job in jobs:
+        if job.dispatched is None or job.finished is None:
+            continue
+        overlap = min(end, job.finished) - max(start, job.dispatched)
+        if overlap > 0:
+            found[job.tenant] = found.get(job.tenant, 0.0) + overlap * engine.models[job.model].cards
+    return found
+
+
+def tenant_figures(result: Replay) -> dict[str, Any]:
+    """Fair share: card-seconds per tenant (all, and while every tenant of the epoch had work
+    waiting), Jain's index over the tenants backlogged together (weighted, duration-weighted over
+    epochs at least 10 mean jobs long), and the longest wait of a tenant's first job while others
+    held the cards."""
+    jobs, engine = result.jobs, result.engine
+    weights = result.trace.weights
+    total = _service(jobs, engine, -math.inf, math.inf)
+    tenants = sorted({j.tenant for j in jobs})
+    if len(tenants) < 2:
+        return {"tenant_card_seconds": {t: round(v, 1) for t, v in total.items()}}
+    mean_job = statistics.mean((j.finished or 0) - (j.dispatched or 0) for j in jobs)
+    contended: dict[str, float] = {}
+    weighted, span = 0.0, 0.0
+    epochs = result.backlogs.epochs
+    for (start, waiting), (end, _) in zip(epochs, epochs[1:], strict=False):
+        if len(waiting) < 2 or end - start < 10 * mean_job:
+            continue
+        got = _service(jobs, engine, start, end)
+        shares = [got.get(t, 0.0) / weights.get(t, 1.0) for t in waiting]
+        if sum(shares) <= 0:
+            continue
+        jain = sum(shares) ** 2 / (len(shares) * sum(x * x for x in shares))
+        weighted += jain * (end - start)
+        span += end - start
+        for t in waiting:
+            contended[t] = contended.get(t, 0.0) + got.get(t, 0.0)
+    starved = [(j.started or 0) - j.submitted for j in result.backlogs.first_jobs]
+    return {
+        "tenant_card_seconds": {t: round(total.get(t, 0.0), 1) for t in tenants},
+        "tenant_card_seconds_contended": {t: round(v, 1) for t, v in sorted(contended.items())},
+        "jain_index": round(weighted / span, 4) if span else None,
+        "jain_contended_s": round(span, 1),
+        "starved_max_wait_s": round(max(starved), 1) if starved else 0.0,
+    }
+
+
+ETA_FLOOR_S = 60.0  # errors are relative to the actual wait, or to this when the wait was shorter
+
+
+def eta_figures(jobs: list[SimJob]) -> dict[str, Any]:
+    """How far the ETA each job was given at submission was from when it started."""
+    errors, waited = [], []
+    for job in jobs:
+        if job.eta_start is None or job.started is None:
+            continue
+        wait = job.started - job.submitted
+        error = abs(job.eta_start - job.started) / max(wait, ETA_FLOOR_S) * 100
+        errors.append(error)
+        if wait >= ETA_FLOOR_S:
+            waited.append(error)
+    if not errors:
+        return {}
+    return {
+        "eta_start_error_median_pct": round(median(errors), 1),
+        "eta_start_error_p90_pct": round(pct(errors, 0.9), 1),
+        "eta_jobs": len(errors),
+        "eta_start_error_median_pct_waited": round(median(waited), 1),
+        "eta_start_error_p90_pct_waited": round(pct(waited, 0.9), 1),
+        "eta_waited_jobs": len(waited),
+    }
+
+
+def schedule(result: Replay) -> Iterator[dict[str, Any]]:
+    """One line per job, in trace order (``--schedule-out``)."""
+    for job in sorted(result.jobs, key=lambda j: j.index):
+        yield {
+            "index": job.index,
+            "tenant": job.tenant,
+            "model": job.model,
+            "priority": "interactive" if job.priority == 0 else "batch",
+            "group": job.group,
+            "submitted": round(job.submitted, 3),
+            "started": round(job.started or 0.0, 3),
+            "finished": round(job.finished or 0.0, 3),
+            "loaded": job.loaded,
+            "eta_start": None if job.eta_start is None else round(job.eta_start, 3),
+        }
+
+
+def median(values: list[float]) -> float:
+    """The median, 0 for no values."""
+    return statistics.median(values) if values else 0.0

@@ -1,0 +1,333 @@
+"""A fleet in virtual time: card groups that load models and run jobs as the policy decides.
+
+The engine keeps the queue (per model, priority and tenant, oldest first), the groups (what they
+hold, what they run, until when) and the tenants' decayed usage, and at every event (a job
+submitted, a group done) asks ``jobservice.fleet.policy`` what each free group runs next, exactly
+as the dispatcher does with the database. Nothing sleeps: a week of trace runs in seconds.
+
+Two users: ``scripts/bench_fleet.py`` replays a trace through it (with ``policy="static"`` for
+today's pinned fleet, side by side), and ``jobservice.fleet.forecast`` runs a copy of the live
+fleet forward to tell each queued job when it should start (its ETA).
+
+What the engine models of a worker, and nothing else: a job holds its group from dispatch to the
+end of its generation; a cold start adds the model's ``load_s`` before generation; finishing
+(gate, upload) overlaps the next job's generation, so it costs the card nothing unless the group
+has nothing else to do (``finish_s``, default 0). Usage is charged when a job ends, as the
+workers do.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from jobservice.fleet.policy import (
+    Decision,
+    FleetState,
+    GroupState,
+    ModelCost,
+    PolicyParams,
+    Resident,
+    Waiting,
+    decayed,
+    plan,
+    plan_static,
+)
+
+STATES = ("generating", "loading", "finishing", "idle_warm", "idle_empty", "down")  # the ledger's
+
+
+@dataclass
+class SimJob:
+    """One job: what it asks for, and what happened to it."""
+
+    id: str
+    model: str
+    tenant: str
+    priority: int
+    output_s: float
+    submitted: float
+    index: int = -1  # its line in a trace
+    group: str | None = None
+    dispatched: float | None = None
+    started: float | None = None  # generation began (after a load, if it waited for one)
+    finished: float | None = None
+    loaded: bool = False
+    evicted: tuple[str, ...] = ()
+    eta_start: float | None = None  # the ETA it was given when submitted
+    held_after: tuple[str, ...] = ()  # what its group held once it was dispatched
+
+
+@dataclass
+class Load:
+    """A cold start or a swap: which group loaded (or made room for) which model when, what it
+    evicted for it, and how long each evicted model had been resident."""
+
+    at: float
+    group: str
+    model: str
+    evicted: tuple[str, ...]
+    ages: tuple[float, ...]
+    cold: bool  # the model itself was loaded (False: room made for a per-run job)
+
+
+@dataclass
+class _Usage:
+    value: float = 0.0
+    as_of: float = 0.0
+
+
+@dataclass(frozen=True)
+class Span:
+    """A stretch of one group's time in one ledger state."""
+
+    group: str
+    state: str
+    model: str
+    start: float
+    end: float
+
+
+def timeline(engine: Engine, *, end: float) -> list[Span]:
+    """Every second of every group from the engine's start to ``end``, in one state each (the
+    ledger): loading and generating from the jobs, finishing after a job until the next one or
+    ``finish_s``, then idle warm or idle empty by what the group held."""
+    spans: list[Span] = []
+    by_group: dict[str, list[SimJob]] = {g: [] for g in engine.groups}
+    for job in [*engine.done, *engine.running.values()]:
+        if job.group is not None:
+            by_group[job.group].append(job)
+    for group, jobs in by_group.items():
+        jobs.sort(key=lambda j: j.dispatched or 0.0)
+        at = engine.start
+        held = bool(engine.initial_resident.get(group))
+        for index, job in enumerate(jobs):
+            assert job.dispatched is not None and job.started is not None and job.finished is not None
+            if job.dispatched > at:
+                spans.append(Span(group, "idle_warm" if held else "idle_empty", "", at, job.dispatched))
+            if job.started > job.dispatched:
+                spans.append(Span(group, "loading", job.model, job.dispatched, job.started))
+            stop = min(job.finished, end)
+            spans.append(Span(group, "generating", job.model, job.started, stop))
+            at = stop
+            following = jobs[index + 1].dispatched if index + 1 < len(jobs) else end
+            assert following is not None
+            finish = min(job.finished + engine.finish_s.get(job.model, 0.0), following, end)
+            if finish > at:
+                spans.append(Span(group, "finishing", job.model, at, finish))
+                at = finish
+            held = bool(job.held_after)
+        if end > at:
+            spans.append(Span(group, "idle_warm" if held else "idle_empty", "", at, end))
+    return spans
+
+
+class Engine:
+    """The fleet in virtual time (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        groups: Iterable[GroupState],
+        models: Mapping[str, ModelCost],
+        params: PolicyParams | None = None,
+        policy: str = "demand",
+        half_life_s: float = 3600.0,
+        weights: Mapping[str, float] | None = None,
+        finish_s: Mapping[str, float] | None = None,
+        now: float = 0.0,
+    ) -> None:
+        if policy not in {"demand", "static"}:
+            raise ValueError(f"unknown policy {policy!r}: demand or static")
+        self.start = self.now = now
+        self.models = dict(models)
+        self.params = params or PolicyParams()
+        self.policy = policy
+        self.half_life_s = half_life_s
+        self.weights = dict(weights or {})
+        self.finish_s = dict(finish_s or {})
+        self.groups: dict[str, GroupState] = {g.id: g for g in groups}
+        self.initial_resident = {g.id: tuple(g.resident) for g in self.groups.values()}
+        self.running: dict[str, SimJob] = {}  # group -> its job
+        self.queues: dict[tuple[str, int, str], deque[SimJob]] = {}
+        self.usage: dict[str, _Usage] = {}
+        self.loads: list[Load] = []  # every cold start and every swap, in order
+        self.done: list[SimJob] = []
+        self.turns: dict[str, int] = {}  # the static policy's round robin over a group's queues
+        self.arrivals: dict[str, deque[float]] = {}  # model -> recent submission times
+        # What-if jobs (the ETA forecast): (model, priority, tenant) -> when one would have started.
+        self.probes: dict[tuple[str, int, str], SimJob] = {}
+        self.probe_starts: dict[tuple[str, int, str], float] = {}
+        self._events: list[tuple[float, int, str]] = []  # (when a group frees, seq, group)
+        self._seq = itertools.count()
+        self.on_dispatch: list[Callable[[Engine], None]] = []  # after every dispatch round
+
+    # --- input -----------------------------------------------------------------------------------
+    def submit(self, job: SimJob) -> None:
+        """Queue ``job`` (its ``submitted`` is when it arrived)."""
+        self.queues.setdefault((job.model, job.priority, job.tenant), deque()).append(job)
+        self.arrivals.setdefault(job.model, deque()).append(job.submitted)
+
+    def charge(self, tenant: str, card_seconds: float, at: float) -> None:
+        """Add card-seconds to a tenant's decayed usage (the workers do it when a job ends)."""
+        entry = self.usage.setdefault(tenant, _Usage(0.0, at))
+        entry.value = decayed(entry.value, at - entry.as_of, self.half_life_s) + card_seconds
+        entry.as_of = at
+
+    # --- the policy's view -----------------------------------------------------------------------
+    def fair_usage(self) -> dict[str, float]:
+        """Each tenant's decayed card-seconds plus what its running jobs used so far, per weight."""
+        found = {t: decayed(u.value, self.now - u.as_of, self.half_life_s) for t, u in self.usage.items()}
+        for job in self.running.values():
+            cards = self.models[job.model].cards
+            found[job.tenant] = (
+                found.get(job.tenant, 0.0) + max(0.0, self.now - (job.dispatched or 0)) * cards
+            )
+        for _, _, tenant in self.queues:
+            found.setdefault(tenant, 0.0)
+        return {t: v / max(1e-9, self.weights.get(t, 1.0)) for t, v in found.items()}
+
+    def waiting(self) -> tuple[Waiting, ...]:
+        """The queue as the policy sees it: one entry per (model, priority, tenant), and a probe
+        entry for each what-if job whose tenant has nothing else queued there (a tenant's next job
+        comes after the ones it queued)."""
+        found = [
+            Waiting(
+                model=model,
+                priority=priority,
+                tenant=tenant,
+                jobs=len(queue),
+                output_s=sum(j.output_s for j in queue),
+                oldest=queue[0].submitted,
+                next_output_s=queue[0].output_s,
+            )
+            for (model, priority, tenant), queue in self.queues.items()
+            if queue
+        ]
+        for (model, priority, tenant), probe in self.probes.items():
+            if not self.queues.get((model, priority, tenant)):
+                found.append(
+                    Waiting(
+                        model,
+                        priority,
+                        tenant,
+                        1,
+                        probe.output_s,
+                        probe.submitted,
+                        probe.output_s,
+                        probe=True,
+                    )
+                )
+        return tuple(found)
+
+    def rates(self) -> dict[str, float]:
+        """Jobs submitted per second, per model, over the policy's rate window."""
+        window = self.params.rate_window_s
+        found = {}
+        for model, times in self.arrivals.items():
+            while times and times[0] < self.now - window:
+                times.popleft()
+            if times:
+                found[model] = len(times) / window
+        return found
+
+    def state(self) -> FleetState:
+        """What the policy decides on, now."""
+        return FleetState(
+            now=self.now,
+            groups=tuple(self.groups.values()),
+            models=self.models,
+            waiting=self.waiting(),
+            usage=self.fair_usage(),
+            rates=self.rates(),
+            params=self.params,
+        )
+
+    # --- time ------------------------------------------------------------------------------------
+    def next_event(self) -> float | None:
+        """When the next group frees up (None: nothing runs)."""
+        return self._events[0][0] if self._events else None
+
+    def advance(self, until: float) -> None:
+        """Run every group completion up to ``until`` (dispatching after each), then set the clock."""
+        while self._events and self._events[0][0] <= until:
+            at = self._events[0][0]
+            while self._events and self._events[0][0] == at:
+                _, _, group = heapq.heappop(self._events)
+                self._finish(group, at)
+            self.now = at
+            self.dispatch()
+        self.now = max(self.now, until)
+
+    def run_until_idle(self, *, limit: int | None = None) -> None:
+        """Dispatch and run until every queued job has started and ended (or ``limit`` more started)."""
+        begun = len(self.done) + len(self.running)
+        self.dispatch()
+        while self._events:
+            if limit is not None and len(self.done) + len(self.running) - begun >= limit:
+                return
+            self.advance(self._events[0][0])
+
+    # --- dispatching -----------------------------------------------------------------------------
+    def decide(self) -> list[Decision]:
+        """The policy's decisions for the free groups now."""
+        state = self.state()
+        if self.policy == "static":
+            return plan_static(state, self.turns)
+        return plan(state)
+
+    def dispatch(self) -> list[SimJob]:
+        """Start a job on every free group the policy gives one. A decision that picks a probe
+        records when that what-if job would have started, and the round is planned again without it."""
+        started: list[SimJob] = []
+        again = True
+        while again:
+            again = False
+            for decision in self.decide():
+                if decision.probe:
+                    key = (decision.model, decision.priority, decision.tenant)
+                    load_s = self.models[decision.model].load_s if decision.load else 0.0
+                    self.probe_starts[key] = self.now + load_s
+                    del self.probes[key]
+                    again = True
+                    break
+                started.append(self._start(decision))
+        for hook in self.on_dispatch:
+            hook(self)
+        return started
+
+    def _start(self, decision: Decision) -> SimJob:
+        key = (decision.model, decision.priority, decision.tenant)
+        queue = self.queues[key]
+        job = queue.popleft()
+        if not queue:
+            del self.queues[key]
+        group = self.groups[decision.group]
+        cost = self.models[job.model]
+        resident = {m: r for m, r in group.resident.items() if m not in decision.evict}
+        load_s = cost.load_s if decision.load else 0.0
+        if decision.load or decision.evict:
+            ages = tuple(self.now - group.resident[m].since for m in decision.evict)
+            self.loads.append(Load(self.now, group.id, job.model, decision.evict, ages, decision.load))
+        if not cost.per_run:
+            since = resident[job.model].since if job.model in resident else self.now + load_s
+            resident[job.model] = Resident(since=since, last_used=self.now)
+        job.group, job.dispatched, job.loaded, job.evicted = group.id, self.now, decision.load, decision.evict
+        job.started = self.now + load_s
+        job.finished = job.started + cost.run_s(job.output_s)
+        job.held_after = tuple(resident)
+        self.groups[group.id] = replace(group, resident=resident, busy_until=job.finished, running=job.model)
+        self.running[group.id] = job
+        heapq.heappush(self._events, (job.finished, next(self._seq), group.id))
+        return job
+
+    def _finish(self, group_id: str, at: float) -> None:
+        job = self.running.pop(group_id)
+        cost = self.models[job.model]
+        load_s = cost.load_s if job.loaded else 0.0
+        self.charge(job.tenant, (load_s + cost.run_s(job.output_s)) * cost.cards, at)
+        self.groups[group_id] = replace(self.groups[group_id], busy_until=None, running=None)
+        self.done.append(job)

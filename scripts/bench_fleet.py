@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The fleet simulator: replays a trace in virtual time through the production policy.
+
+Every decision comes from ``jobservice.fleet.policy`` (the functions the dispatcher and the workers
+call); ``jobservice.fleet.simulate`` only plays the cards' time (loads, generation) forward, and
+``jobservice.fleet.replay`` reads the trace and counts. A week of trace runs in seconds.
+
+Usage: scripts/bench_fleet.py --trace scripts/traces/910b-night.jsonl [--policy demand|static]
+       [--no-compare] [--schedule-out FILE] [--half-life S]
+
+With ``--policy demand`` (the default) the same trace is also replayed with ``static`` (today's
+pinned fleet) and its figures are printed under ``"static"``, with the ratios, in the same run.
+The last line is one JSON object; the trace format is in jobservice/fleet/replay.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from jobservice.fleet.replay import Etas, figures, read_trace, replay, schedule  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--trace", required=True, type=Path)
+    parser.add_argument("--policy", choices=["demand", "static"], default="demand")
+    parser.add_argument(
+        "--compare",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also replay with static pinning (default: with --policy demand)",
+    )
+    parser.add_argument("--schedule-out", type=Path, help="write one JSON line per job here")
+    parser.add_argument("--half-life", type=float, default=3600.0, help="fair share's half-life (s)")
+    args = parser.parse_args()
+
+    trace = read_trace(args.trace)
+    started = time.perf_counter()
+    etas = Etas() if args.policy == "demand" else None
+    result = replay(trace, policy=args.policy, half_life_s=args.half_life, etas=etas)
+    out = figures(result)
+    out["trace"] = args.trace.name
+    if args.compare if args.compare is not None else args.policy == "demand":
+        base = figures(replay(trace, policy="static", half_life_s=args.half_life))
+        out["static"] = base
+        if base["useful_fraction"]:
+            out["useful_vs_static"] = round(out["useful_fraction"] / base["useful_fraction"], 3)
+        if base["interactive_wait_p95_s"]:
+            out["interactive_wait_p95_vs_static"] = round(
+                out["interactive_wait_p95_s"] / base["interactive_wait_p95_s"], 3
+            )
+    out["wall_s"] = round(time.perf_counter() - started, 2)
+    if args.schedule_out:
+        with args.schedule_out.open("w", encoding="utf-8") as sink:
+            for line in schedule(result):
+                sink.write(json.dumps(line) + "\n")
+    for key in (
+        "useful_fraction",
+        "loads",
+        "swaps",
+        "interactive_wait_p95_s",
+        "batch_wait_p95_s",
+        "makespan_s",
+    ):
+        extra = f"   (static {out['static'][key]})" if "static" in out else ""
+        print(f"{key:>26}: {out[key]}{extra}", file=sys.stderr)
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

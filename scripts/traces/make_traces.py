@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Writes the shipped fleet traces (scripts/traces/*.jsonl) from the seed figures, deterministically.
+
+The figures (shared/reference/seed-systems.md, the seed benchmark documents):
+  SoulX-FlashTalk-14B  4 cards, resident; cold load 88.4 s; warm: 937 frames (37.5 s) in 37.4 s
+  SoulX-FlashHead-1.3B 2 cards, per run (generate_video.py under torchrun): ~83 s for a 10 s clip,
+                       every run cold (its load is inside the run)
+  Wan2.1-T2V-1.3B      vLLM-Omni on 2 cards (CFG parallel): 3 min for 81 frames at 16 fps
+                       (5.06 s); first request 3-4 min (model load and compile)
+Memory (64 GB per 910B card): FlashTalk 56 GB on each of its 4 cards, FlashHead and Wan2.1 24 GB
+on each of their 2, so FlashHead and Wan2.1 fit side by side, and nothing fits beside FlashTalk.
+
+The 8-card 910B host is two 4-card groups, each able to hold any model; the static baseline pins
+npu:0-3 to the models today's file gives its cards (Wan2.1 and FlashHead) and npu:4-7 to FlashTalk.
+
+Usage: scripts/traces/make_traces.py   (rewrites every trace in this folder)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+HOUR = 3600.0
+
+FLASHTALK = "soulx-flashtalk-14b"
+FLASHHEAD = "soulx-flashhead-1.3b"
+WAN = "wan2.1-t2v-1.3b"
+
+NPU_MODELS = {
+    FLASHTALK: {
+        "cards": 4,
+        "memory_gb": 224,
+        "load_s": 88.4,
+        "seconds_per_output_second": 0.997,
+        "per_run": False,
+    },
+    FLASHHEAD: {
+        "cards": 2,
+        "memory_gb": 48,
+        "load_s": 0,
+        "overhead_s": 70.0,
+        "seconds_per_output_second": 1.3,
+        "per_run": True,
+    },
+    WAN: {"cards": 2, "memory_gb": 48, "load_s": 210, "seconds_per_output_second": 35.6, "per_run": False},
+}
+NPU_FLEET = [
+    {
+        "group": "npu:0,1,2,3",
+        "cards": 4,
+        "memory_gb_per_card": 64,
+        "models": [FLASHTALK, FLASHHEAD, WAN],
+        "pinned": [WAN, FLASHHEAD],
+    },
+    {
+        "group": "npu:4,5,6,7",
+        "cards": 4,
+        "memory_gb_per_card": 64,
+        "models": [FLASHTALK, FLASHHEAD, WAN],
+        "pinned": [FLASHTALK],
+    },
+]
+WAN_CLIP = 81 / 16  # seconds of video of one Wan2.1 job at the seed's settings
+FULL_TALK = 937 / 25  # the seed's full FlashTalk clip
+
+
+def poisson(rng: random.Random, rate_per_hour: float, start: float, end: float) -> list[float]:
+    """Arrival times of a Poisson process between ``start`` and ``end``."""
+    times, t = [], start
+    while True:
+        t += rng.expovariate(rate_per_hour / HOUR)
+        if t >= end:
+            return times
+        times.append(round(t, 1))
+
+
+def job(t: float, model: str, tenant: str, priority: str, seconds: float) -> dict[str, Any]:
+    return {
+        "t": round(t, 1),
+        "model": model,
+        "tenant": tenant,
+        "priority": priority,
+        "output_seconds": round(seconds, 2),
+    }
+
+
+def day_jobs(rng: random.Random, start: float, hours: float) -> list[dict[str, Any]]:
+    """Interactive talking heads by day (and a little text-to-video)."""
+    end = start + hours * HOUR
+    jobs = [
+        job(t, FLASHTALK, rng.choice(["studio", "support"]), "interactive", rng.uniform(8, 40))
+        for t in poisson(rng, 30, start, end)
+    ]
+    jobs += [
+        job(t, FLASHHEAD, rng.choice(["studio", "marketing"]), "interactive", rng.uniform(5, 15))
+        for t in poisson(rng, 14, start, end)
+    ]
+    jobs += [job(t, WAN, "research", "interactive", WAN_CLIP) for t in poisson(rng, 3, start, end)]
+    return jobs
+
+
+def night_jobs(start: float) -> list[dict[str, Any]]:
+    """The nightly regression batch: 500 full FlashTalk clips queued at once."""
+    return [job(start, FLASHTALK, "nightly", "batch", FULL_TALK) for _ in range(500)]
+
+
+def write(name: str, header: dict[str, Any], jobs: list[dict[str, Any]]) -> None:
+    jobs = sorted(jobs, key=lambda j: j["t"])
+    with (HERE / name).open("w", encoding="utf-8") as out:
+        out.write(json.dumps(header) + "\n")
+        for line in jobs:
+            out.write(json.dumps(line) + "\n")
+    print(f"{name}: {len(jobs)} jobs")
+
+
+def npu_header(tenants: dict[str, Any] | None = None) -> dict[str, Any]:
+    header: dict[str, Any] = {"fleet": NPU_FLEET, "models": NPU_MODELS}
+    if tenants:
+        header["tenants"] = tenants
+    return header
+
+
+def main() -> None:
+    write("910b-day.jsonl", npu_header(), day_jobs(random.Random(7), 0.0, 15))
+    write("910b-night.jsonl", npu_header(), night_jobs(0.0))
+    rng = random.Random(11)
+    write("910b-day-night.jsonl", npu_header(), day_jobs(rng, 0.0, 15) + night_jobs(15 * HOUR))
+
+    # A 2-GPU CUDA box (deploy/cuda-2gpu.toml): FlashHead per run on one card, Wan2.1 from diffusers
+    # resident, FlashHead Lite through OmniRT's CLI; a text-to-video batch lands mid-morning.
+    cuda_models = {
+        FLASHHEAD: {
+            "cards": 1,
+            "memory_gb": 24,
+            "overhead_s": 40.0,
+            "seconds_per_output_second": 1.0,
+            "per_run": True,
+        },
+        WAN: {"cards": 1, "memory_gb": 20, "load_s": 45, "seconds_per_output_second": 47.0, "per_run": False},
+        "omnirt": {
+            "cards": 1,
+            "memory_gb": 16,
+            "overhead_s": 30.0,
+            "seconds_per_output_second": 0.5,
+            "per_run": True,
+        },
+    }
+    cuda_fleet = [
+        {
+            "group": "cuda:0",
+            "cards": 1,
+            "memory_gb_per_card": 80,
+            "kind": "cuda",
+            "models": [FLASHHEAD, WAN, "omnirt"],
+            "pinned": [FLASHHEAD],
+        },
+        {
+            "group": "cuda:1",
+            "cards": 1,
+            "memory_gb_per_card": 80,
+            "kind": "cuda",
+            "models": [FLASHHEAD, WAN, "omnirt"],
+            "pinned": [WAN, "omnirt"],
+        },
+    ]
+    rng = random.Random(23)
+    jobs = [
+        job(t, FLASHHEAD, "studio", "interactive", rng.uniform(5, 15)) for t in poisson(rng, 10, 0, 8 * HOUR)
+    ]
+    jobs += [job(t, WAN, "research", "interactive", WAN_CLIP) for t in poisson(rng, 4, 0, 8 * HOUR)]
+    jobs += [
+        job(t, "omnirt", "studio", "interactive", rng.uniform(5, 15)) for t in poisson(rng, 8, 0, 8 * HOUR)
+    ]
+    jobs += [job(3 * HOUR, WAN, "research", "batch", WAN_CLIP) for _ in range(40)]
+    write("cuda-2gpu.jsonl", {"fleet": cuda_fleet, "models": cuda_models}, jobs)
+
+    # A burst: two quiet hours on the 910B host, then 120 text-to-video requests from four teams
+    # within five minutes, while talking heads keep coming.
+    rng = random.Random(31)
+    jobs = day_jobs(rng, 0.0, 3)
+    jobs += [
+        job(
+            1800 + rng.uniform(0, 300),
+            WAN,
+            rng.choice(["ads", "games", "news", "edu"]),
+            "interactive",
+            WAN_CLIP,
+        )
+        for _ in range(120)
+    ]
+    write("burst.jsonl", npu_header(), jobs)
+
+    # Fair share. Two tenants, weights 3:1, both backlogged throughout (their batches are longer
+    # than the trace can drain at the other's pace).
+    jobs = [job(0.0, FLASHTALK, "alpha", "batch", FULL_TALK) for _ in range(900)]
+    jobs += [job(60.0, FLASHTALK, "beta", "batch", FULL_TALK) for _ in range(300)]
+    write("tenants-2-weighted.jsonl", npu_header({"alpha": {"weight": 3}, "beta": {"weight": 1}}), jobs)
+
+    # Five tenants with equal weights, batches of every model arriving through a night, plus a
+    # starving newcomer: one job from a sixth team after the others queued thousands.
+    rng = random.Random(41)
+    jobs = []
+    for k, tenant in enumerate(["t1", "t2", "t3", "t4", "t5"]):
+        start = k * 600.0
+        jobs += [job(start, FLASHTALK, tenant, "batch", FULL_TALK) for _ in range(120)]
+        jobs += [job(start + 300, FLASHHEAD, tenant, "batch", rng.uniform(5, 15)) for _ in range(40)]
+        jobs += [job(start + 450, WAN, tenant, "batch", WAN_CLIP) for _ in range(6)]
+    jobs.append(job(5400.0, FLASHTALK, "newcomer", "batch", FULL_TALK))
+    write("tenants-5.jsonl", npu_header(), jobs)
+
+    # Starvation: one tenant queues 1,000 batch jobs, then another submits one.
+    jobs = [job(0.0, FLASHTALK, "bulk", "batch", FULL_TALK) for _ in range(1000)]
+    jobs.append(job(1200.0, FLASHTALK, "single", "batch", FULL_TALK))
+    write("starvation.jsonl", npu_header(), jobs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""The residency and fair-share policy on its own: pure decisions from hand-made states."""
+
+from __future__ import annotations
+
+from jobservice.fleet.policy import (
+    INTERACTIVE,
+    FleetState,
+    GroupState,
+    ModelCost,
+    PolicyParams,
+    Resident,
+    Waiting,
+    decayed,
+    evictions_for,
+    fits,
+    plan,
+    plan_static,
+)
+
+BATCH = 6
+BIG = ModelCost("big", cards=4, memory_gb=224, load_s=88, speed=1.0)  # 56 GB on each card
+HEAD = ModelCost("head", cards=2, memory_gb=48, per_run=True, overhead_s=70, speed=1.3)
+T2V = ModelCost("t2v", cards=2, memory_gb=48, load_s=210, speed=35.6)
+MODELS = {m.id: m for m in (BIG, HEAD, T2V)}
+ALL = frozenset(MODELS)
+
+
+def group(gid: str, *held: str, busy_until: float | None = None, running: str | None = None) -> GroupState:
+    return GroupState(
+        id=gid,
+        cards=4,
+        eligible=ALL,
+        memory_gb_per_card=64,
+        resident={m: Resident(since=0.0, last_used=0.0) for m in held},
+        busy_until=busy_until,
+        running=running,
+    )
+
+
+def wait(
+    model: str, tenant: str = "a", *, jobs: int = 1, priority: int = BATCH, oldest: float = 0.0
+) -> Waiting:
+    return Waiting(model, priority, tenant, jobs, 10.0 * jobs, oldest, 10.0)
+
+
+def state(groups: list[GroupState], waiting: list[Waiting], **kw: object) -> FleetState:
+    return FleetState(now=100.0, groups=tuple(groups), models=MODELS, waiting=tuple(waiting), **kw)  # type: ignore[arg-type]
+
+
+def test_memory_is_per_card_and_every_model_starts_on_the_first_cards() -> None:
+    g = group("g")
+    assert fits(g, MODELS, ["head", "t2v"])  # 24 + 24 GB on cards 0 and 1
+    assert not fits(g, MODELS, ["big", "head"])  # 56 + 24 GB on cards 0 and 1
+    assert fits(GroupState("free", 4, ALL), MODELS, ["big", "head", "t2v"])  # no memory declared
+    assert evictions_for(group("g", "big"), T2V, MODELS) == ("big",)
+    assert evictions_for(group("g", "t2v"), HEAD, MODELS) == ()
+    small = GroupState("small", 1, ALL, memory_gb_per_card=64)
+    assert evictions_for(small, BIG, MODELS) is None  # four cards' model on one card
+
+
+def test_evictions_keep_what_has_queued_work_then_the_recently_used() -> None:
+    models = {
+        **MODELS,
+        "x": ModelCost("x", cards=1, memory_gb=30),
+        "y": ModelCost("y", cards=1, memory_gb=30),
+    }
+    g = GroupState(
+        "g",
+        1,
+        frozenset(models),
+        memory_gb_per_card=64,
+        resident={"x": Resident(0, 50), "y": Resident(0, 10)},
+    )
+    z = ModelCost("z", cards=1, memory_gb=30)
+    models["z"] = z
+    g = GroupState(**{**g.__dict__, "eligible": frozenset(models)})
+    assert evictions_for(g, z, models) == ("y",)  # least recently used
+    assert evictions_for(g, z, models, demand={"y": 3}) == ("x",)  # y has queued work
+
+
+def test_interactive_before_batch_and_warm_before_a_load() -> None:
+    decisions = plan(
+        state(
+            [group("g", "t2v")],
+            [wait("t2v", priority=BATCH, oldest=1), wait("big", priority=INTERACTIVE, oldest=50)],
+        )
+    )
+    assert [(d.model, d.load, d.evict) for d in decisions] == [("big", True, ("t2v",))]
+    other = group("h", "t2v", busy_until=400.0, running="t2v")  # t2v is served, just busy
+    decisions = plan(state([group("g", "big"), other], [wait("big", oldest=90), wait("t2v", oldest=1)]))
+    assert [(d.group, d.model, d.load) for d in decisions] == [("g", "big", False)]
+
+
+def test_an_unserved_model_takes_the_first_free_group() -> None:
+    # "big" holds a warm model with queued work, but nobody serves t2v: it is served now.
+    decisions = plan(state([group("g", "big")], [wait("big", jobs=50), wait("t2v", oldest=5)]))
+    assert (
+        decisions[0].model == "t2v" and decisions[0].reason == "unserved" and decisions[0].evict == ("big",)
+    )
+
+
+def test_a_load_waits_for_a_warm_group_that_frees_sooner() -> None:
+    busy = group("h", "big", busy_until=110.0, running="big")  # frees in 10 s
+    free = group("g", "t2v")
+    decisions = plan(state([busy, free], [wait("big", jobs=1)]))
+    assert decisions == []  # 88 s of load would start it later than h will
+
+
+def test_a_swap_happens_only_when_the_backlog_pays_for_it() -> None:
+    busy = group("h", "big", busy_until=130.0, running="big")
+    free = group("g", "t2v")
+    small = plan(state([busy, free], [wait("big", jobs=5)]))
+    assert small == []  # 5 x 10 s per server against 3 x (88 + 210 reload of a recently used t2v)
+    large = plan(state([busy, free], [wait("big", jobs=500)]))
+    assert [(d.model, d.reason, d.evict) for d in large] == [("big", "backlog", ("t2v",))]
+
+
+def test_an_evicted_model_that_keeps_receiving_jobs_shortens_the_stint() -> None:
+    busy = group("h", "big", busy_until=130.0, running="big")
+    old = Resident(since=0.0, last_used=-10_000.0)  # not used for hours: no reload cost
+    free = GroupState("g", 4, ALL, memory_gb_per_card=64, resident={"t2v": old})
+    work = [wait("big", jobs=80)]  # 800 s of work for one server
+    assert plan(state([busy, free], work))[0].model == "big"
+    trickle = plan(state([busy, free], work, rates={"t2v": 1 / 60}))  # a t2v job a minute
+    assert trickle == []  # it would be pulled back within a minute: no swap
+
+
+def test_fair_share_picks_the_tenant_with_least_usage_for_its_weight() -> None:
+    g = group("g", "big")
+    waiting = [wait("big", "heavy", jobs=100, oldest=0), wait("big", "light", jobs=1, oldest=50)]
+    first = plan(state([g], waiting, usage={"heavy": 5000.0, "light": 0.0}))
+    assert first[0].tenant == "light"
+    weighted = plan(state([g], waiting, usage={"heavy": 5000.0 / 3, "light": 2000.0}))
+    assert weighted[0].tenant == "heavy"  # usage per weight: 1,667 < 2,000
+
+
+def test_two_free_groups_never_get_the_same_job_and_fairness_sees_the_first_pick() -> None:
+    groups = [group("g1", "big"), group("g2", "big")]
+    waiting = [wait("big", "a", jobs=1, oldest=0), wait("big", "b", jobs=5, oldest=1)]
+    decisions = plan(state(groups, waiting, usage={"a": 0.0, "b": 0.0}))
+    assert sorted(d.tenant for d in decisions) == ["a", "b"]
+    assert len({d.group for d in decisions}) == 2
+
+
+def test_probes_are_picked_but_add_no_work() -> None:
+    busy = group("h", "big", busy_until=130.0, running="big")
+    free = group("g", "t2v")
+    probe = Waiting("big", BATCH, "x", 1, 10_000.0, 0.0, 10_000.0, probe=True)
+    assert plan(state([busy, free], [probe])) == []  # a probe's size recruits nobody
+    alone = plan(state([group("g", "big")], [probe]))
+    assert alone[0].probe and alone[0].tenant == "x"
+
+
+def test_a_recent_swap_is_not_undone_before_min_residency() -> None:
+    fresh = GroupState(
+        "g", 4, ALL, memory_gb_per_card=64, resident={"big": Resident(since=90.0, last_used=95.0)}
+    )
+    waiting = [wait("big", jobs=3), wait("t2v")]
+    params = PolicyParams(min_residency_s=60.0)
+    decisions = plan(state([fresh], waiting, params=params))
+    assert decisions[0].model == "big"  # t2v is unserved, but big was loaded 10 s ago
+
+
+def test_static_takes_pinned_queues_in_turn_and_never_evicts() -> None:
+    pinned = GroupState("g", 4, frozenset({"t2v", "head"}), memory_gb_per_card=64)
+    turns: dict[str, int] = {}
+    waiting = [wait("t2v", jobs=3), wait("head", jobs=3), wait("big", jobs=3)]
+    picks = []
+    for _ in range(4):
+        decision = plan_static(state([pinned], waiting), turns)[0]
+        picks.append(decision.model)
+    assert picks == ["head", "t2v", "head", "t2v"]
+
+
+def test_decay_halves_every_half_life() -> None:
+    assert decayed(100.0, 3600.0, 3600.0) == 50.0
+    assert decayed(100.0, 0.0, 3600.0) == 100.0
+    assert decayed(100.0, -5.0, 3600.0) == 100.0  # a clock step back never grows usage

@@ -55,6 +55,7 @@ class JobContextFilter(logging.Filter):
     """Adds ``job_id``, ``attempt`` and a ready-made ``job_tag`` to every record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Tag ``record`` with the job this thread is running, if any."""
         job = current_job()
         record.job_id = job[0] if job else None
         record.attempt = job[1] if job else None
@@ -66,6 +67,7 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, job id and attempt, exception."""
 
     def format(self, record: logging.LogRecord) -> str:
+        """``record`` as one JSON object."""
         payload: dict[str, object] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,

@@ -22,9 +22,11 @@ class SessionInterface(SecureCookieSessionInterface):
     """Flask's signed-cookie sessions, marked ``Secure`` on every https request."""
 
     def get_cookie_secure(self, app: Flask) -> bool:
+        """Secure when configured so, or when the request came over https."""
         return bool(app.config.get("SESSION_COOKIE_SECURE")) or _is_https(request)
 
     def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
+        """The request's session (an empty one, cheaply, when it carries no cookie)."""
         # API calls carry no cookie: an empty session without building the signing serializer
         # (7% of a GET /jobs/<id>; scripts/bench_poll.py). The same answer Flask gives them.
         if app.secret_key and self.get_cookie_name(app) not in request.cookies:

@@ -2,7 +2,9 @@
 
 A message carries the job id and nothing else; the Celery task id IS the job id, which lets the
 reaper see which queued jobs still have a message in Redis. There is no result backend: the jobs
-table is the truth. See reference/stack-probe.md section 2 for the Redis redelivery pitfall that
+table is the truth. Each card group consumes a queue of its own (``group_queue``), and a message is
+sent only when the dispatcher (``jobservice.fleet.dispatch``) hands the group its next job.
+See reference/stack-probe.md section 2 for the Redis redelivery pitfall that
 ``visibility_timeout`` and the claim CAS guard against.
 """
 
@@ -10,16 +12,16 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
 from celery import Celery
 from kombu.transport.redis import PRIORITY_STEPS
 
-from jobservice.catalog import queue_for
 from jobservice.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -73,16 +75,31 @@ def make_celery(settings: Settings) -> Celery:
     return app
 
 
-def send_job(app: Celery, *, job_id: uuid.UUID, model: str, priority: int = 0) -> None:
-    """Publish the message that tells a worker of ``model`` to run ``job_id``."""
+def group_queue(group_id: str) -> str:
+    """The Celery queue a card group consumes: ``group.<its id>`` with only safe characters."""
+    return "group." + re.sub(r"[^A-Za-z0-9_.@-]", "_", group_id)
+
+
+def send_job(app: Celery, *, job_id: uuid.UUID, group: str, priority: int = 0) -> None:
+    """Publish the message that tells the worker of card group ``group`` to run ``job_id``."""
+    queue = group_queue(group)
     app.send_task(
         RUN_JOB_TASK,
         args=[str(job_id)],
-        queue=queue_for(model),
-        routing_key=queue_for(model),
+        queue=queue,
+        routing_key=queue,
         task_id=str(job_id),
         priority=priority,
     )
+
+
+def sender(app: Celery) -> Callable[[uuid.UUID, str, int], None]:
+    """``send_job`` on ``app`` as the dispatcher and the reaper call it: (job id, group, priority)."""
+
+    def send(job_id: uuid.UUID, group: str, priority: int) -> None:
+        send_job(app, job_id=job_id, group=group, priority=priority)
+
+    return send
 
 
 def _queue_keys(queue: str) -> list[str]:

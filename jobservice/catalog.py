@@ -1,9 +1,9 @@
 """The model catalog: which models exist, what they take, and how their output is judged.
 
 Lives on the API side (no torch). The API validates requests against a model's parameter
-schema; workers subscribe to the queue of each model they can serve and look up the adapter
-named here. Parameter schemas are pydantic models, so ``/models`` and ``/openapi.json`` show
-their defaults and limits as JSON Schema.
+schema; the fleet (``jobservice.fleet``) hands each job to a card group that may serve its model,
+whose worker looks up the adapter named here. Parameter schemas are pydantic models, so
+``/models`` and ``/openapi.json`` show their defaults and limits as JSON Schema.
 
 A leaf: the data types only (``ModelSpec``, ``ModelParams``, ``ValidationPolicy``, ``WorkerGroup``,
 ``Catalog``); it imports nothing of the project, and anything may import it. The models
@@ -69,12 +69,10 @@ class ModelSpec:
     config: dict[str, Any] = field(default_factory=dict)  # handed to Adapter.load as ``params``
     min_memory_gb: float | None = None  # free device memory needed before loading
     memory_scope: Literal["aggregate", "per_card"] = "aggregate"
+    # What running it costs, until the service has measured it (jobservice.fleet.costs).
+    load_seconds: float | None = None
+    seconds_per_output_second: float | None = None
     required_paths: tuple[tuple[str, str], ...] = ()  # (name, path) that must exist on the worker host
-
-    @property
-    def queue(self) -> str:
-        """The Celery queue that carries this model's jobs."""
-        return queue_for(self.id)
 
     def describe(self) -> dict[str, object]:
         """A JSON-ready description for ``GET /models``."""
@@ -94,11 +92,6 @@ class ModelSpec:
             "parameters": self.params.model_json_schema(),
             "validation": self.validation.model_dump(),
         }
-
-
-def queue_for(model_id: str) -> str:
-    """Queue name of a model: one queue per model."""
-    return f"model.{model_id}"
 
 
 class Catalog:
@@ -139,25 +132,32 @@ class Catalog:
         """Model ids in catalog order."""
         return list(self._specs)
 
-    def group_for(self, devices: str) -> WorkerGroup | None:
-        """The deployment's card group launched with exactly ``devices`` (e.g. ``npu:2,3``), if any."""
+    def group_for(self, devices: str, name: str | None = None) -> WorkerGroup | None:
+        """The deployment's card group named ``name``, else the one launched with exactly ``devices``
+        (e.g. ``npu:2,3``; several CPU groups are told apart by name), if any."""
+        if name:
+            for group in self.groups:
+                if group.name == name:
+                    return group
         for group in self.groups:
-            if group.devices == devices:
+            if group.devices == devices and (not name or group.name is None):
                 return group
         return None
 
-    def config_for(self, spec: ModelSpec, devices: str) -> dict[str, Any]:
-        """``spec.config`` with the overrides of the card group on ``devices`` applied."""
-        group = self.group_for(devices)
+    def config_for(self, spec: ModelSpec, devices: str, name: str | None = None) -> dict[str, Any]:
+        """``spec.config`` with the overrides of the card group (``name``, else on ``devices``) applied."""
+        group = self.group_for(devices, name)
         override = group.config.get(spec.id, {}) if group else {}
         return {**spec.config, **override}
 
 
 @dataclass(frozen=True)
 class WorkerGroup:
-    """A card group of a deployment file: one worker on ``devices`` serving ``models``."""
+    """A card group of a deployment file: one worker on ``devices`` that may serve ``models``
+    (eligible: what it holds at a time is decided by ``jobservice.fleet``)."""
 
     devices: str  # canonical label, e.g. "npu:2,3"
     models: tuple[str, ...]
     name: str | None = None
     config: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-model config overrides
+    memory_gb: float | None = None  # per card; None: read from the cards (or no limit on the CPU)

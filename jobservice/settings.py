@@ -92,10 +92,29 @@ class Settings(BaseSettings):
     scratch_dir: Path | None = Field(default=None, description="Per-job scratch space (var_dir/scratch).")
     torch_threads: int | None = Field(default=None, ge=1)
     progress_min_interval_seconds: float = Field(default=0.5, ge=0)
+    worker_group: str | None = Field(
+        default=None, description="The deployment file's card group this worker runs (by its name)."
+    )
+    worker_memory_gb: float | None = Field(
+        default=None,
+        gt=0,
+        description="Memory of each of the worker's cards in GB, when the deployment file's group does not "
+        "say it and the cards cannot tell (a CPU worker that should hold only what fits).",
+    )
     worker_overlap_finish: bool = Field(
         default=True,
         description="Finish a generated job (encoder flush, output gate, upload, record) on a "
         "background thread while the card generates the next one; false: one job at a time, start to end.",
+    )
+
+    # --- the fleet (jobservice.fleet) -------------------------------------------------------
+    fair_share_half_life_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Fair share weighs a tenant's card-seconds by age: halved every this many seconds.",
+    )
+    forecast_interval_seconds: float = Field(
+        default=5.0, gt=0, description="How often the queued jobs' ETAs are worked out again."
     )
 
     # --- API -----------------------------------------------------------------------------

@@ -50,3 +50,31 @@ def new_job(
     with db.session() as s:
         record_created(s, job)
     return job.id
+
+
+def online_group(
+    db: Database,
+    group_id: str,
+    models: list[str],
+    *,
+    memory_gb_per_card: float | None = None,
+    kind: str = "cpu",
+) -> None:
+    """A card group whose worker looks online (a presence row seen now), free and holding nothing:
+    what a ``jobservice worker`` registers when it starts, without the process."""
+    from jobservice.fleet.groups import register
+    from jobservice.fleet.presence import announce_worker
+
+    with db.session() as s:
+        announce_worker(s, worker_id=group_id, hostname="test", pid=1, devices=kind, models=models, info={})
+    with db.session() as s:
+        register(
+            s,
+            group_id=group_id,
+            devices=kind,
+            kind=kind,
+            cards=1,
+            memory_gb_per_card=memory_gb_per_card,
+            eligible=models,
+            hostname="test",
+        )

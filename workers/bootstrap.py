@@ -14,15 +14,17 @@ from typing import Any
 
 from celery import Celery, signals
 
-from jobservice.fleet.placement import inventory, parse_devices
+from jobservice.db.tables import WorkerRecord
+from jobservice.fleet.placement import DeviceContext, inventory, parse_devices
 from jobservice.logs import install_on
 from jobservice.retention.orphans import sweep_orphans
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
 from workers import forkguard
 from workers.finisher import Finisher
+from workers.group import FleetMember
 from workers.maintenance import Maintenance
-from workers.runtime import WorkerRuntime, default_node, versions
+from workers.runtime import WorkerRuntime, default_node, group_memory_gb, versions
 from workers.tasks import register_tasks
 
 log = logging.getLogger(__name__)
@@ -48,8 +50,10 @@ class WorkerProcess:
         return self._runtime
 
     def on_child_start(self, **_: Any) -> None:
-        """Prefork child start: fresh runtime, thread budget, optional preload."""
+        """Prefork child start: fresh runtime (holding no model: the group's row says so), thread
+        budget, optional preload."""
         runtime = self.runtime()
+        runtime.member.forget_residency("worker child started")
         versions()  # cached per process: keep git/ffmpeg/driver probes off the first job's tail
         threads = self.services.settings.torch_threads
         if threads or os.environ.get("JOBSERVICE_WORKER_PRELOAD") == "1":
@@ -85,6 +89,7 @@ class WorkerProcess:
         node = os.environ.get("JOBSERVICE_WORKER_NODE")
         device = parse_devices(settings.worker_devices)
         forkguard.install(self.services.db)  # before the maintenance thread's first query
+        self._register_group(node or default_node(device), device)
         self.maintenance = Maintenance(
             self.services,
             worker_id=node or default_node(device),
@@ -104,6 +109,26 @@ class WorkerProcess:
                 sweep_orphans(self.services, store=False)
         except Exception:  # noqa: BLE001 - housekeeping must never stop a worker from starting
             log.warning("the start-up orphan sweep failed", exc_info=True)
+
+    def _register_group(self, node: str, device: DeviceContext) -> None:
+        """The card group's row: what it may serve and its memory, nothing resident, its ledger
+        resumed (the time since its previous worker was last seen is ``down``)."""
+        models = self.services.settings.worker_models or self.services.catalog.ids()
+        member = FleetMember(
+            self.services,
+            group_id=node,
+            device=device,
+            memory_gb_per_card=group_memory_gb(self.services, device),
+            eligible=models,
+        )
+        try:
+            with forkguard.guarded(), self.services.db.session() as session:
+                previous = session.get(WorkerRecord, node)
+                seen = None if previous is None else previous.stopped_at or previous.last_seen_at
+            with forkguard.guarded():
+                member.register(last_seen=seen)
+        except Exception:  # noqa: BLE001 - the first maintenance round and the first job try again
+            log.warning("could not register card group %s yet", node, exc_info=True)
 
     def on_shutdown(self, **_: Any) -> None:
         """Parent stopping: finish a job handed over here (the solo pool runs jobs in this process),

@@ -1,4 +1,5 @@
-"""A worker's background duties: keep its presence row fresh and run the reaper.
+"""A worker's background duties: keep its presence row fresh, run the reaper, move card groups
+whose workers died to ``down``, and run a dispatch round (anything the event-driven rounds missed).
 
 The loop starts before Celery connects to the broker (``celeryd_after_setup``), so a worker that
 starts, or restarts, while Redis is away still requeues the jobs of dead runs: the reaper's
@@ -12,13 +13,11 @@ import os
 import socket
 import threading
 import time
-import uuid
 from typing import Any
 
-from jobservice.broker import BrokerInspector, send_job
 from jobservice.fleet.placement import inventory
 from jobservice.fleet.presence import announce_worker, refresh_host, retire_worker, touch_worker
-from jobservice.jobs.reaper import reap
+from jobservice.jobs.upkeep import Upkeep
 from jobservice.quotas.usage import forget_old_minutes
 from jobservice.wiring import Services
 from workers.forkguard import guarded
@@ -42,7 +41,7 @@ class Maintenance:
         self.info = info
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="jobservice-maintenance", daemon=True)
-        self._inspector: BrokerInspector | None = None
+        self.upkeep = Upkeep(services)
         self._announced = False
         self._cards_read_at = time.monotonic()
         self._forgot_at = 0.0
@@ -79,18 +78,8 @@ class Maintenance:
         except Exception:  # noqa: BLE001 - shutting down anyway
             log.warning("could not mark worker %s stopped", self.worker_id, exc_info=True)
 
-    def _send(self, job_id: uuid.UUID, model: str, priority: int) -> None:
-        send_job(self.services.celery, job_id=job_id, model=model, priority=priority)
-
-    def _pending(self, queues: set[str]) -> set[str]:
-        if self._inspector is None:
-            self._inspector = BrokerInspector(self.services.settings.broker_url)
-        return self._inspector.pending_job_ids(
-            queues, unacked_grace_seconds=self.services.settings.lease_seconds
-        )
-
     def run_once(self) -> None:
-        """One round: presence, then a reaper pass."""
+        """One round: presence, then the upkeep round (groups, reaper, dispatch)."""
         if not self._announced:
             self._announce()
         host = self._host_if_due()
@@ -101,21 +90,7 @@ class Maintenance:
             if time.monotonic() - self._forgot_at >= FORGET_EVERY_SECONDS:
                 self._forgot_at = time.monotonic()
                 forget_old_minutes(session)
-        result = reap(
-            self.services.db,
-            self._send,
-            self._pending,
-            resend_after_seconds=self.services.settings.resend_after_seconds,
-        )
-        if result.changed:
-            log.info(
-                "reaper: requeued %d, failed %d, canceled %d, sent %d, waiting for the broker %d",
-                len(result.requeued),
-                len(result.failed),
-                len(result.canceled),
-                len(result.resent),
-                len(result.unsent),
-            )
+        self.upkeep.run_once()
 
     def _host_if_due(self) -> dict[str, Any] | None:
         """The host inventory read again (cards' free memory for /metrics), once a minute, on hosts
@@ -137,7 +112,6 @@ class Maintenance:
                 with guarded():  # a pool child is never forked in the middle of this round
                     self.run_once()
             except Exception as exc:  # noqa: BLE001 - keep reaping through database or broker hiccups
-                self._inspector = None
                 if not failing:  # the whole story once per outage, then one line per round
                     log.warning("maintenance round failed; retrying", exc_info=True)
                 else:

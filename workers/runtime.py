@@ -13,11 +13,12 @@ from typing import Any
 
 from jobservice import __version__
 from jobservice.catalog import ModelSpec
-from jobservice.fleet.placement import parse_devices
+from jobservice.fleet.placement import card_memory_gb, parse_devices
 from jobservice.reports.buildinfo import commit, driver_versions
 from jobservice.wiring import Services
 from workers.adapters.base import DeviceContext
 from workers.finisher import Finisher
+from workers.group import FleetMember
 from workers.resident import ResidentModels
 
 log = logging.getLogger(__name__)
@@ -30,19 +31,30 @@ class WorkerRuntime:
     services: Services
     device: DeviceContext
     models: list[str]
-    node: str
+    node: str  # the card group's id in the fleet
     # Set in a Celery worker process: jobs are finished there while the card generates the next.
     finisher: Finisher | None = None
+    memory_gb_per_card: float | None = None
+    member: FleetMember = field(init=False)
     resident: ResidentModels = field(init=False)
 
     def __post_init__(self) -> None:
-        self.resident = ResidentModels(self.device, config_for=self.model_config)
+        self.member = FleetMember(
+            self.services,
+            group_id=self.node,
+            device=self.device,
+            memory_gb_per_card=self.memory_gb_per_card,
+            eligible=self.models,
+        )
+        self.resident = ResidentModels(self.device, config_for=self.model_config, member=self.member)
 
     def model_config(self, spec: ModelSpec) -> dict[str, Any]:
         """What ``Adapter.load`` gets: the model's deployment config with this card group's overrides,
         plus ``_runtime`` facts of this worker (its Redis, used by adapters that coordinate across
         workers such as the vLLM-Omni pool; its id; a folder for long-lived state)."""
-        config = self.services.catalog.config_for(spec, self.device.label)
+        config = self.services.catalog.config_for(
+            spec, self.device.label, self.services.settings.worker_group
+        )
         settings = self.services.settings
         config["_runtime"] = {
             "broker_url": settings.broker_url,
@@ -62,7 +74,23 @@ class WorkerRuntime:
         settings = services.settings
         device = parse_devices(settings.worker_devices)
         models = settings.worker_models or services.catalog.ids()
-        return cls(services=services, device=device, models=models, node=node or default_node(device))
+        return cls(
+            services=services,
+            device=device,
+            models=models,
+            node=node or default_node(device),
+            memory_gb_per_card=group_memory_gb(services, device),
+        )
+
+
+def group_memory_gb(services: Services, device: DeviceContext) -> float | None:
+    """Memory of each of the group's cards: what the deployment file's group or the worker's
+    settings declare, else what the cards report (None on an undeclared CPU group: no limit)."""
+    settings = services.settings
+    group = services.catalog.group_for(device.label, settings.worker_group)
+    if group is not None and group.memory_gb is not None:
+        return group.memory_gb
+    return settings.worker_memory_gb or card_memory_gb(device)
 
 
 def default_node(device: DeviceContext) -> str:

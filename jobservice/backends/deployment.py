@@ -73,6 +73,12 @@ class WorkerGroupEntry(BaseModel):
     config: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-model overrides for this group, e.g. its own endpoints."
     )
+    memory_gb: float | None = Field(
+        default=None,
+        gt=0,
+        description="Memory of each card in GB (a CPU group declares it to hold only what fits; "
+        "default: what nvidia-smi or npu-smi reports, none on the CPU).",
+    )
 
     @field_validator("devices")
     @classmethod
@@ -138,7 +144,13 @@ class Deployment:
     def worker_groups(self) -> list[WorkerGroup]:
         """The card groups, with their per-model overrides."""
         return [
-            WorkerGroup(devices=g.devices, models=tuple(g.models), name=g.name, config=overrides)
+            WorkerGroup(
+                devices=g.devices,
+                models=tuple(g.models),
+                name=g.name,
+                config=overrides,
+                memory_gb=g.memory_gb,
+            )
             for g, overrides in zip(self.data.workers, self._overrides, strict=True)
         ]
 
@@ -186,6 +198,8 @@ class Deployment:
             config=config,
             min_memory_gb=min_memory,
             memory_scope=entry.memory_scope,
+            load_seconds=entry.load_seconds,
+            seconds_per_output_second=entry.seconds_per_output_second,
             required_paths=tuple(entry.required_paths()),
         )
 

@@ -47,6 +47,12 @@ class EntryBase(BaseModel):
     min_memory_gb: float | None = Field(default=None, ge=0, description="Free device memory needed to load.")
     memory_scope: Literal["aggregate", "per_card"] = "aggregate"
     timeout: float | None = Field(default=None, gt=0, description="A job's limit in seconds.")
+    load_seconds: float | None = Field(
+        default=None, ge=0, description="A cold load's seconds, until the service has measured one."
+    )
+    seconds_per_output_second: float | None = Field(
+        default=None, ge=0, description="Generation seconds per second of video, until measured."
+    )
     defaults: dict[str, Any] = Field(default_factory=dict, description="Parameter defaults.")
     validation: dict[str, Any] = Field(default_factory=dict, description="Output gate thresholds.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the model.")

@@ -9,7 +9,7 @@ import socket
 import sys
 from typing import Any
 
-from jobservice.catalog import queue_for
+from jobservice.broker import group_queue
 from jobservice.fleet.placement import DeviceContext, parse_devices, path_exists, pinning_env, servable_models
 from jobservice.logs import install_on
 from jobservice.settings import Settings
@@ -86,11 +86,11 @@ def _successful_read(method: str, status: int | None) -> bool:
 
 
 def worker_plan(
-    settings: Settings, device: DeviceContext, models: list[str] | None
+    settings: Settings, device: DeviceContext, models: list[str] | None, name: str | None = None
 ) -> tuple[list[str], dict[str, str]]:
-    """The models this worker will serve, and why the others are skipped."""
+    """The models this worker may serve (its group's eligible models), and why the others are skipped."""
     catalog = build_services(settings).catalog
-    group = catalog.group_for(device.label)
+    group = catalog.group_for(device.label, name)
     if not models and group is not None:
         models = list(group.models)  # the deployment file's card group on exactly these devices
     if models:
@@ -126,11 +126,12 @@ def exec_worker(
 ) -> None:
     """Pin the environment to ``devices`` and replace this process with a Celery worker."""
     device = parse_devices(devices)
-    serve, skipped = worker_plan(settings, device, models)
+    serve, skipped = worker_plan(settings, device, models, name)
     _say_skipped(settings, device, skipped)
     if not serve:
         raise SystemExit(f"worker {device.label}: no model can be served on these devices")
     node = name or f"{device.label}@{socket.gethostname()}"
+    group = build_services(settings).catalog.group_for(device.label, name)
     env = dict(os.environ)
     env.update(pinning_env(device))  # before anything in the worker imports torch
     env["JOBSERVICE_WORKER_DEVICES"] = devices
@@ -138,6 +139,8 @@ def exec_worker(
     env["JOBSERVICE_WORKER_SKIPPED"] = json.dumps(skipped)  # shown by /models and /readyz
     env["JOBSERVICE_WORKER_NODE"] = node
     env["JOBSERVICE_WORKER_PRELOAD"] = "1" if preload else "0"
+    if group is not None and group.name:
+        env["JOBSERVICE_WORKER_GROUP"] = group.name  # its per-model config and declared memory
     # The child needs one OpenMP pool of its own; never inherit one from a parent that used torch.
     env.setdefault("PYTHONUNBUFFERED", "1")
     argv = [
@@ -152,7 +155,7 @@ def exec_worker(
         "--concurrency",
         "1",  # one job at a time per card group
         "--queues",
-        ",".join(queue_for(m) for m in serve),
+        group_queue(node),  # the dispatcher sends this group its next job here, one at a time
         "--hostname",
         node.replace("@", "-").replace(":", "_").replace(",", "_") + "@%h",
         "--loglevel",
@@ -165,7 +168,7 @@ def exec_worker(
     ]
     if settings.log_format == "json":
         argv.insert(argv.index("worker"), "--quiet")  # Celery's banner is not a JSON line
-    log.info("worker %s: serving %s", device.label, ", ".join(serve))
+    log.info("worker %s: may serve %s", device.label, ", ".join(serve))
     for handler in logging.getLogger().handlers:
         handler.flush()
     os.execvpe(argv[0], argv, env)  # noqa: S606 - argv is fully ours

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -99,16 +100,43 @@ def api(host: str | None, port: int | None, workers: int | None, threads: int | 
 @click.option(
     "--devices", default=None, help="cpu, cuda:0, cuda:0,1, npu:2,3 ... (default JOBSERVICE_WORKER_DEVICES)."
 )
-@click.option("--models", default=None, help="Comma-separated model ids to serve (default: all that fit).")
-@click.option("--name", default=None, help="Worker name (default <devices>@<host>).")
+@click.option(
+    "--models",
+    default=None,
+    help="Comma-separated model ids this card group may serve (default: its deployment group's, else all "
+    "that fit); which of them it holds at a time follows the queue.",
+)
+@click.option(
+    "--name",
+    default=None,
+    help="Card group name (default <devices>@<host>); picks the deployment file's group of that name.",
+)
+@click.option(
+    "--memory-gb",
+    type=float,
+    default=None,
+    help="Memory of each card in GB, when neither the deployment file nor the cards say it (a CPU group "
+    "then holds only the models that fit).",
+)
 @click.option("--preload/--no-preload", default=False, help="Load models when the worker starts.")
 @click.option("--loglevel", default="INFO", show_default=True)
-def worker(devices: str | None, models: str | None, name: str | None, preload: bool, loglevel: str) -> None:
-    """Run a Celery worker pinned to DEVICES, serving the models that fit on them."""
+def worker(
+    devices: str | None,
+    models: str | None,
+    name: str | None,
+    memory_gb: float | None,
+    preload: bool,
+    loglevel: str,
+) -> None:
+    """Run a Celery worker pinned to DEVICES: one card group of the fleet."""
     from jobservice.cli.launch import exec_worker
     from jobservice.fleet.placement import DeviceSpecError
 
     settings = Settings()
+    if memory_gb is not None:
+        if memory_gb <= 0:
+            raise click.BadParameter("must be more than 0", param_hint="--memory-gb")
+        os.environ["JOBSERVICE_WORKER_MEMORY_GB"] = str(memory_gb)  # the worker process reads its settings
     wanted = (
         [m.strip() for m in models.split(",") if m.strip()] if models else (settings.worker_models or None)
     )
@@ -255,30 +283,20 @@ def devices(as_json: bool) -> None:
 @cli.command()
 @click.option("--once", is_flag=True, help="One pass, then exit.")
 def reap(once: bool) -> None:
-    """Requeue jobs of dead workers and re-send lost queue messages."""
+    """The workers' upkeep round: groups whose workers died go down, jobs of dead runs are requeued,
+    lost messages recovered, free groups given their next jobs."""
     import time
 
-    from jobservice.broker import BrokerInspector, send_job
-    from jobservice.jobs.reaper import reap as reap_pass
+    from jobservice.jobs.upkeep import Upkeep
     from jobservice.wiring import build_services
 
-    services = build_services(Settings())
-    inspector = BrokerInspector(services.settings.broker_url)
+    upkeep = Upkeep(build_services(Settings()))
     while True:
-        result = reap_pass(
-            services.db,
-            lambda job_id, model, priority: send_job(
-                services.celery, job_id=job_id, model=model, priority=priority
-            ),
-            lambda queues: inspector.pending_job_ids(
-                queues, unacked_grace_seconds=services.settings.lease_seconds
-            ),
-            resend_after_seconds=services.settings.resend_after_seconds,
-        )
+        result = upkeep.run_once()
         click.echo(json.dumps(result.__dict__))
         if once:
             return
-        time.sleep(services.settings.reap_interval_seconds)
+        time.sleep(upkeep.services.settings.reap_interval_seconds)
 
 
 cli.add_command(batch_group)

@@ -1,4 +1,5 @@
-"""Tables: jobs (the source of truth), job events (an audit trail of transitions), workers.
+"""Tables: jobs (the source of truth), job events (an audit trail of transitions), workers, and
+the fleet's (card groups, their ledger and loads, measured model speeds, usage and fair share).
 
 Status columns change only through the transition functions in ``jobservice.jobs.transitions``.
 """
@@ -166,6 +167,12 @@ class Job(Base):
     # Webhooks (jobservice.webhooks): where to POST events, and which ("start,completed").
     webhook_url: Mapped[str | None] = mapped_column(Text)
     webhook_events: Mapped[str | None] = mapped_column(String(64))
+    # The fleet (jobservice.fleet): the card group a queued job was handed to (its message is in
+    # that group's queue; None: still in the database only), the seconds of video it will make (for
+    # card-second estimates and ETAs), and the card-seconds it used (``jobservice.fleet.usage``).
+    dispatched_to: Mapped[str | None] = mapped_column(String(255))
+    output_seconds: Mapped[float | None] = mapped_column(Float)
+    usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     __table_args__ = (
         Index("ix_jobs_created_at_id", "created_at", "id"),
@@ -182,6 +189,16 @@ class Job(Base):
         Index("ix_jobs_tenant_status_batch_id", "tenant", "status", "batch_id"),
         Index("ix_jobs_expires_at", "expires_at"),
         Index("ix_jobs_finished_at", "finished_at"),
+        # Migration 0009: the dispatcher takes a tenant's oldest queued job of a model and priority.
+        Index(
+            "ix_jobs_model_status_priority_tenant_created_at_id",
+            "model",
+            "status",
+            "priority",
+            "tenant",
+            "created_at",
+            "id",
+        ),
     )
 
     def __repr__(self) -> str:
@@ -285,12 +302,14 @@ class ApiKey(Base):
 
 
 class Tenant(Base):
-    """Per-tenant overrides of the quota and retention defaults (a tenant needs no row to exist)."""
+    """Per-tenant overrides of the quota and retention defaults, and the tenant's fair-share weight
+    (a tenant needs no row to exist)."""
 
     __tablename__ = "tenants"
 
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     limits: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    weight: Mapped[float] = mapped_column(Float, default=1.0, server_default="1")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
@@ -334,13 +353,16 @@ class TenantJobMinute(Base):
 
 
 class QueueCount(Base):
-    """How many jobs of one model and priority are queued, kept by triggers on ``jobs`` (migration 0008)."""
+    """How many jobs of one model, priority and tenant are queued, and the seconds of video they will
+    make, kept by triggers on ``jobs`` (migrations 0008, 0009)."""
 
     __tablename__ = "queue_counts"
 
     model: Mapped[str] = mapped_column(String(128), primary_key=True)
     priority: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
     queued: Mapped[int] = mapped_column(Integer)
+    output_s: Mapped[float] = mapped_column(Float, default=0.0)
 
 
 class WebhookSecret(Base):
@@ -384,3 +406,147 @@ class WebhookDelivery(Base):
         Index("ix_webhook_deliveries_subject_id", "subject", "id"),
         Index("ix_webhook_deliveries_job_id_id", "job_id", "id"),
     )
+
+
+# --- the fleet (jobservice.fleet; migration 0009) ---------------------------------------------------
+class FleetGroup(Base):
+    """A card group (one worker process): what it may serve, holds and runs, and its state now."""
+
+    __tablename__ = "fleet_groups"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)  # the worker's node name
+    devices: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(8))  # cpu, cuda, npu
+    cards: Mapped[int] = mapped_column(Integer)
+    memory_gb_per_card: Mapped[float | None] = mapped_column(Float)  # None: not known, no limit
+    eligible: Mapped[list[str]] = mapped_column(JSON, default=list)
+    # model -> {"since": iso, "last_used": iso}
+    resident: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(16))  # the ledger's current state
+    state_model: Mapped[str | None] = mapped_column(String(128))
+    state_since: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    span_id: Mapped[int | None] = mapped_column(Integer)  # its open ledger span
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)  # loading or generating now
+    next_job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)  # dispatched, not yet claimed
+    busy_until: Mapped[datetime | None] = mapped_column(UTCDateTime)  # when its job should end
+    hostname: Mapped[str] = mapped_column(String(255), default="")
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+class LedgerSpan(Base):
+    """One stretch of one group's time in one state; a group's spans tile its life without gaps."""
+
+    __tablename__ = "fleet_ledger"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    group_id: Mapped[str] = mapped_column(String(255))
+    state: Mapped[str] = mapped_column(String(16))
+    model: Mapped[str | None] = mapped_column(String(128))
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    cards: Mapped[int] = mapped_column(Integer, default=1)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # None: the group is in it now
+    reason: Mapped[str | None] = mapped_column(String(128))
+
+    __table_args__ = (
+        Index("ix_fleet_ledger_group_id_started_at", "group_id", "started_at"),
+        Index("ix_fleet_ledger_ended_at", "ended_at"),
+    )
+
+
+class FleetEvent(Base):
+    """A load, an eviction or a failed load on a group: what, when, why, and how long it took (a
+    load) or had been resident (an eviction)."""
+
+    __tablename__ = "fleet_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    group_id: Mapped[str] = mapped_column(String(255))
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    kind: Mapped[str] = mapped_column(String(16))  # load, evict, load_failed
+    model: Mapped[str] = mapped_column(String(128))
+    reason: Mapped[str] = mapped_column(String(128), default="")
+    seconds: Mapped[float | None] = mapped_column(Float)
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+
+    __table_args__ = (
+        Index("ix_fleet_events_at", "at"),
+        Index("ix_fleet_events_group_id_at", "group_id", "at"),
+    )
+
+
+class ModelSpeed(Base):
+    """What the service measured of a model on one kind of card: decayed sums for a line through
+    (seconds of output, seconds of generation), and its cold loads."""
+
+    __tablename__ = "model_speeds"
+
+    model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    card_kind: Mapped[str] = mapped_column(String(8), primary_key=True)
+    samples: Mapped[float] = mapped_column(Float, default=0.0)
+    sum_x: Mapped[float] = mapped_column(Float, default=0.0)
+    sum_y: Mapped[float] = mapped_column(Float, default=0.0)
+    sum_xx: Mapped[float] = mapped_column(Float, default=0.0)
+    sum_xy: Mapped[float] = mapped_column(Float, default=0.0)
+    loads: Mapped[int] = mapped_column(Integer, default=0)
+    load_s: Mapped[float | None] = mapped_column(Float)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+class TenantShare(Base):
+    """A tenant's card-seconds, decayed with the fair-share half-life, as of ``as_of``."""
+
+    __tablename__ = "tenant_shares"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    usage: Mapped[float] = mapped_column(Float, default=0.0)
+    as_of: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class JobUsage(Base):
+    """The card time one attempt of a job used, by phase; charged to its tenant unless the service
+    wasted it (a worker lost, a lease lost)."""
+
+    __tablename__ = "job_usage"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, ForeignKey("jobs.id", ondelete="SET NULL"))
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    tenant: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(128))
+    group_id: Mapped[str] = mapped_column(String(255))
+    card_kind: Mapped[str] = mapped_column(String(8))
+    cards: Mapped[int] = mapped_column(Integer)
+    load_s: Mapped[float] = mapped_column(Float, default=0.0)
+    generate_s: Mapped[float] = mapped_column(Float, default=0.0)
+    finish_s: Mapped[float] = mapped_column(Float, default=0.0)
+    card_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    outcome: Mapped[str] = mapped_column(String(16))  # succeeded, failed, canceled, worker_lost, lease_lost
+    charged: Mapped[bool] = mapped_column(Boolean, default=True)
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    __table_args__ = (
+        Index("ix_job_usage_recorded_at", "recorded_at"),
+        Index("ix_job_usage_tenant_recorded_at", "tenant", "recorded_at"),
+        Index("ix_job_usage_job_id", "job_id"),
+    )
+
+
+class FleetLock(Base):
+    """A named row whose update serializes the dispatchers (PostgreSQL row lock, SQLite write lock)."""
+
+    __tablename__ = "fleet_locks"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class FleetForecast(Base):
+    """The latest ETA forecast (``jobservice.fleet.eta``): one row, replaced every few seconds."""
+
+    __tablename__ = "fleet_forecasts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    computed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    body: Mapped[str] = mapped_column(Text)

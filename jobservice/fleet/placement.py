@@ -166,6 +166,20 @@ def inventory() -> dict[str, Any]:
     }
 
 
+def card_memory_gb(device: DeviceContext, host: dict[str, Any] | None = None) -> float | None:
+    """Memory of the group's smallest card in GB, as nvidia-smi or npu-smi report it (None on the
+    CPU, or when the vendor tool does not answer)."""
+    if device.kind == "cpu":
+        return None
+    cards = (host or inventory())["cards"]
+    sizes = [
+        float(card["total_mb"]) / 1024
+        for card in cards
+        if card.get("kind") == device.kind and card.get("index") in device.indices and card.get("total_mb")
+    ]
+    return round(min(sizes), 1) if sizes else None
+
+
 def unavailable_reason(spec: ModelSpec, device: DeviceContext) -> str | None:
     """Why a worker on ``device`` cannot serve ``spec`` (None if it can)."""
     if device.kind not in spec.devices:

@@ -171,6 +171,12 @@ class Engine:
         self.queues.setdefault((job.model, job.priority, job.tenant), deque()).append(job)
         self.arrivals.setdefault(job.model, deque()).append(job.submitted)
 
+    def adopt(self, job: SimJob) -> None:
+        """A job already on its group (the live fleet's, for a forecast): it ends at ``job.finished``."""
+        assert job.group is not None and job.finished is not None
+        self.running[job.group] = job
+        heapq.heappush(self._events, (job.finished, next(self._seq), job.group))
+
     def charge(self, tenant: str, card_seconds: float, at: float) -> None:
         """Add card-seconds to a tenant's decayed usage (the workers do it when a job ends)."""
         entry = self.usage.setdefault(tenant, _Usage(0.0, at))

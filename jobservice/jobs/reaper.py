@@ -3,11 +3,13 @@
 1. A running job whose lease expired (its worker died or hung) is requeued for another attempt,
    failed with ``worker_lost`` once its attempts are used up, or canceled if a cancel was pending.
    This touches only the database, so it happens while the broker is away too.
-2. A queued job whose message is no longer in the broker (Redis restarted empty, a send failed,
-   the job was just requeued, a worker died between taking it and claiming it) is sent again.
-   Duplicates are harmless: the claim is a compare-and-swap. When one send fails the broker is
-   taken to be away and the rest of the pass sends nothing (each send could wait out a connect
-   timeout); the next pass tries again, so publishing catches up as soon as the broker is back.
+2. A queued job waits in the table until the dispatcher (``jobservice.fleet.dispatch``) hands it
+   to a card group and sends its message to that group's queue. A handed-out job whose message was
+   never sent (the broker was away) is sent again; one whose message is gone (Redis restarted
+   empty, a worker died between taking it and claiming it) or whose group is gone is handed back,
+   and the dispatcher places it again. Duplicates are harmless: the claim is a compare-and-swap
+   that also checks the group. When one send fails the broker is taken to be away and the rest of
+   the pass sends nothing; the next pass tries again.
 
 Every move goes through the transition functions, so two reapers running at once cannot
 double-move a job. It runs on a thread in every worker and as ``jobservice reap``.
@@ -20,12 +22,16 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
 
-from jobservice.catalog import queue_for
+from jobservice.broker import group_queue
 from jobservice.db.engine import Database
-from jobservice.db.tables import Job, JobStatus, utcnow
+from jobservice.db.tables import FleetGroup, Job, JobStatus, utcnow
+from jobservice.fleet.groups import release_job
+from jobservice.fleet.usage import Phases, record_attempt
 from jobservice.jobs.leases import mark_enqueued
 from jobservice.jobs.transitions import (
     InvalidTransition,
@@ -37,8 +43,10 @@ from jobservice.jobs.transitions import (
 
 log = logging.getLogger(__name__)
 
-Sender = Callable[[uuid.UUID, str, int], None]  # (job_id, model, priority)
+Sender = Callable[[uuid.UUID, str, int], None]  # (job_id, group, priority)
 PendingLookup = Callable[[set[str]], set[str]]  # queues -> job ids with a live message
+Online = Callable[[], set[str]]  # the ids of the card groups whose workers are online
+CardsOf = Callable[[str], int]  # model -> the cards a job of it holds
 
 
 @dataclass
@@ -50,14 +58,42 @@ class ReapResult:
     canceled: list[str] = field(default_factory=list)
     resent: list[str] = field(default_factory=list)
     unsent: list[str] = field(default_factory=list)  # left for the next pass: the broker is away
+    handed_back: list[str] = field(default_factory=list)  # to the dispatcher: message or group gone
 
     @property
     def changed(self) -> bool:
         """Whether the pass did anything."""
-        return bool(self.requeued or self.failed or self.canceled or self.resent or self.unsent)
+        return bool(
+            self.requeued or self.failed or self.canceled or self.resent or self.unsent or self.handed_back
+        )
 
 
-def reap_expired_leases(db: Database, result: ReapResult) -> None:
+def _write_off(session: Session, row: Any, cards_of: CardsOf, half_life_s: float) -> None:
+    """The lost attempt's card time (claim to last heartbeat) is the service's loss, never the
+    tenant's; its group no longer runs it."""
+    if not row.dispatched_to:
+        return
+    held = (row.heartbeat_at - row.claimed_at).total_seconds() if row.heartbeat_at and row.claimed_at else 0.0
+    group = session.get(FleetGroup, row.dispatched_to)
+    record_attempt(
+        session,
+        job_id=row.id,
+        attempt=row.attempts,
+        tenant=row.tenant,
+        model=row.model,
+        group_id=row.dispatched_to,
+        card_kind=group.kind if group else "unknown",
+        cards=cards_of(row.model),
+        phases=Phases(generate_s=max(0.0, held)),
+        outcome="worker_lost",
+        half_life_s=half_life_s,
+    )
+    release_job(session, row.dispatched_to, row.id)
+
+
+def reap_expired_leases(
+    db: Database, result: ReapResult, *, cards_of: CardsOf = lambda _model: 1, half_life_s: float = 3600.0
+) -> None:
     """Deal with running jobs whose worker stopped heartbeating (the database only, no broker)."""
     now = utcnow()
     with db.session() as session:
@@ -71,6 +107,10 @@ def reap_expired_leases(db: Database, result: ReapResult) -> None:
                     Job.attempts,
                     Job.max_attempts,
                     Job.cancel_requested_at,
+                    Job.dispatched_to,
+                    Job.tenant,
+                    Job.claimed_at,
+                    Job.heartbeat_at,
                 ).where(Job.status == JobStatus.RUNNING, Job.lease_expires_at < now)
             )
         )
@@ -78,6 +118,7 @@ def reap_expired_leases(db: Database, result: ReapResult) -> None:
         owner = Owner(row.worker_id or "", row.attempts)
         try:
             with db.session() as session:
+                _write_off(session, row, cards_of, half_life_s)
                 if row.cancel_requested_at is not None:
                     mark_canceled(
                         session, row.id, owner=owner, detail="canceled; its worker stopped responding"
@@ -103,7 +144,7 @@ def reap_expired_leases(db: Database, result: ReapResult) -> None:
         log.warning(
             "job %s: worker %s lost; requeued for attempt %d", row.id, row.worker_id, row.attempts + 1
         )
-        result.requeued.append(str(row.id))  # enqueued_at is now None: the resend pass sends it
+        result.requeued.append(str(row.id))  # back in the table: the dispatcher places it again
 
 
 def cancel_stranded_requests(db: Database, result: ReapResult) -> None:
@@ -128,26 +169,25 @@ def cancel_stranded_requests(db: Database, result: ReapResult) -> None:
         result.canceled.append(str(job_id))
 
 
-def resend_lost_messages(
+def recover_dispatched(
     db: Database,
     send: Sender,
     pending: PendingLookup | None,
+    online: Online,
     *,
     resend_after_seconds: float,
     result: ReapResult,
 ) -> None:
-    """Send again the queued jobs that have no message in the broker (never-sent ones first)."""
+    """Jobs handed to a group whose message never went out are sent again; those whose message is
+    gone, or whose group's worker is gone, are handed back to the dispatcher."""
     cutoff = utcnow() - timedelta(seconds=resend_after_seconds)
     with db.session() as session:
-        # Every queued job is read on every pass (a nightly batch: 10,000 rows): plain rows through
-        # the session's connection (no ORM loading) and no ORDER BY; only the few that need a
-        # message are put in sending order, below (scripts/bench_scale.py).
         rows = (
             session.connection()
             .execute(
-                select(Job.id, Job.model, Job.priority, Job.enqueued_at, Job.created_at).where(
+                select(Job.id, Job.priority, Job.enqueued_at, Job.dispatched_to).where(
                     Job.status == JobStatus.QUEUED,
-                    Job.cancel_requested_at.is_(None),
+                    Job.dispatched_to.is_not(None),
                     or_(Job.enqueued_at.is_(None), Job.enqueued_at < cutoff),
                 )
             )
@@ -155,23 +195,40 @@ def resend_lost_messages(
         )
     if not rows:
         return
-    live: set[str] = set()
+    alive = online()
+    back = [r for r in rows if r.dispatched_to not in alive]
+    rows = [r for r in rows if r.dispatched_to in alive]
+    live: set[str] | None = set()
     if pending is not None and any(r.enqueued_at is not None for r in rows):
         try:
-            live = pending({queue_for(r.model) for r in rows})
+            live = pending({group_queue(r.dispatched_to) for r in rows})
         except Exception as exc:  # noqa: BLE001 - broker unreadable: only send what was never sent
             log.warning("could not inspect the broker (%s); sending only never-sent jobs", exc)
-            rows = [r for r in rows if r.enqueued_at is None]
-    # A never-sent job is sent whatever the broker holds: a message of it still there is an earlier
-    # attempt's, left unacknowledged by a worker that died running it (requeued above), which Redis
-    # gives back only after its visibility timeout, hours away. Duplicates are harmless.
-    lost = [r for r in rows if r.enqueued_at is None or str(r.id) not in live]
-    lost.sort(key=lambda r: (r.enqueued_at is not None, r.priority, r.created_at))  # never-sent first
+            live = None
     outbox = _Outbox(db, send, result)
-    for row in lost:
-        if row.enqueued_at is not None and not outbox.broker_away:
-            log.warning("job %s: its queue message is gone (broker restarted?); sending it again", row.id)
-        outbox.send(row.id, row.model, row.priority)
+    for row in rows:
+        if row.enqueued_at is None:
+            outbox.send(row.id, row.dispatched_to, row.priority)
+        elif live is not None and str(row.id) not in live:
+            back.append(row)
+    for row in back:
+        if hand_back(db, row.id, row.dispatched_to):
+            log.warning(
+                "job %s: its message to %s is gone; handed back to the dispatcher", row.id, row.dispatched_to
+            )
+            result.handed_back.append(str(row.id))
+
+
+def hand_back(db: Database, job_id: uuid.UUID, group: str) -> bool:
+    """Take a queued job back from ``group`` (the dispatcher places it again)."""
+    with db.session() as session:
+        moved = session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.status == JobStatus.QUEUED, Job.dispatched_to == group)
+            .values(dispatched_to=None, enqueued_at=None)
+            .execution_options(synchronize_session=False)
+        )
+    return bool(moved.rowcount == 1)  # type: ignore[attr-defined]
 
 
 class _Outbox:
@@ -183,13 +240,13 @@ class _Outbox:
         self.result = result
         self.broker_away = False
 
-    def send(self, job_id: uuid.UUID, model: str, priority: int) -> None:
+    def send(self, job_id: uuid.UUID, group: str, priority: int) -> None:
         """Send, and remember when; a job left unsent keeps its old ``enqueued_at``."""
         if self.broker_away:
             self.result.unsent.append(str(job_id))
             return
         try:
-            self._send(job_id, model, priority)
+            self._send(job_id, group, priority)
         except Exception as exc:  # noqa: BLE001 - the next pass tries again
             log.warning("job %s: could not send its queue message (%s); will retry", job_id, exc)
             self.broker_away = True
@@ -201,11 +258,18 @@ class _Outbox:
 
 
 def reap(
-    db: Database, send: Sender, pending: PendingLookup | None, *, resend_after_seconds: float
+    db: Database,
+    send: Sender,
+    pending: PendingLookup | None,
+    online: Online,
+    *,
+    resend_after_seconds: float,
+    cards_of: CardsOf = lambda _model: 1,
+    half_life_s: float = 3600.0,
 ) -> ReapResult:
     """One reaper pass: the database moves first (they need no broker), then the messages."""
     result = ReapResult()
-    reap_expired_leases(db, result)
+    reap_expired_leases(db, result, cards_of=cards_of, half_life_s=half_life_s)
     cancel_stranded_requests(db, result)
-    resend_lost_messages(db, send, pending, resend_after_seconds=resend_after_seconds, result=result)
+    recover_dispatched(db, send, pending, online, resend_after_seconds=resend_after_seconds, result=result)
     return result

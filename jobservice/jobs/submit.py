@@ -1,9 +1,10 @@
 """Accepting a job: check it, store its inputs, record it, queue it.
 
 Shared by the JSON API, the web form and batches. Order matters for "nothing lost, nothing left
-behind": inputs go to the object store first, then the row is committed, then the message is
-sent. A refusal before the commit deletes whatever was stored; a failed send after the commit
-leaves a queued row that the reaper re-sends, so an accepted job is never lost.
+behind": inputs go to the object store first, then the row is committed; the committed row is the
+queue (``jobservice.fleet.dispatch`` hands it to a card group when one should take it, and only then
+is a message sent). A refusal before the commit deletes whatever was stored; an accepted job is in
+the table, so it is never lost.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from jobservice.auth.principal import Principal, anonymous
-from jobservice.broker import send_job
 from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, utcnow
 from jobservice.errors import Conflict, DomainError, Invalid, NotFound, invalid_parameters
+from jobservice.fleet.costs import output_seconds
+from jobservice.fleet.dispatch import dispatch_round, free_group_for
 from jobservice.jobs.idempotency import scoped_key
-from jobservice.jobs.leases import mark_unsent
 from jobservice.jobs.transitions import record_created
 from jobservice.media.uploads import CheckedUpload, stored_upload
 from jobservice.quotas.admit import admit_jobs
@@ -265,8 +266,6 @@ def _new_row(
         request_fingerprint=fingerprint,
         created_at=now,
         updated_at=now,
-        # Set before sending so the hot path needs no second write; cleared if the send fails.
-        enqueued_at=now,
         attempts=0,
         progress=0.0,
         timings={},
@@ -278,6 +277,7 @@ def _new_row(
         submitted_by=sub.principal.key_id,
         webhook_url=sub.webhook,
         webhook_events=sub.webhook_events if isinstance(sub.webhook_events, str) else None,
+        output_seconds=output_seconds(spec, params, {name: up.meta for name, up in sub.uploads.items()}),
     )
 
 
@@ -302,14 +302,14 @@ def _record_admitted(services: Services, sub: Submission, job: Job) -> None:
 
 
 def _enqueue(services: Services, job: Job) -> None:
-    """Send the recorded job to its queue; a broker failure leaves it to the reaper to re-send."""
+    """The recorded job waits in the table; when a group that may run it is free, a dispatch round
+    hands it (or a job the policy prefers) out now. Any failure here leaves it to the workers'
+    maintenance rounds, which dispatch every few seconds."""
     try:
-        send_job(services.celery, job_id=job.id, model=job.model, priority=job.priority)
-    except Exception as exc:  # noqa: BLE001 - any broker failure: the reaper re-sends from the table
-        log.warning("job %s: queue message not sent (%s); the reaper will re-send it", job.id, exc)
-        with services.db.session() as session:
-            mark_unsent(session, job.id)
-        job.enqueued_at = None
+        if free_group_for(services.db, job.model):
+            dispatch_round(services)
+    except Exception as exc:  # noqa: BLE001 - the job is recorded; a later round places it
+        log.warning("job %s: not dispatched at once (%s); a maintenance round will", job.id, exc)
 
 
 def _store_inputs(services: Services, job_id: uuid.UUID, uploads: dict[str, CheckedUpload]) -> dict[str, str]:

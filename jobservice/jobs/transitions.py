@@ -22,7 +22,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, and_, select, update
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import TERMINAL_STATUSES, Job, JobEvent, JobStatus, Stage, utcnow
@@ -152,9 +152,15 @@ def record_created(session: Session, job: Job, *, actor: str | None = None) -> N
     )
 
 
-def claim_job(session: Session, job_id: uuid.UUID, *, worker_id: str, lease_seconds: float) -> Job | None:
-    """Move a queued job to running for ``worker_id``; None if it is not claimable (already taken)."""
+def claim_job(
+    session: Session, job_id: uuid.UUID, *, worker_id: str, lease_seconds: float, group: str | None = None
+) -> Job | None:
+    """Move a queued job to running for ``worker_id``; None if it is not claimable (already taken,
+    or, with ``group``, not handed to that card group by the dispatcher)."""
     now = utcnow()
+    condition: ColumnElement[bool] = Job.cancel_requested_at.is_(None)
+    if group is not None:
+        condition = and_(condition, Job.dispatched_to == group)
     claimed = _cas(
         session,
         job_id,
@@ -170,7 +176,7 @@ def claim_job(session: Session, job_id: uuid.UUID, *, worker_id: str, lease_seco
             "heartbeat_at": now,
             "lease_expires_at": now + timedelta(seconds=lease_seconds),
         },
-        extra_where=Job.cancel_requested_at.is_(None),
+        extra_where=condition,
     )
     if not claimed:
         return None
@@ -373,6 +379,7 @@ def requeue_job(session: Session, job_id: uuid.UUID, *, owner: Owner, reason: st
             "lease_expires_at": None,
             "heartbeat_at": None,
             "enqueued_at": None,
+            "dispatched_to": None,  # back in the table: the dispatcher places it again
         },
         # A cancel that arrived meanwhile wins: the reaper cancels the run instead of requeueing it.
         extra_where=Job.cancel_requested_at.is_(None),

@@ -180,6 +180,11 @@ class RunReport(_Base):
     )
     versions: dict[str, str] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict, description="Adapter-specific telemetry.")
+    usage: dict[str, Any] | None = Field(
+        default=None,
+        description="The card-seconds this run used when it ended: card_seconds, phases {load, generate, "
+        "finish} (each seconds times the model's cards), cards, card_kind, group.",
+    )
     validation: Validation | None = None
     error: ReportError | None = None
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
+from jobservice.db.rows import insert_missing
 from jobservice.db.tables import WebhookSecret, utcnow
 from jobservice.webhooks.signing import new_secret
 
@@ -20,11 +19,8 @@ def current_secret(session: Session, tenant: str) -> WebhookSecret:
     row = session.get(WebhookSecret, tenant)
     if row is not None:
         return row
-    insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    session.execute(
-        insert(WebhookSecret)
-        .values(tenant=tenant, secret=new_secret(), created_at=utcnow())
-        .on_conflict_do_nothing(index_elements=["tenant"])
+    insert_missing(
+        session, WebhookSecret, {"tenant": tenant, "secret": new_secret(), "created_at": utcnow()}, ["tenant"]
     )
     row = session.get(WebhookSecret, tenant, populate_existing=True)
     assert row is not None

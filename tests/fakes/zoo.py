@@ -53,8 +53,10 @@ class FakeAdapter(Adapter):
         self.behaviour = behaviour
 
     def load(self, device: DeviceContext, params: dict[str, Any] | None = None) -> Any:
+        """A handle at once, or after ``load_sleep`` seconds (the heavy models' cold start)."""
         if self.behaviour == "raises_in_load":
             raise RuntimeError("fake load failure")
+        time.sleep(float((params or {}).get("load_sleep", 0.0)))
         return {"pid": os.getpid()}
 
     def run(self, handle: Any, inputs: JobInputs, ctx: RunContext) -> RunOutput:
@@ -117,6 +119,7 @@ BEHAVIOURS = [
     "exits",
     "raises_in_load",
     "slow",
+    "heavy",
 ]
 for _b in BEHAVIOURS:
     globals()[f"{_b.title().replace('_', '')}Adapter"] = _adapter_class(_b)
@@ -125,6 +128,10 @@ for _b in BEHAVIOURS:
 def specs() -> list[ModelSpec]:
     """The zoo's catalog entries."""
     strict = ValidationPolicy(max_black_seconds=0.0, max_freeze_seconds=0.0, freeze_min_seconds=1.0)
-    out = [_spec(b.replace("_", "-"), b, validation=strict) for b in BEHAVIOURS if b != "slow"]
+    out = [_spec(b.replace("_", "-"), b, validation=strict) for b in BEHAVIOURS if b not in {"slow", "heavy"}]
     out.append(_spec("slow", "slow", timeout_seconds=4.0))
+    # Two models that each need 3 GB and take 2 s to load: a 4 GB card group holds one at a time
+    # (tests/integration/test_fleet_e2e.py).
+    heavy = {"min_memory_gb": 3.0, "load_seconds": 2.0, "seconds_per_output_second": 0.45}
+    out += [_spec(f"heavy-{x}", "heavy", config={"load_sleep": 2.0}, **heavy) for x in ("a", "b")]
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import struct
+import uuid
 import zlib
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,10 @@ import pytest
 import redis
 from PIL import Image
 
-from jobservice.broker import BrokerInspector
-from jobservice.db.tables import Job, JobStatus
+from jobservice.broker import BrokerInspector, group_queue
+from jobservice.db.tables import FleetGroup, Job, JobStatus
 from jobservice.jobs.queries import get_job
+from tests.factories import online_group
 
 pytestmark = pytest.mark.integration
 
@@ -70,6 +72,9 @@ def stored_keys(services: Any) -> list[str]:
 
 # --- text2video -------------------------------------------------------------------------------
 def test_text2video_is_accepted_queued_and_sent(client: Any, services: Any) -> None:
+    """With a free card group that may serve the model, the submission hands the job to it and sends
+    its message to the group's own queue."""
+    online_group(services.db, "cpu@test-host", ["reference-t2v"])
     response = client.post(
         "/jobs", json={"task": "text2video", "prompt": "a red kite over the sea", "num_frames": 17}
     )
@@ -83,7 +88,14 @@ def test_text2video_is_accepted_queued_and_sent(client: Any, services: Any) -> N
     assert params["num_frames"] == 17 and params["width"] == 512 and params["guidance_scale"] == 5.0
     assert isinstance(params["seed"], int), "a seed is chosen and recorded when absent"
     inspector = BrokerInspector(services.settings.broker_url)
-    assert body["id"] in inspector.pending_job_ids({"model.reference-t2v"})
+    assert body["id"] in inspector.pending_job_ids({group_queue("cpu@test-host")})
+    with services.db.session() as s:
+        job = s.get(Job, uuid.UUID(body["id"]))
+        group = s.get(FleetGroup, "cpu@test-host")
+    assert job is not None and job.dispatched_to == "cpu@test-host" and job.enqueued_at is not None
+    assert group is not None and group.next_job_id == job.id  # the group is busy with it now
+    other = client.post("/jobs", json={"task": "text2video", "prompt": "a second kite"}).get_json()
+    assert other["id"] not in inspector.pending_job_ids({group_queue("cpu@test-host")}), "one at a time"
 
     shown = client.get(f"/jobs/{body['id']}").get_json()
     assert shown["id"] == body["id"] and shown["status"] == "queued"

@@ -15,7 +15,7 @@ from sqlalchemy import update
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, JobStatus, utcnow
 from jobservice.jobs.queries import get_job
-from jobservice.jobs.reaper import reap
+from jobservice.jobs.reaper import ReapResult, reap
 from jobservice.jobs.transitions import claim_job
 from tests.factories import new_job, sqlite_copy
 
@@ -33,7 +33,7 @@ class Broker:
         self.attempts = 0
         self.sent: list[str] = []
 
-    def __call__(self, job_id: uuid.UUID, model: str, priority: int) -> None:
+    def __call__(self, job_id: uuid.UUID, group: str, priority: int) -> None:
         self.attempts += 1
         if not self.up:
             raise ConnectionError("Error 111 connecting to redis.sock. Connection refused.")
@@ -62,40 +62,46 @@ def job(db: Database, job_id: uuid.UUID) -> Job:
     return found
 
 
+def dispatched(db: Database, job_ids: list[uuid.UUID], *, sent_ago: float | None) -> None:
+    at = None if sent_ago is None else utcnow() - timedelta(seconds=sent_ago)
+    with db.session() as s:
+        s.execute(update(Job).where(Job.id.in_(job_ids)).values(dispatched_to="g1", enqueued_at=at))
+
+
+def reap_(db: Database, broker: Broker) -> ReapResult:
+    return reap(db, broker, broker.pending, lambda: {"g1"}, resend_after_seconds=10)
+
+
 def test_expired_leases_are_requeued_while_the_broker_is_away(db: Database) -> None:
     runs = [expired_run(db) for _ in range(2)]
     broker = Broker()
-    result = reap(db, broker, broker.pending, resend_after_seconds=10)
+    result = reap_(db, broker)
     assert sorted(result.requeued) == sorted(str(j) for j in runs)
     for job_id in runs:
         row = job(db, job_id)
-        assert row.status == JobStatus.QUEUED and row.worker_id is None and row.enqueued_at is None
-    assert sorted(result.unsent) == sorted(str(j) for j in runs) and result.resent == []
+        assert row.status == JobStatus.QUEUED and row.worker_id is None and row.dispatched_to is None
+    assert broker.attempts == 0, "requeued jobs wait in the table for the dispatcher: nothing to send"
 
 
 def test_one_failed_send_stops_the_pass_and_the_next_pass_catches_up(db: Database) -> None:
     never_sent = [new_job(db) for _ in range(5)]
-    with db.session() as s:
-        s.execute(update(Job).where(Job.id.in_(never_sent)).values(enqueued_at=None))
+    dispatched(db, never_sent, sent_ago=None)
     broker = Broker()
-    result = reap(db, broker, broker.pending, resend_after_seconds=10)
+    result = reap_(db, broker)
     # Each send may wait out a connect timeout: after the first failure the pass sends no more.
     assert broker.attempts == 1 and len(result.unsent) == 5
     broker.up = True
-    result = reap(db, broker, broker.pending, resend_after_seconds=10)
+    result = reap_(db, broker)
     assert sorted(broker.sent) == sorted(str(j) for j in never_sent) and result.unsent == []
     assert all(job(db, j).enqueued_at is not None for j in never_sent)
 
 
-def test_messages_lost_with_the_broker_are_resent_when_it_returns(db: Database) -> None:
+def test_messages_lost_with_the_broker_are_handed_back_when_it_returns(db: Database) -> None:
     lost = new_job(db)
-    with db.session() as s:  # sent a minute ago, into a Redis that has since restarted empty
-        s.execute(update(Job).where(Job.id == lost).values(enqueued_at=utcnow() - timedelta(seconds=60)))
-    requeued = expired_run(db)
+    dispatched(db, [lost], sent_ago=60)  # sent a minute ago, into a Redis that has since restarted empty
     broker = Broker()
-    reap(db, broker, broker.pending, resend_after_seconds=10)
-    assert broker.sent == [] and job(db, requeued).status == JobStatus.QUEUED
+    result = reap_(db, broker)
+    assert result.handed_back == [], "the broker cannot be read: nothing is judged lost"
     broker.up = True
-    result = reap(db, broker, broker.pending, resend_after_seconds=10)
-    # Never-sent first (the requeued run), then the one whose message the broker lost.
-    assert broker.sent == [str(requeued), str(lost)] and result.resent == broker.sent
+    result = reap_(db, broker)
+    assert result.handed_back == [str(lost)] and job(db, lost).dispatched_to is None

@@ -8,8 +8,7 @@ import uuid
 
 import redis
 
-from jobservice.broker import BrokerInspector, _job_id_of, make_celery, send_job
-from jobservice.catalog import queue_for
+from jobservice.broker import BrokerInspector, _job_id_of, group_queue, make_celery, send_job
 from jobservice.settings import Settings
 
 
@@ -17,12 +16,12 @@ def test_ids_of_waiting_and_unacked_messages(clean_redis: str) -> None:
     celery = make_celery(Settings(broker_url=clean_redis))
     ids = [uuid.uuid4() for _ in range(3)]
     for priority, job_id in enumerate(ids):
-        send_job(celery, job_id=job_id, model="reference-t2v", priority=priority * 6)
+        send_job(celery, job_id=job_id, group="cpu@host-1", priority=priority * 6)
     client = redis.Redis.from_url(clean_redis)
-    raws = [raw for key in client.keys(f"{queue_for('reference-t2v')}*") for raw in client.lrange(key, 0, -1)]
+    raws = [raw for key in client.keys(f"{group_queue('cpu@host-1')}*") for raw in client.lrange(key, 0, -1)]
     assert sorted(_job_id_of(raw) or "" for raw in raws) == sorted(str(i) for i in ids)
     # An unacknowledged delivery is kept as [message, exchange, routing_key]: same id.
-    unacked = json.dumps([json.loads(raws[0]), "", "model.reference-t2v"])
+    unacked = json.dumps([json.loads(raws[0]), "", group_queue("cpu@host-1")])
     assert _job_id_of(unacked) == _job_id_of(raws[0])
     # Not the layout the fast path expects (compact separators): the JSON parse still finds it.
     compact = json.dumps(json.loads(raws[0]), separators=(",", ":"))
@@ -30,7 +29,7 @@ def test_ids_of_waiting_and_unacked_messages(clean_redis: str) -> None:
     assert _job_id_of(b"not json") is None and _job_id_of(b'{"headers": {}}') is None
     inspector = BrokerInspector(clean_redis)
     try:
-        assert inspector.pending_job_ids({queue_for("reference-t2v")}) == {str(i) for i in ids}
+        assert inspector.pending_job_ids({group_queue("cpu@host-1")}) == {str(i) for i in ids}
     finally:
         inspector.close()
 
@@ -40,9 +39,10 @@ def test_a_delivery_held_past_the_grace_is_not_live(clean_redis: str) -> None:
     celery = make_celery(Settings(broker_url=clean_redis))
     stale, fresh = uuid.uuid4(), uuid.uuid4()
     for job_id in (stale, fresh):
-        send_job(celery, job_id=job_id, model="reference-t2v")
+        send_job(celery, job_id=job_id, group="npu:0,1@h")
     client = redis.Redis.from_url(clean_redis)
-    queue = queue_for("reference-t2v")
+    queue = group_queue("npu:0,1@h")
+    assert queue == "group.npu_0_1@h"  # only safe characters in a Redis key
     raws = {_job_id_of(raw): raw for raw in client.lrange(queue, 0, -1)}
     client.delete(queue)  # both were taken by workers, as kombu records it
     for tag, job_id, age in (("tag-stale", stale, 120.0), ("tag-fresh", fresh, 1.0)):

@@ -1,18 +1,21 @@
-"""The reaper on its own: expired leases, exhausted attempts, pending cancels, lost messages."""
+"""The reaper on its own: expired leases, exhausted attempts, pending cancels, and the messages of
+jobs handed to card groups (sent again, or handed back to the dispatcher)."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from jobservice.db.engine import Database
-from jobservice.db.tables import Job, JobStatus, utcnow
+from jobservice.db.tables import Job, JobStatus, JobUsage, utcnow
 from jobservice.jobs.queries import get_job
-from jobservice.jobs.reaper import reap
+from jobservice.jobs.reaper import ReapResult, reap
 from jobservice.jobs.transitions import Owner, claim_job, request_cancel
 from tests.factories import new_job, sqlite_copy
 
@@ -25,12 +28,14 @@ def db(tmp_path: Path, migrated_sqlite: Path) -> Database:
 class Recorder:
     def __init__(self, fail: bool = False) -> None:
         self.sent: list[str] = []
+        self.groups: list[str] = []
         self.fail = fail
 
-    def __call__(self, job_id: uuid.UUID, model: str, priority: int) -> None:
+    def __call__(self, job_id: uuid.UUID, group: str, priority: int) -> None:
         if self.fail:
             raise ConnectionError("broker down")
         self.sent.append(str(job_id))
+        self.groups.append(group)
 
 
 def expire(db: Database, job_id: uuid.UUID) -> None:
@@ -40,17 +45,32 @@ def expire(db: Database, job_id: uuid.UUID) -> None:
         )
 
 
-def age_message(db: Database, job_id: uuid.UUID, seconds: float = 60) -> None:
+def dispatched(db: Database, job_id: uuid.UUID, *, group: str = "g1", sent_ago: float | None = 60) -> None:
+    """The job handed to ``group``; its message sent ``sent_ago`` seconds ago (None: never sent)."""
+    at = None if sent_ago is None else utcnow() - timedelta(seconds=sent_ago)
     with db.session() as s:
-        s.execute(
-            update(Job).where(Job.id == job_id).values(enqueued_at=utcnow() - timedelta(seconds=seconds))
-        )
+        s.execute(update(Job).where(Job.id == job_id).values(dispatched_to=group, enqueued_at=at))
 
 
-def running(db: Database, worker: str = "w1") -> uuid.UUID:
+def online(*groups: str) -> Callable[[], set[str]]:
+    return lambda: set(groups)
+
+
+def reap_(
+    db: Database, send: Recorder, pending: Callable[[set[str]], set[str]] | None, **kw: Any
+) -> ReapResult:
+    alive = kw.pop("alive", ("g1",))
+    return reap(
+        db, send, pending, online(*alive), resend_after_seconds=kw.pop("resend_after_seconds", 10), **kw
+    )
+
+
+def running(db: Database, worker: str = "w1", group: str | None = None) -> uuid.UUID:
     job_id = new_job(db)
+    if group is not None:
+        dispatched(db, job_id, group=group)
     with db.session() as s:
-        claim_job(s, job_id, worker_id=worker, lease_seconds=30)
+        claim_job(s, job_id, worker_id=worker, lease_seconds=30, group=group)
     return job_id
 
 
@@ -64,23 +84,40 @@ def status(db: Database, job_id: uuid.UUID) -> Job:
 def test_live_lease_is_left_alone(db: Database) -> None:
     job_id = running(db)
     send = Recorder()
-    result = reap(db, send, lambda queues: set(), resend_after_seconds=0)
+    result = reap_(db, send, lambda queues: set(), resend_after_seconds=0)
     assert not result.changed and send.sent == []
     assert status(db, job_id).status == JobStatus.RUNNING
 
 
-def test_expired_lease_is_requeued_and_resent(db: Database) -> None:
-    job_id = running(db)
+def test_expired_lease_is_requeued_back_to_the_dispatcher(db: Database) -> None:
+    job_id = running(db, group="g1")
     expire(db, job_id)
     send = Recorder()
-    result = reap(db, send, lambda queues: set(), resend_after_seconds=60)
-    assert result.requeued == [str(job_id)] and send.sent == [str(job_id)]
+    result = reap_(db, send, lambda queues: set(), resend_after_seconds=60)
+    assert result.requeued == [str(job_id)] and send.sent == []  # the dispatcher places it again
     job = status(db, job_id)
-    assert job.status == JobStatus.QUEUED and job.worker_id is None and job.enqueued_at is not None
+    assert job.status == JobStatus.QUEUED and job.worker_id is None
+    assert job.dispatched_to is None and job.enqueued_at is None
     # The old owner can no longer touch it; a new claim is attempt 2.
+    dispatched(db, job_id, group="g2")
     with db.session() as s:
-        again = claim_job(s, job_id, worker_id="w2", lease_seconds=30)
+        again = claim_job(s, job_id, worker_id="w2", lease_seconds=30, group="g2")
     assert again is not None and again.attempts == 2
+
+
+def test_the_lost_attempts_card_time_is_written_off_not_charged(db: Database) -> None:
+    job_id = running(db, group="g1")
+    with db.session() as s:
+        s.execute(update(Job).where(Job.id == job_id).values(heartbeat_at=utcnow() + timedelta(seconds=4)))
+    expire(db, job_id)
+    reap_(db, Recorder(), None, cards_of=lambda model: 2)
+    with db.session() as s:
+        rows = list(s.scalars(select(JobUsage).where(JobUsage.job_id == job_id)))
+        job = s.get(Job, job_id)
+    assert [(r.outcome, r.charged, r.cards) for r in rows] == [("worker_lost", False, 2)]
+    assert rows[0].card_seconds == pytest.approx(8.0, abs=0.5)  # 4 s held, two cards
+    assert job is not None and job.usage is not None
+    assert job.usage["card_seconds"] == 0.0 and job.usage["wasted_card_seconds"] == rows[0].card_seconds
 
 
 def test_attempts_exhausted_fail_as_worker_lost(db: Database) -> None:
@@ -88,7 +125,7 @@ def test_attempts_exhausted_fail_as_worker_lost(db: Database) -> None:
     with db.session() as s:
         s.execute(update(Job).where(Job.id == job_id).values(max_attempts=1))
     expire(db, job_id)
-    result = reap(db, Recorder(), None, resend_after_seconds=60)
+    result = reap_(db, Recorder(), None, resend_after_seconds=60)
     job = status(db, job_id)
     assert (
         result.failed == [str(job_id)] and job.status == JobStatus.FAILED and job.error_code == "worker_lost"
@@ -101,47 +138,78 @@ def test_pending_cancel_of_a_dead_run_cancels(db: Database) -> None:
         request_cancel(s, job_id)
     expire(db, job_id)
     send = Recorder()
-    result = reap(db, send, None, resend_after_seconds=60)
+    result = reap_(db, send, None, resend_after_seconds=60)
     assert result.canceled == [str(job_id)] and send.sent == []
     assert status(db, job_id).status == JobStatus.CANCELED
 
 
-def test_lost_messages_are_resent_but_live_ones_are_not(db: Database) -> None:
-    lost, live, fresh = new_job(db), new_job(db), new_job(db)
-    age_message(db, lost)
-    age_message(db, live)
-    age_message(db, fresh, seconds=0)  # just sent: give the broker time before judging
+def test_queued_jobs_not_handed_out_are_left_to_the_dispatcher(db: Database) -> None:
+    waiting = new_job(db, created_offset=-600)
     send = Recorder()
-    result = reap(db, send, lambda queues: {str(live)}, resend_after_seconds=10)
-    assert result.resent == [str(lost)] and send.sent == [str(lost)]
-    resent_at = status(db, lost).enqueued_at
+    result = reap_(db, send, lambda queues: set(), resend_after_seconds=0)
+    assert not result.changed and send.sent == []
+    assert status(db, waiting).dispatched_to is None
+
+
+def test_never_sent_messages_are_sent_to_their_group(db: Database) -> None:
+    never, live, fresh = new_job(db), new_job(db), new_job(db)
+    dispatched(db, never, group="g1", sent_ago=None)
+    dispatched(db, live, group="g1")
+    dispatched(db, fresh, group="g1", sent_ago=0)  # just sent: give the broker time before judging
+    send = Recorder()
+    result = reap_(db, send, lambda queues: {str(live)})
+    assert result.resent == [str(never)] and send.sent == [str(never)] and send.groups == ["g1"]
+    resent_at = status(db, never).enqueued_at
     assert resent_at is not None and resent_at > utcnow() - timedelta(seconds=5)
-    assert fresh not in [uuid.UUID(s) for s in send.sent]
+
+
+def test_a_message_gone_from_the_broker_is_handed_back(db: Database) -> None:
+    lost, live = new_job(db), new_job(db)
+    dispatched(db, lost, group="g1")
+    dispatched(db, live, group="g1")
+    seen: list[set[str]] = []
+
+    def pending(queues: set[str]) -> set[str]:
+        seen.append(queues)
+        return {str(live)}
+
+    send = Recorder()
+    result = reap_(db, send, pending)
+    assert seen == [{"group.g1"}]  # the group's own queue is read
+    assert result.handed_back == [str(lost)] and send.sent == []
+    assert status(db, lost).dispatched_to is None and status(db, live).dispatched_to == "g1"
+
+
+def test_a_job_whose_group_went_away_is_handed_back(db: Database) -> None:
+    orphan = new_job(db)
+    dispatched(db, orphan, group="gone", sent_ago=None)
+    send = Recorder()
+    result = reap_(db, send, lambda queues: {str(orphan)}, alive=("g1",))
+    assert result.handed_back == [str(orphan)] and send.sent == []
+    assert status(db, orphan).dispatched_to is None
 
 
 def test_never_sent_jobs_are_sent_even_when_the_broker_cannot_be_inspected(db: Database) -> None:
-    never = new_job(db)
-    with db.session() as s:
-        s.execute(update(Job).where(Job.id == never).values(enqueued_at=None))
-    old = new_job(db)
-    age_message(db, old)
+    never, old = new_job(db), new_job(db)
+    dispatched(db, never, sent_ago=None)
+    dispatched(db, old)
 
     def broken(queues: set[str]) -> set[str]:
         raise ConnectionError("cannot read the broker")
 
     send = Recorder()
-    reap(db, send, broken, resend_after_seconds=10)
+    result = reap_(db, send, broken)
     assert send.sent == [str(never)], "without the broker's view only never-sent jobs are sent"
+    assert result.handed_back == [], "nothing is handed back on a guess"
 
 
 def test_failed_send_is_retried_on_the_next_pass(db: Database) -> None:
-    job_id = running(db)
-    expire(db, job_id)
-    reap(db, Recorder(fail=True), None, resend_after_seconds=60)
-    job = status(db, job_id)
-    assert job.status == JobStatus.QUEUED and job.enqueued_at is None
+    job_id = new_job(db)
+    dispatched(db, job_id, sent_ago=None)
+    result = reap_(db, Recorder(fail=True), None)
+    assert result.unsent == [str(job_id)] and status(db, job_id).enqueued_at is None
     send = Recorder()
-    reap(db, send, lambda queues: set(), resend_after_seconds=60)
+    reap_(db, send, lambda queues: set())
     assert send.sent == [str(job_id)]
 
 
@@ -149,6 +217,15 @@ def test_owner_identity_matters(db: Database) -> None:
     job_id = running(db, worker="w1")
     assert Owner("w1", 1) != Owner("w1", 2)
     assert status(db, job_id).worker_id == "w1"
+
+
+def test_a_claim_needs_the_group_the_job_was_handed_to(db: Database) -> None:
+    job_id = new_job(db)
+    dispatched(db, job_id, group="g1")
+    with db.session() as s:
+        assert claim_job(s, job_id, worker_id="w2", lease_seconds=30, group="g2") is None
+    with db.session() as s:
+        assert claim_job(s, job_id, worker_id="w1", lease_seconds=30, group="g1") is not None
 
 
 def test_cancel_racing_a_requeue_still_cancels(db: Database) -> None:
@@ -161,7 +238,7 @@ def test_cancel_racing_a_requeue_still_cancels(db: Database) -> None:
         request_cancel(s, job_id)  # arrives after the reaper read the expired row...
     with pytest.raises(InvalidTransition), db.session() as s:  # ...so its requeue is refused
         requeue_job(s, job_id, owner=Owner("w1", 1), reason="test")
-    result = reap(db, Recorder(), None, resend_after_seconds=60)
+    result = reap_(db, Recorder(), None, resend_after_seconds=60)
     assert result.canceled == [str(job_id)]
     assert status(db, job_id).status == JobStatus.CANCELED
 
@@ -171,37 +248,6 @@ def test_queued_job_with_a_stranded_cancel_request_is_canceled(db: Database) -> 
     with db.session() as s:
         s.execute(update(Job).where(Job.id == job_id).values(cancel_requested_at=utcnow()))
     send = Recorder()
-    result = reap(db, send, lambda queues: set(), resend_after_seconds=0)
+    result = reap_(db, send, lambda queues: set(), resend_after_seconds=0)
     assert result.canceled == [str(job_id)] and send.sent == []
     assert status(db, job_id).status == JobStatus.CANCELED
-
-
-def test_lost_messages_are_resent_never_sent_first_then_in_queue_order(db: Database) -> None:
-    batch_old = new_job(db, priority=6, created_offset=-50)
-    young = new_job(db, created_offset=-10)
-    old = new_job(db, created_offset=-40)
-    never = new_job(db, priority=6, created_offset=-5)
-    live = new_job(db, created_offset=-60)
-    for job_id in (batch_old, young, old, live):
-        age_message(db, job_id)
-    with db.session() as s:
-        s.execute(update(Job).where(Job.id == never).values(enqueued_at=None))
-    send = Recorder()
-    reap(db, send, lambda queues: {str(live)}, resend_after_seconds=10)
-    assert send.sent == [str(never), str(old), str(young), str(batch_old)]
-
-
-def test_a_requeued_job_is_sent_although_its_dead_delivery_is_still_unacknowledged(db: Database) -> None:
-    """The killed worker's delivery stays in Redis's unacked set for hours: it must not count as live.
-
-    CI hung on this: a job requeued after its worker was SIGKILLed was never sent again, because its
-    id was in the broker's unacked entries and another queued job made the reaper read them.
-    """
-    job_id = running(db)
-    expire(db, job_id)
-    waiting = new_job(db)
-    age_message(db, waiting)  # another job waiting longer than resend_after: the broker is read
-    send = Recorder()
-    result = reap(db, send, lambda queues: {str(job_id), str(waiting)}, resend_after_seconds=10)
-    assert result.requeued == [str(job_id)] and send.sent == [str(job_id)]
-    assert status(db, job_id).enqueued_at is not None

@@ -1,4 +1,4 @@
-"""The counters that triggers keep (migrations 0007 and 0008) agree with counting the jobs table.
+"""The counters that triggers keep (migrations 0007, 0008, 0009) agree with counting the jobs table.
 
 A random history of inserts, status changes (claims, requeues, endings), backdated rows, batch jobs
 and deletions, on SQLite here and on PostgreSQL in the integration tier; after it, what admission
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import delete, func, literal, select, tuple_, update
+from sqlalchemy import delete, func, insert, literal, select, tuple_, update
 
 from jobservice.db.engine import Database
 from jobservice.db.migrate import alembic_config, upgrade
@@ -29,7 +29,8 @@ MODELS = ("reference-t2v", "reference-talking-head")
 ENDINGS = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED)
 
 
-def play_history(db: Database, seed: int) -> None:
+def play_history(db: Database, seed: int, *, fleet: bool = True) -> None:
+    """A random history; ``fleet``: with migration 0009's columns (tenant moves, seconds of video)."""
     rng = random.Random(seed)
     now = utcnow()
     with db.session() as s:
@@ -40,25 +41,32 @@ def play_history(db: Database, seed: int) -> None:
         roll = rng.random()
         with db.session() as s:
             if roll < 0.45 or not ids:
-                job = Job(
-                    id=uuid.uuid4(),
-                    task="text2video",
-                    model=rng.choice(MODELS),
-                    priority=rng.choice((0, 6)),
-                    params={},
-                    max_attempts=3,
-                    tenant=rng.choice(TENANTS),
-                    created_at=now - timedelta(seconds=rng.uniform(0, 5400)),
-                    batch_id=batch.id if rng.random() < 0.2 else None,
-                    status=rng.choice([JobStatus.QUEUED, JobStatus.QUEUED, JobStatus.SUCCEEDED]),
-                )
-                s.add(job)
-                ids.append(job.id)
+                values: dict[str, Any] = {
+                    "id": uuid.uuid4(),
+                    "task": "text2video",
+                    "model": rng.choice(MODELS),
+                    "priority": rng.choice((0, 6)),
+                    "params": {},
+                    "max_attempts": 3,
+                    "tenant": rng.choice(TENANTS),
+                    "created_at": now - timedelta(seconds=rng.uniform(0, 5400)),
+                    "batch_id": batch.id if rng.random() < 0.2 else None,
+                    "status": rng.choice([JobStatus.QUEUED, JobStatus.QUEUED, JobStatus.SUCCEEDED]),
+                }
+                if fleet:
+                    values["output_seconds"] = rng.choice([None, 2.5, 10.0, 37.48])
+                # Only the columns given: before migration 0009 the table has none of its columns.
+                s.execute(insert(Job).values(**values))
+                ids.append(values["id"])
             elif roll < 0.85:
                 move = rng.choice([JobStatus.RUNNING, JobStatus.QUEUED, *ENDINGS])
                 values = {"status": move, "progress": 0.5}
                 if rng.random() < 0.1:
                     values["priority"] = rng.choice((0, 3, 6))
+                if fleet and rng.random() < 0.1:
+                    values["tenant"] = rng.choice(TENANTS)
+                if fleet and rng.random() < 0.1:
+                    values["output_seconds"] = rng.choice([None, 4.0, 12.5])
                 s.execute(update(Job).where(Job.id == rng.choice(ids)).values(**values))
             elif roll < 0.93:
                 again = now - timedelta(seconds=rng.uniform(0, 5400))
@@ -83,15 +91,27 @@ def assert_queue_counts_agree(db: Database) -> None:
     jobs ahead, for every queued job (not only new ones: the formula is exact for any)."""
     with db.session() as s:
         rows = s.execute(
-            select(Job.model, Job.priority, func.count())
+            select(
+                Job.model,
+                Job.priority,
+                Job.tenant,
+                func.count(),
+                func.coalesce(func.sum(Job.output_seconds), 0),
+            )
             .where(Job.status == JobStatus.QUEUED)
-            .group_by(Job.model, Job.priority)
+            .group_by(Job.model, Job.priority, Job.tenant)
         ).all()
-        counted = {
-            (m, p): n
-            for m, p, n in s.execute(select(QueueCount.model, QueueCount.priority, QueueCount.queued))
-        }
-        assert {k: v for k, v in counted.items() if v} == {(m, p): n for m, p, n in rows}
+        columns = (
+            QueueCount.model,
+            QueueCount.priority,
+            QueueCount.tenant,
+            QueueCount.queued,
+            QueueCount.output_s,
+        )
+        counted = {(m, p, t): (n, o) for m, p, t, n, o in s.execute(select(*columns))}
+        assert {k: v[0] for k, v in counted.items() if v[0]} == {(m, p, t): n for m, p, t, n, _ in rows}
+        for m, p, t, _, seconds in rows:
+            assert counted[(m, p, t)][1] == pytest.approx(float(seconds or 0.0), abs=1e-6), (m, p, t)
         for job in s.scalars(select(Job).where(Job.status == JobStatus.QUEUED)):
             exact = rows_ahead(s, job)
             assert count_ahead_of_new(s, job) == exact and count_ahead(s, job) == exact, job.id
@@ -128,7 +148,7 @@ def upgrade_over_existing_jobs(url: str) -> None:
     command.downgrade(alembic_config(url), "0006")  # before both counters' migrations
     db = Database(url)
     try:
-        play_history(db, seed=7)
+        play_history(db, seed=7, fleet=False)
         upgrade(url)
         assert_counters_agree(db)
         assert_queue_counts_agree(db)

@@ -1,6 +1,11 @@
 """The run pipeline: claim → fetch → load → generate (streamed encode + decode pass) → validate →
 upload → record. Every ending goes through one of three transitions, and a failed run still keeps
 its output and RunReport for inspection.
+
+The run also keeps its card group's books (``workers.group``): the claim takes the job off the
+group's next-job slot, the ledger follows the run (loading, generating, finishing), the card is
+handed its next job the moment generation ends, and the final transition records the card-seconds
+the attempt used and the speed it measured, in the same transaction.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from sqlalchemy.orm import Session
 
 from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, JobStatus, Stage, utcnow
+from jobservice.fleet import costs as fleet_costs
+from jobservice.fleet import groups
+from jobservice.fleet.usage import Phases, record_attempt
 from jobservice.jobs.transitions import (
     Owner,
     claim_job,
@@ -49,9 +57,18 @@ def run_job(runtime: WorkerRuntime, raw_job_id: str) -> str:
         return "malformed"
     settings = runtime.services.settings
     with runtime.services.db.session() as session:
-        job = claim_job(session, job_id, worker_id=runtime.worker_id, lease_seconds=settings.lease_seconds)
+        job = claim_job(
+            session,
+            job_id,
+            worker_id=runtime.worker_id,
+            lease_seconds=settings.lease_seconds,
+            group=runtime.node,
+        )
+        if job is not None:
+            groups.take_job(session, runtime.node, job.id, model=job.model)
     if job is None:
-        log.info("job %s: not queued any more (taken, canceled or finished); message dropped", job_id)
+        log.info("job %s: not queued for this group any more (taken, canceled, handed back); dropped", job_id)
+        runtime.member.dispatch()  # the group's slot was this job's: give it another
         return "dropped"
     with job_log_context(job_id, job.attempts):
         log.info("job %s: claimed by %s (attempt %d)", job_id, runtime.worker_id, job.attempts)
@@ -70,6 +87,7 @@ class JobRun:
     validation: Validation | None = None
     generate_started_at: datetime | None = None
     generate_memory: dict[str, float] | None = None
+    phases: Phases | None = None  # the card time it used, as its report says
 
     def __post_init__(self) -> None:
         self.owner = Owner(self.runtime.worker_id, self.job.attempts)
@@ -90,6 +108,8 @@ class JobRun:
         )
         self.ctx: PipelineContext | None = None
         self.written: list[str] = []  # object keys this run stored (deleted again if it loses the job)
+        self.on_card = True  # until generation ends, the job holds its group's card
+        self.member = self.runtime.member
 
     # --- the run -------------------------------------------------------------------------
     def execute(self) -> str:
@@ -99,11 +119,14 @@ class JobRun:
         handed to it and this returns ``"finishing"`` at once: the card takes the next job while
         this one is gated, stored and recorded (workers/finisher.py)."""
         self.heartbeat.start()
+        self.member.clock.begin(self.job.id, self.job.model)
         handed_over = False
         try:
             ended = self._guarded(self._generate)
             if ended is not None:
                 return ended
+            self.on_card = False
+            self.member.released(self.job.id)  # the card takes its next job while this one finishes
             finisher = self.runtime.finisher
             if finisher is None:
                 return self._guarded(self._after_generate) or "finished"
@@ -140,6 +163,7 @@ class JobRun:
         if self.ctx is not None:
             self.ctx.abort()
         shutil.rmtree(self.scratch, ignore_errors=True)
+        self.member.ended(self.job.id, on_card=self.on_card)
 
     def _stage(self, stage: Stage, progress: float | None = None) -> None:
         self.heartbeat.update(stage=stage.value, progress=progress)
@@ -163,7 +187,7 @@ class JobRun:
         t = self._lap("fetch_ms", t)
 
         self._stage(Stage.LOADING, 0.02)
-        loaded, self.cold = self.runtime.resident.get(self.spec)
+        loaded, self.cold = self.runtime.resident.get(self.spec, job_id=self.job.id)
         if self.cold:
             self.timings["load_ms"] = round(loaded.load_ms, 3)
         t = time.perf_counter()
@@ -246,7 +270,56 @@ class JobRun:
         self.timings["total_ms"] = round((time.perf_counter() - self.clock0) * 1000, 3)
         if self.ctx is not None and self.ctx.cold_start is not None:
             self.cold = self.ctx.cold_start  # the adapter knows (a per-job script, a new resident)
-        return build_report(self, status=status, error=error, video_path=video)
+        report = build_report(self, status=status, error=error, video_path=video)
+        self.phases = self.member.clock.phases(self.job.id)
+        report.usage = self._usage_of(self.phases)
+        return report
+
+    # --- the card time it used, and what it measured ------------------------------------------
+    @property
+    def cards(self) -> int:
+        """The cards a job of this model holds (what it is charged for)."""
+        return self.spec.cards if self.spec else 1
+
+    def _usage_of(self, phases: Phases) -> dict[str, Any]:
+        return {
+            "card_seconds": round(phases.seconds * self.cards, 3),
+            "phases": {
+                "load": round(phases.load_s * self.cards, 3),
+                "generate": round(phases.generate_s * self.cards, 3),
+                "finish": round(phases.finish_s * self.cards, 3),
+            },
+            "cards": self.cards,
+            "card_kind": self.runtime.device.kind,
+            "group": self.runtime.node,
+        }
+
+    def _account(self, session: Session, outcome: str, phases: Phases | None = None) -> None:
+        """Record the attempt's card time (charged, or the service's loss) and, when it generated,
+        the speed it measured: in the final transition's own transaction."""
+        record_attempt(
+            session,
+            job_id=self.job.id,
+            attempt=self.job.attempts,
+            tenant=self.job.tenant,
+            model=self.job.model,
+            group_id=self.runtime.node,
+            card_kind=self.runtime.device.kind,
+            cards=self.cards,
+            phases=phases or self.phases or self.member.clock.phases(self.job.id),
+            outcome=outcome,
+            half_life_s=self.settings.fair_share_half_life_seconds,
+        )
+        generate_ms = self.timings.get("generate_ms")
+        seconds = self.job.output_seconds or (self.output.media_duration_s if self.output else None)
+        if outcome != "canceled" and self.output is not None and generate_ms and seconds:
+            fleet_costs.record_generation(
+                session,
+                model=self.job.model,
+                kind=self.runtime.device.kind,
+                output_s=float(seconds),
+                generate_s=generate_ms / 1000,
+            )
 
     # --- the run's log: jobs/<id>/log.txt, kept on success and failure --------------------
     @property
@@ -332,6 +405,7 @@ class JobRun:
             else:
                 assert error is not None
                 mark_failed(session, self.job.id, code=error[0], message=error[1], **common)
+            self._account(session, "succeeded" if passed else "failed")
 
         if not self._finish(transition, report, JobStatus.SUCCEEDED if passed else JobStatus.FAILED):
             return "lease_lost"
@@ -360,6 +434,7 @@ class JobRun:
                 timings=summary_timings(report),
                 cold_start=self.cold,
             )
+            self._account(session, "failed")
 
         if not self._finish(transition, report, JobStatus.FAILED):
             return "lease_lost"
@@ -380,6 +455,7 @@ class JobRun:
             mark_canceled(
                 session, self.job.id, owner=self.owner, detail="canceled while running", report_key=report_key
             )
+            self._account(session, "canceled")
 
         if not self._finish(transition, report, JobStatus.CANCELED):
             return "lease_lost"
@@ -388,6 +464,11 @@ class JobRun:
 
     def _lease_lost(self) -> str:
         log.warning("job %s: this worker lost the job's lease; leaving it to its new owner", self.job.id)
+        try:  # the card time it used is the service's loss, never the tenant's
+            with self.services.db.session() as session:
+                self._account(session, "lease_lost", self.member.clock.phases(self.job.id))
+        except Exception:  # noqa: BLE001 - bookkeeping must not hold up the hand-over
+            log.warning("job %s: could not record the lost attempt's card time", self.job.id, exc_info=True)
         for key in self.written:  # nothing points at them: the job's row names its owner's files
             try:
                 self.services.store.delete(key)

@@ -1,0 +1,314 @@
+"""Dispatch: give each free card group its next job, as ``jobservice.fleet.policy`` decides.
+
+The queue stays Celery on Redis, but a message goes out only when a group is about to take it: each
+group consumes a queue of its own (``group.<id>``, the idea of Celery's ``worker_direct``), which
+holds at most the one job the group takes next. Every other queued job waits in the database, where
+fair share can still reorder it: a 5,000-job nightly batch is 5,000 rows, not 5,000 messages that
+would pin first-come-first-served order in Redis.
+
+A round: lock the dispatch row (one dispatcher at a time, across processes and hosts), read the
+fleet (``read_state``), ask ``plan`` for decisions, mark each chosen job ``dispatched_to`` its group
+and the group's ``next_job_id``, commit, then send the messages. Rounds run when a job is submitted
+and some group is free (the API), when a group's generation ends (its worker, so the card never
+waits), and every maintenance round of every worker (anything missed). A failed send leaves the job
+dispatched but unsent; the reaper sends it again or, if its group is gone, hands it back.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Protocol
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from jobservice.broker import sender
+from jobservice.catalog import Catalog
+from jobservice.db.engine import Database
+from jobservice.db.tables import FleetGroup, FleetLock, Job, JobStatus, QueueCount, utcnow
+from jobservice.fleet import costs as fleet_costs
+from jobservice.fleet.groups import groups_with_presence, is_online
+from jobservice.fleet.policy import (
+    Decision,
+    FleetState,
+    GroupState,
+    PolicyParams,
+    Resident,
+    Waiting,
+    plan,
+)
+from jobservice.fleet.presence import stale_after
+from jobservice.fleet.usage import fair_usage
+from jobservice.settings import Settings
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[uuid.UUID, str, int], None]  # (job id, group id, priority)
+PARAMS = PolicyParams()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The fleet as the policy sees it, with the rows it came from."""
+
+    state: FleetState
+    groups: dict[str, FleetGroup]  # online groups by id
+    known: dict[str, fleet_costs.Measured]  # what was measured of each model
+    kind: str  # the card kind the costs are for
+
+
+@dataclass(frozen=True)
+class Dispatched:
+    """A job handed to a group (its message is sent after the round commits)."""
+
+    job_id: uuid.UUID
+    group: str
+    model: str
+    priority: int
+    decision: Decision
+
+
+def _ts(value: datetime | None, default: float) -> float:
+    return value.timestamp() if value is not None else default
+
+
+def _iso_ts(value: object, default: float) -> float:
+    try:
+        return datetime.fromisoformat(str(value)).timestamp()
+    except ValueError:
+        return default
+
+
+def _group_state(group: FleetGroup, catalog: Catalog, now: float, running: str | None) -> GroupState:
+    resident = {
+        model: Resident(since=_iso_ts(held.get("since"), now), last_used=_iso_ts(held.get("last_used"), now))
+        for model, held in (group.resident or {}).items()
+        if isinstance(held, dict)
+    }
+    busy = group.job_id is not None or group.next_job_id is not None
+    return GroupState(
+        id=group.id,
+        cards=group.cards,
+        eligible=frozenset(m for m in group.eligible or [] if catalog.get(m) is not None),
+        memory_gb_per_card=group.memory_gb_per_card,
+        resident=resident,
+        busy_until=max(now, _ts(group.busy_until, now)) if busy else None,
+        running=running if busy else None,
+        kind=group.kind,
+    )
+
+
+def _settle_next_jobs(session: Session, groups: list[FleetGroup]) -> dict[str, str | None]:
+    """The model each group runs or takes next. A group whose next job no longer waits for it
+    (canceled, handed back), or whose job is no longer running there, is free again."""
+    ids = [g.job_id for g in groups if g.job_id] + [g.next_job_id for g in groups if g.next_job_id]
+    rows = (
+        {
+            row.id: row
+            for row in session.execute(
+                select(Job.id, Job.model, Job.status, Job.dispatched_to).where(Job.id.in_(ids))
+            )
+        }
+        if ids
+        else {}
+    )
+    models: dict[str, str | None] = {}
+    for group in groups:
+        if group.next_job_id is not None:
+            row = rows.get(group.next_job_id)
+            if row is None or row.status != JobStatus.QUEUED or row.dispatched_to != group.id:
+                group.next_job_id = None
+        if group.job_id is not None:  # a release its worker could not write (the database was away)
+            row = rows.get(group.job_id)
+            if row is None or row.status != JobStatus.RUNNING or row.dispatched_to != group.id:
+                group.job_id, group.busy_until = None, None
+        current = group.job_id or group.next_job_id
+        models[group.id] = rows[current].model if current in rows else None
+    return models
+
+
+def _waiting(session: Session) -> list[Waiting]:
+    """The queue per (model, priority, tenant), less what is already dispatched, with each head."""
+    counts = session.execute(
+        select(
+            QueueCount.model, QueueCount.priority, QueueCount.tenant, QueueCount.queued, QueueCount.output_s
+        ).where(QueueCount.queued > 0)
+    ).all()
+    if not counts:
+        return []
+    sent: Counter[tuple[str, int, str]] = Counter()
+    sent_output: dict[tuple[str, int, str], float] = {}
+    for model, priority, tenant, seconds in session.execute(
+        select(Job.model, Job.priority, Job.tenant, Job.output_seconds).where(
+            Job.status == JobStatus.QUEUED, Job.dispatched_to.is_not(None)
+        )
+    ):
+        sent[(model, priority, tenant)] += 1
+        sent_output[(model, priority, tenant)] = sent_output.get((model, priority, tenant), 0.0) + (
+            seconds or 0.0
+        )
+    found = []
+    for model, priority, tenant, queued, output_s in counts:
+        key = (model, priority, tenant)
+        left = queued - sent[key]
+        if left <= 0:
+            continue
+        head = _head(session, model, priority, tenant)
+        if head is None:
+            continue
+        found.append(
+            Waiting(
+                model=model,
+                priority=priority,
+                tenant=tenant,
+                jobs=left,
+                output_s=max(0.0, float(output_s) - sent_output.get(key, 0.0)),
+                oldest=head.created_at.timestamp(),
+                next_output_s=float(head.output_seconds or 0.0),
+            )
+        )
+    return found
+
+
+def _head(session: Session, model: str, priority: int, tenant: str) -> Job | None:
+    """The oldest queued job of (model, priority, tenant) not yet handed to a group."""
+    return session.scalar(
+        select(Job)
+        .where(
+            Job.model == model,
+            Job.status == JobStatus.QUEUED,
+            Job.priority == priority,
+            Job.tenant == tenant,
+            Job.dispatched_to.is_(None),
+            Job.cancel_requested_at.is_(None),
+        )
+        .order_by(Job.created_at, Job.id)
+        .limit(1)
+    )
+
+
+def arrival_rates(session: Session, *, now: datetime, window_s: float) -> dict[str, float]:
+    """Jobs submitted per second over the last ``window_s``, per model."""
+    since = now - timedelta(seconds=window_s)
+    rows = session.execute(select(Job.model, func.count()).where(Job.created_at >= since).group_by(Job.model))
+    return {model: count / window_s for model, count in rows}
+
+
+def read_state(
+    session: Session, catalog: Catalog, settings: Settings, *, now: datetime | None = None
+) -> Snapshot:
+    """The fleet now, as the policy decides on it (only online groups)."""
+    now = now or utcnow()
+    stale = stale_after(settings)
+    online = [g for g, w in groups_with_presence(session) if is_online(w, stale_after_seconds=stale, now=now)]
+    models_of = _settle_next_jobs(session, online)
+    kind = Counter(g.kind for g in online).most_common(1)[0][0] if online else "cpu"
+    costs, known = fleet_costs.model_costs(catalog, fleet_costs.speeds(session, kind), kind)
+    t = now.timestamp()
+    state = FleetState(
+        now=t,
+        groups=tuple(_group_state(g, catalog, t, models_of.get(g.id)) for g in online),
+        models=costs,
+        waiting=tuple(_waiting(session)),
+        usage=fair_usage(session, catalog, half_life_s=settings.fair_share_half_life_seconds, now=now),
+        rates=arrival_rates(session, now=now, window_s=PARAMS.rate_window_s),
+        params=PARAMS,
+    )
+    return Snapshot(state=state, groups={g.id: g for g in online}, known=known, kind=kind)
+
+
+def _lock(session: Session) -> None:
+    """Take the dispatch row: other dispatchers wait until this round commits."""
+    session.execute(update(FleetLock).where(FleetLock.name == "dispatch").values(at=utcnow()))
+
+
+def _hand_over(session: Session, snapshot: Snapshot, decision: Decision) -> Dispatched | None:
+    job = _head(session, decision.model, decision.priority, decision.tenant)
+    if job is None:
+        return None
+    now = utcnow()
+    taken = session.execute(
+        update(Job)
+        .where(Job.id == job.id, Job.status == JobStatus.QUEUED, Job.dispatched_to.is_(None))
+        .values(dispatched_to=decision.group, enqueued_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    if taken.rowcount != 1:  # type: ignore[attr-defined]
+        return None
+    cost = snapshot.state.models[decision.model]
+    seconds = (cost.load_s if decision.load else 0.0) + cost.run_s(float(job.output_seconds or 0.0))
+    group = snapshot.groups[decision.group]
+    group.next_job_id = job.id
+    group.busy_until = now + timedelta(seconds=seconds)
+    return Dispatched(job.id, decision.group, decision.model, decision.priority, decision)
+
+
+def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> list[Dispatched]:
+    """One round (see the module docstring); returns the jobs handed out."""
+    handed: list[Dispatched] = []
+    with db.session() as session:
+        _lock(session)
+        snapshot = read_state(session, catalog, settings)
+        if not any(g.free for g in snapshot.state.groups):
+            return []
+        for decision in plan(snapshot.state):
+            if decision.probe:
+                continue
+            done = _hand_over(session, snapshot, decision)
+            if done is not None:
+                handed.append(done)
+    for item in handed:
+        try:
+            send(item.job_id, item.group, item.priority)
+        except Exception as exc:  # noqa: BLE001 - the reaper sends it again from the table
+            log.warning(
+                "job %s: its message to %s was not sent (%s); the reaper will", item.job_id, item.group, exc
+            )
+            with db.session() as session:
+                session.execute(update(Job).where(Job.id == item.job_id).values(enqueued_at=None))
+        else:
+            log.info(
+                "job %s -> %s (%s%s%s)",
+                item.job_id,
+                item.group,
+                item.decision.reason,
+                ", load" if item.decision.load else "",
+                f", evict {','.join(item.decision.evict)}" if item.decision.evict else "",
+            )
+    return handed
+
+
+def free_group_for(db: Database, model: str) -> bool:
+    """Whether some group that may serve ``model`` looks free (a cheap read before a round)."""
+    with db.reading() as conn:
+        rows = conn.execute(
+            select(FleetGroup.eligible).where(
+                FleetGroup.job_id.is_(None), FleetGroup.next_job_id.is_(None), FleetGroup.state != "down"
+            )
+        ).all()
+    return any(model in (eligible or []) for (eligible,) in rows)
+
+
+class Collaborators(Protocol):
+    """What a dispatch round needs of a process's services (``jobservice.wiring.Services``)."""
+
+    db: Database
+    catalog: Catalog
+    settings: Settings
+
+    @property
+    def celery(self) -> Celery:
+        """The Celery app messages are sent with."""
+
+
+def dispatch_round(services: Collaborators) -> list[Dispatched]:
+    """One dispatch round with a process's collaborators, sending through its Celery app."""
+    return dispatch(services.db, services.catalog, services.settings, sender(services.celery))

@@ -1,0 +1,284 @@
+"""ETAs in the service: the forecast (``jobservice.fleet.forecast``) worked out from the database
+every few seconds, stored, and read by every view of a queued or running job.
+
+Whoever finds the stored forecast older than ``forecast_interval_seconds`` takes it over (a
+compare-and-swap on its timestamp, so one process at a time computes it: every worker's maintenance
+round tries) and replaces it. A submission of many jobs at once (a batch) replaces it at once, so
+those jobs' first answers already have their ETAs. The forecast plays the fleet forward with the
+production policy from the state the dispatcher reads: groups busy until their jobs should end, the
+queue in fair order, each model's measured speed and load time.
+
+A job's ETA is honest about what it cannot know: no online group may run its model (``no_group``),
+or its model was never measured and its deployment gives no default (``not_measured``: the ETA is
+then a guess from a default speed, and says so).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+import weakref
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from jobservice.catalog import Catalog
+from jobservice.db.engine import Database
+from jobservice.db.rows import insert_missing
+from jobservice.db.tables import FleetForecast, Job, JobStatus, utcnow
+from jobservice.fleet.dispatch import Snapshot, read_state
+from jobservice.fleet.forecast import FRESH, Forecast, forecast, usage_levels
+from jobservice.fleet.policy import can_host
+from jobservice.fleet.simulate import Engine, SimJob
+from jobservice.fleet.usage import fair_usage, weights
+from jobservice.settings import Settings
+
+log = logging.getLogger(__name__)
+
+HORIZON = 2000  # jobs played one by one; the rest of each sub-queue is extrapolated
+READ_EVERY_SECONDS = 1.0  # a process looks for a newer stored forecast at most this often
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Eta:
+    """When a job should start and finish, and on what the estimate rests."""
+
+    start: datetime | None
+    finish: datetime | None
+    basis: str  # forecast | no_group | not_measured | unknown
+
+    def view(self) -> dict[str, Any]:
+        """The fields a job's view carries."""
+        return {
+            "estimated_start_at": self.start,
+            "estimated_finish_at": self.finish,
+            "eta_basis": self.basis,
+        }
+
+
+# --- building the forecast -------------------------------------------------------------------------
+def _engine(session: Session, snapshot: Snapshot, settings: Settings, catalog: Catalog) -> Engine:
+    """The fleet as it is now, as a virtual-time engine (the simulator the benchmark drives)."""
+    state = snapshot.state
+    now = state.now
+    engine = Engine(
+        groups=state.groups,
+        models=state.models,
+        params=state.params,
+        half_life_s=settings.fair_share_half_life_seconds,
+        weights=weights(session),
+        now=now,
+    )
+    scale = engine.weights
+    raw = fair_usage(session, catalog, half_life_s=settings.fair_share_half_life_seconds)
+    for tenant, value in raw.items():
+        engine.charge(tenant, value * scale.get(tenant, 1.0), now)
+    running = session.execute(
+        select(
+            Job.id, Job.model, Job.tenant, Job.priority, Job.output_seconds, Job.dispatched_to, Job.claimed_at
+        ).where(
+            Job.dispatched_to.is_not(None),
+            Job.status.in_([JobStatus.RUNNING, JobStatus.QUEUED]),
+            Job.dispatched_to.in_(list(snapshot.groups)),
+        )
+    )
+    for row in running:
+        group = engine.groups.get(row.dispatched_to)
+        if group is None or group.busy_until is None or row.dispatched_to in engine.running:
+            continue
+        job = SimJob(str(row.id), row.model, row.tenant, row.priority, float(row.output_seconds or 0.0), now)
+        job.group, job.dispatched = row.dispatched_to, now
+        job.started = (
+            now
+            if row.claimed_at is not None
+            else group.busy_until - state.models[row.model].run_s(job.output_s)
+        )
+        job.finished = group.busy_until
+        engine.adopt(job)
+    queued = session.execute(
+        select(Job.id, Job.model, Job.tenant, Job.priority, Job.output_seconds, Job.created_at)
+        .where(Job.status == JobStatus.QUEUED, Job.dispatched_to.is_(None), Job.cancel_requested_at.is_(None))
+        .order_by(Job.created_at, Job.id)
+    )
+    for row in queued:
+        if row.model in state.models:
+            engine.submit(
+                SimJob(
+                    str(row.id),
+                    row.model,
+                    row.tenant,
+                    row.priority,
+                    float(row.output_seconds or 0.0),
+                    row.created_at.timestamp(),
+                )
+            )
+    return engine
+
+
+def compute(session: Session, catalog: Catalog, settings: Settings) -> dict[str, Any]:
+    """The forecast now, as stored (JSON-ready)."""
+    snapshot = read_state(session, catalog, settings)
+    engine = _engine(session, snapshot, settings, catalog)
+    tenants = usage_levels(engine.fair_usage())
+    priorities = {0, settings.batch_priority}
+    result = forecast(engine, tenants=tenants, priorities=priorities, horizon=HORIZON)
+    servable = {
+        m for m, c in snapshot.state.models.items() if any(can_host(g, c) for g in snapshot.state.groups)
+    }
+    return {
+        "at": result.at,
+        "jobs": {job_id: [round(s, 2), round(f, 2)] for job_id, (s, f) in result.jobs.items()},
+        "next_start": [[m, p, t, round(v, 2)] for (m, p, t), v in result.next_start.items()],
+        "spacing": [[m, p, t, round(v, 2)] for (m, p, t), v in result.spacing.items()],
+        "no_group": sorted(set(catalog.ids()) - servable),
+        "not_measured": sorted(m for m, k in snapshot.known.items() if not k.known),
+        "run_s": {m: [round(c.overhead_s, 3), round(c.speed, 4)] for m, c in snapshot.state.models.items()},
+    }
+
+
+def refresh(db: Database, catalog: Catalog, settings: Settings, *, force: bool = False) -> bool:
+    """Replace the stored forecast if it is due (or ``force``); False when it was not this
+    process's turn."""
+    now = utcnow()
+    due = now - timedelta(seconds=settings.forecast_interval_seconds)
+    with db.session() as session:
+        insert_missing(session, FleetForecast, {"id": 1, "computed_at": EPOCH, "body": "{}"}, ["id"])
+        claim = update(FleetForecast).where(FleetForecast.id == 1)
+        if not force:
+            claim = claim.where(FleetForecast.computed_at < due)
+        taken = session.execute(claim.values(computed_at=now).execution_options(synchronize_session=False))
+        if taken.rowcount != 1:  # type: ignore[attr-defined]
+            return False
+        started = time.perf_counter()
+        body = compute(session, catalog, settings)
+        session.execute(
+            update(FleetForecast)
+            .where(FleetForecast.id == 1)
+            .values(body=json.dumps(body), computed_at=utcnow())
+        )
+    log.debug("forecast of %d jobs in %.0f ms", len(body["jobs"]), (time.perf_counter() - started) * 1000)
+    return True
+
+
+# --- reading it ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stored:
+    """A stored forecast, parsed."""
+
+    forecast: Forecast
+    no_group: frozenset[str]
+    not_measured: frozenset[str]
+    run_s: dict[str, tuple[float, float]]
+
+
+def parse(body: dict[str, Any]) -> Stored | None:
+    """The stored JSON as a Forecast (None: none stored yet)."""
+    if "at" not in body:
+        return None
+    return Stored(
+        forecast=Forecast(
+            at=float(body["at"]),
+            jobs={k: (float(v[0]), float(v[1])) for k, v in body.get("jobs", {}).items()},
+            next_start={(m, int(p), t): float(v) for m, p, t, v in body.get("next_start", [])},
+            spacing={(m, int(p), t): float(v) for m, p, t, v in body.get("spacing", [])},
+            unservable=frozenset(body.get("no_group", [])),
+        ),
+        no_group=frozenset(body.get("no_group", [])),
+        not_measured=frozenset(body.get("not_measured", [])),
+        run_s={m: (float(v[0]), float(v[1])) for m, v in body.get("run_s", {}).items()},
+    )
+
+
+class _Kept:
+    """This process's copy of the stored forecast, checked for a newer one at most every second."""
+
+    def __init__(self) -> None:
+        self.checked = 0.0
+        self.computed_at: datetime | None = None
+        self.stored: Stored | None = None
+
+
+_kept: weakref.WeakKeyDictionary[Database, _Kept] = weakref.WeakKeyDictionary()
+_kept_lock = threading.Lock()
+
+
+def latest(db: Database) -> Stored | None:
+    """The newest stored forecast (read again when another process replaced it)."""
+    with _kept_lock:
+        kept = _kept.setdefault(db, _Kept())
+    if time.monotonic() - kept.checked < READ_EVERY_SECONDS:
+        return kept.stored
+    with db.reading() as conn:
+        stamp = conn.execute(select(FleetForecast.computed_at).where(FleetForecast.id == 1)).scalar()
+        if stamp is not None and stamp != kept.computed_at:
+            raw = conn.execute(select(FleetForecast.body).where(FleetForecast.id == 1)).scalar()
+            kept.stored = parse(json.loads(raw or "{}"))
+            kept.computed_at = stamp
+    kept.checked = time.monotonic()
+    return kept.stored
+
+
+def forget() -> None:
+    """Drop this process's copy (tests, and after this process replaced the forecast)."""
+    with _kept_lock:
+        _kept.clear()
+
+
+def _at(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def eta_of(stored: Stored | None, job: Job, *, behind: int = 0) -> Eta | None:
+    """The ETA of a queued or running job (None for a finished one)."""
+    status = JobStatus(job.status)
+    if status.is_terminal:
+        return None
+    if stored is None:
+        return Eta(None, None, "unknown")
+    if job.model in stored.no_group:
+        return Eta(None, None, "no_group")
+    basis = "not_measured" if job.model in stored.not_measured else "forecast"
+    item = stored.forecast.jobs.get(str(job.id))
+    if item is not None:
+        return Eta(_at(item[0]), _at(item[1]), basis)
+    if status == JobStatus.RUNNING:
+        return Eta(job.started_at or job.claimed_at, None, basis)
+    start = stored.forecast.start_of(
+        job_id=str(job.id), model=job.model, priority=job.priority, tenant=job.tenant, behind=behind
+    )
+    if start is None:
+        return Eta(None, None, "unknown")
+    overhead, speed = stored.run_s.get(job.model, (0.0, 1.0))
+    run = overhead + speed * float(job.output_seconds or 0.0)
+    return Eta(_at(start), _at(start + run), basis)
+
+
+def running_finish(stored: Stored | None, job: Job) -> datetime | None:
+    """When a running job should end: its start plus its model's measured run time."""
+    if stored is None or job.started_at is None and job.claimed_at is None:
+        return None
+    overhead, speed = stored.run_s.get(job.model, (0.0, 1.0))
+    began = job.started_at or job.claimed_at
+    assert began is not None
+    return began + timedelta(seconds=overhead + speed * float(job.output_seconds or 0.0))
+
+
+__all__ = [
+    "FRESH",
+    "Eta",
+    "Stored",
+    "compute",
+    "eta_of",
+    "forget",
+    "latest",
+    "refresh",
+    "running_finish",
+    "uuid",
+]

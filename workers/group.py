@@ -1,0 +1,169 @@
+"""This worker's card group in the fleet: its row, its residency, its ledger and its next job.
+
+A worker process is one card group (``jobservice.fleet``). When it starts it registers the group
+(what it may serve, the memory of its cards; nothing resident); a new pool child, which holds no
+model yet, says so. While it runs jobs it records each load and eviction, drives the ledger through
+its ``CardClock``, and, as soon as a job is done with the card, asks the dispatcher for the group's
+next job so the card never waits for a maintenance round.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from jobservice.catalog import ModelSpec
+from jobservice.db.tables import QueueCount
+from jobservice.fleet import costs, groups
+from jobservice.fleet.dispatch import dispatch_round
+from jobservice.fleet.placement import DeviceContext
+from jobservice.fleet.policy import GroupState, ModelCost, Resident, evictions_for
+from jobservice.wiring import Services
+from workers.card_clock import CardClock
+
+log = logging.getLogger(__name__)
+
+
+def cost_of(spec: ModelSpec) -> ModelCost:
+    """What the policy needs of ``spec`` to decide what fits (its footprint)."""
+    return ModelCost(
+        id=spec.id, cards=spec.cards, memory_gb=costs.memory_gb(spec), per_run=costs.per_run(spec)
+    )
+
+
+@dataclass
+class FleetMember:
+    """This process's group (see the module docstring)."""
+
+    services: Services
+    group_id: str
+    device: DeviceContext
+    memory_gb_per_card: float | None
+    eligible: list[str]
+    clock: CardClock = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.clock = CardClock(self.services.db, self.group_id)
+
+    # --- the group's row ------------------------------------------------------------------------
+    def register(self, *, last_seen: datetime | None = None) -> None:
+        """The worker starts: the group's row, nothing resident, its ledger resumed."""
+        with self.services.db.session() as session:
+            groups.register(
+                session,
+                group_id=self.group_id,
+                devices=self.device.label,
+                kind=self.device.kind,
+                cards=self.device.count,
+                memory_gb_per_card=self.memory_gb_per_card,
+                eligible=self.eligible,
+                hostname=socket.gethostname(),
+                last_seen=last_seen,
+            )
+
+    def forget_residency(self, reason: str) -> None:
+        """A new pool child holds nothing (the one before it may have held models)."""
+        self._write(lambda s: groups.forget_residency(s, self.group_id, reason=reason))
+
+    # --- what fits --------------------------------------------------------------------------------
+    def evictions(self, spec: ModelSpec, held: dict[str, Resident]) -> tuple[str, ...]:
+        """The models to unload before ``spec`` runs beside the rest (the policy's own choice: no
+        queued work first, then the least queued, then the least recently used)."""
+        if self.memory_gb_per_card is None or not (set(held) - {spec.id}):
+            return ()
+        models = {m: cost_of(s) for m in [*held, spec.id] if (s := self.services.catalog.get(m)) is not None}
+        state = GroupState(
+            id=self.group_id,
+            cards=self.device.count,
+            eligible=frozenset([*self.eligible, spec.id]),
+            memory_gb_per_card=self.memory_gb_per_card,
+            resident=held,
+        )
+        if not evictions_for(state, models[spec.id], models):
+            return ()  # it fits beside the rest: no need to read the queue
+        return evictions_for(state, models[spec.id], models, demand=self._demand()) or ()
+
+    def _demand(self) -> dict[str, float]:
+        try:
+            with self.services.db.reading() as conn:
+                rows = conn.execute(select(QueueCount.model, QueueCount.queued).where(QueueCount.queued > 0))
+                found: dict[str, float] = {}
+                for model, queued in rows:
+                    found[model] = found.get(model, 0.0) + queued
+                return found
+        except Exception:  # noqa: BLE001 - without the queue, the least recently used goes first
+            log.warning("could not read the queue; evicting the least recently used", exc_info=True)
+            return {}
+
+    # --- what happened -------------------------------------------------------------------------
+    def evicted(self, models: Iterable[str], *, for_model: str, job_id: uuid.UUID | None) -> None:
+        """Models were unloaded to make room for ``for_model``."""
+        names = list(models)
+        self._write(
+            lambda s: groups.note_evicted(
+                s, self.group_id, names, reason=f"room for {for_model}", job_id=job_id
+            )
+        )
+
+    def loaded(self, spec: ModelSpec, *, seconds: float, job_id: uuid.UUID | None, reason: str) -> None:
+        """``spec`` is resident now (a per-run model leaves nothing on the cards: only timed)."""
+
+        def write(session: Session) -> None:
+            if not costs.per_run(spec):
+                groups.note_loaded(
+                    session, self.group_id, spec.id, seconds=seconds, reason=reason, job_id=job_id
+                )
+                costs.record_load(session, model=spec.id, kind=self.device.kind, seconds=seconds)
+
+        self._write(write)
+
+    def load_failed(self, spec: ModelSpec, *, reason: str, job_id: uuid.UUID | None) -> None:
+        """A load failed (its job fails as model_load_failed)."""
+        self._write(
+            lambda s: groups.note_load_failed(s, self.group_id, spec.id, reason=reason, job_id=job_id)
+        )
+
+    def holds(self, held: dict[str, Resident]) -> None:
+        """A job starts on what the group holds: write the whole of it (last use included)."""
+        stamps = {
+            m: (datetime.fromtimestamp(r.since, UTC), datetime.fromtimestamp(r.last_used, UTC))
+            for m, r in held.items()
+        }
+        self._write(lambda s: groups.note_resident(s, self.group_id, stamps))
+
+    # --- the card's next job --------------------------------------------------------------------
+    def released(self, job_id: uuid.UUID) -> None:
+        """The job is done with the card (it may still be finishing): hand the group its next job."""
+        self._write(lambda s: groups.release_job(s, self.group_id, job_id))
+        self.clock.generated(job_id)
+        self.dispatch()
+
+    def ended(self, job_id: uuid.UUID, *, on_card: bool) -> None:
+        """The job's run is over. ``on_card``: it ended before it was done with the card (a failure
+        before or during generation), so the card is free now and the group takes its next job."""
+        if on_card:
+            self._write(lambda s: groups.release_job(s, self.group_id, job_id))
+        self.clock.ended(job_id)
+        if on_card:
+            self.dispatch()
+
+    def dispatch(self) -> None:
+        """A dispatch round (a failure is left to the maintenance rounds)."""
+        try:
+            dispatch_round(self.services)
+        except Exception:  # noqa: BLE001 - the maintenance round dispatches within seconds
+            log.warning("dispatch after a job failed; a maintenance round will", exc_info=True)
+
+    def _write(self, change: Callable[[Session], object]) -> None:
+        try:
+            with self.services.db.session() as session:
+                change(session)
+        except Exception:  # noqa: BLE001 - bookkeeping must never fail a job
+            log.warning("group %s: could not record a change", self.group_id, exc_info=True)

@@ -31,6 +31,7 @@ from jobservice.batches.plan import Plan
 from jobservice.batches.states import BatchStatus, mark_canceled, mark_running, reopen, still_creating
 from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobStatus
 from jobservice.errors import Conflict, NotFound
+from jobservice.fleet.eta import refresh as refresh_forecast
 from jobservice.jobs.idempotency import scoped_key
 from jobservice.jobs.submit import Submission, submit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
@@ -267,7 +268,12 @@ def submit_slots(services: Services, batch_id: uuid.UUID) -> Batch:
             break
     with services.db.session() as session:
         mark_running(session, batch_id)
-        return get_batch(session, batch_id)
+        batch = get_batch(session, batch_id)
+    try:  # the batch's jobs have their ETAs in the first answer, not a forecast interval later
+        refresh_forecast(services.db, services.catalog, services.settings, force=True)
+    except Exception:  # noqa: BLE001 - the next upkeep round works them out
+        log.warning("batch %s: its jobs' ETAs wait for the next forecast", batch_id, exc_info=True)
+    return batch
 
 
 def cancel_batch(services: Services, batch_id: uuid.UUID) -> Batch:

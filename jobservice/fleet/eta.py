@@ -107,17 +107,12 @@ def _engine(session: Session, snapshot: Snapshot, settings: Settings, catalog: C
         .where(Job.status == JobStatus.QUEUED, Job.dispatched_to.is_(None), Job.cancel_requested_at.is_(None))
         .order_by(Job.created_at, Job.id)
     )
-    for row in queued:
-        if row.model in state.models:
+    for waiting in queued:
+        if waiting.model in state.models:
+            seconds = float(waiting.output_seconds or 0.0)
+            submitted = waiting.created_at.timestamp()
             engine.submit(
-                SimJob(
-                    str(row.id),
-                    row.model,
-                    row.tenant,
-                    row.priority,
-                    float(row.output_seconds or 0.0),
-                    row.created_at.timestamp(),
-                )
+                SimJob(str(waiting.id), waiting.model, waiting.tenant, waiting.priority, seconds, submitted)
             )
     return engine
 
@@ -148,7 +143,7 @@ def refresh(db: Database, catalog: Catalog, settings: Settings, *, force: bool =
     process's turn."""
     now = utcnow()
     due = now - timedelta(seconds=settings.forecast_interval_seconds)
-    with db.session() as session:
+    with db.session() as session:  # a short transaction: take the turn
         insert_missing(session, FleetForecast, {"id": 1, "computed_at": EPOCH, "body": "{}"}, ["id"])
         claim = update(FleetForecast).where(FleetForecast.id == 1)
         if not force:
@@ -156,13 +151,12 @@ def refresh(db: Database, catalog: Catalog, settings: Settings, *, force: bool =
         taken = session.execute(claim.values(computed_at=now).execution_options(synchronize_session=False))
         if taken.rowcount != 1:  # type: ignore[attr-defined]
             return False
-        started = time.perf_counter()
+    started = time.perf_counter()
+    with db.session() as session:  # reads only: no write lock held while it plays the fleet forward
         body = compute(session, catalog, settings)
-        session.execute(
-            update(FleetForecast)
-            .where(FleetForecast.id == 1)
-            .values(body=json.dumps(body), computed_at=utcnow())
-        )
+    with db.session() as session:
+        stored = update(FleetForecast).where(FleetForecast.id == 1)
+        session.execute(stored.values(body=json.dumps(body), computed_at=utcnow()))
     log.debug("forecast of %d jobs in %.0f ms", len(body["jobs"]), (time.perf_counter() - started) * 1000)
     return True
 

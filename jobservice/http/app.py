@@ -12,6 +12,7 @@ from jobservice.http.api import (
     cross_site,
     errors,
     fast_poll,
+    fleet,
     jobs,
     metrics,
     openai_videos,
@@ -63,6 +64,7 @@ def create_app(
     app.register_blueprint(batches_api.bp)
     streams_api.init_app(app, services)  # live events and Prefer: wait share one watcher
     app.register_blueprint(quota.bp)
+    app.register_blueprint(fleet.bp)
     app.register_blueprint(openai_videos.bp)
     app.register_blueprint(webhooks_api.bp)  # GET /jobs/<id>/webhooks
     app.register_blueprint(batches_web.bp)

@@ -7,6 +7,7 @@ import binascii
 import json
 import uuid
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import literal, select, tuple_
@@ -14,12 +15,16 @@ from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import Malformed
+from jobservice.fleet.eta import Stored, eta_of, running_finish
 from jobservice.jobs.queries import queue_position, queue_positions
 from jobservice.jobs.views import ErrorView, JobView, ValidationView
 
 
-def job_view(job: Job, *, session: Session | None = None, position: int | None = None) -> JobView:
-    """Render ``job``; the queue position is computed when a session is given and the job is queued."""
+def job_view(
+    job: Job, *, session: Session | None = None, position: int | None = None, forecast: Stored | None = None
+) -> JobView:
+    """Render ``job``; the queue position is computed when a session is given and the job is queued,
+    the ETA of an unfinished job when the fleet's ``forecast`` is given (``jobservice.fleet.eta.latest``)."""
     status = JobStatus(job.status)
     if position is None and session is not None and status == JobStatus.QUEUED:
         position = queue_position(session, job)
@@ -68,8 +73,21 @@ def job_view(job: Job, *, session: Session | None = None, position: int | None =
         tenant=job.tenant or "default",
         expires_at=job.expires_at,
         expired=expired,
+        usage=job.usage or None,
+        **(_eta(forecast, job) if forecast is not None else {}),
         links=links,
     )
+
+
+def _eta(forecast: Stored, job: Job) -> dict[str, Any]:
+    eta = eta_of(forecast, job)
+    if eta is None:
+        return {}
+    fields = eta.view()
+    if JobStatus(job.status) == JobStatus.RUNNING:
+        fields["estimated_start_at"] = None
+        fields["estimated_finish_at"] = fields["estimated_finish_at"] or running_finish(forecast, job)
+    return fields
 
 
 class JobList(BaseModel):
@@ -80,11 +98,11 @@ class JobList(BaseModel):
     next_cursor: str | None = None
 
 
-def job_views(session: Session, jobs: list[Job]) -> list[JobView]:
+def job_views(session: Session, jobs: list[Job], *, forecast: Stored | None = None) -> list[JobView]:
     """Render a page of jobs; the queued ones' positions come from ``queue_positions`` (a few
     queries for the page, not one count per queued row)."""
     positions = queue_positions(session, jobs)
-    return [job_view(job, position=positions.get(job.id)) for job in jobs]
+    return [job_view(job, position=positions.get(job.id), forecast=forecast) for job in jobs]
 
 
 def encode_cursor(job: Job) -> str:

@@ -1,6 +1,7 @@
 """One upkeep round, as every worker's maintenance thread runs it (and ``jobservice reap``): card
 groups whose workers are gone move to ``down``, the reaper requeues dead runs and recovers lost
-messages, and a dispatch round hands free groups their next jobs."""
+messages, a dispatch round hands free groups their next jobs, and the queued jobs' ETAs are worked
+out again when they are due (by one process at a time)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import uuid
 from jobservice.broker import BrokerInspector, sender
 from jobservice.db.tables import utcnow
 from jobservice.fleet.dispatch import dispatch_round
+from jobservice.fleet.eta import refresh as refresh_forecast
 from jobservice.fleet.groups import groups_with_presence, is_online, mark_lost_groups_down
 from jobservice.fleet.presence import stale_after
 from jobservice.jobs.reaper import ReapResult, reap
@@ -76,4 +78,5 @@ class Upkeep:
                 len(result.unsent),
             )
         dispatch_round(self.services)
+        refresh_forecast(self.services.db, self.services.catalog, settings)  # when due, by one process
         return result

@@ -67,4 +67,22 @@ class JobView(BaseModel):
         default=None, description="When the job's files (inputs, video, report, log) will be deleted."
     )
     expired: bool = Field(default=False, description="The files were deleted by retention; the row stays.")
+    usage: dict[str, Any] | None = Field(
+        default=None,
+        description="Card-seconds the job used once an attempt ended: card_seconds (charged: load + "
+        "generate + finish, times its cards), phases {load, generate, finish}, cards, card_kind, attempts, "
+        "and wasted_card_seconds (attempts the service lost, never charged).",
+    )
+    estimated_start_at: datetime | None = Field(
+        default=None,
+        description="A queued job: when it should start (the fleet's forecast, refreshed every few seconds).",
+    )
+    estimated_finish_at: datetime | None = Field(
+        default=None, description="A queued or running job: when it should end."
+    )
+    eta_basis: str | None = Field(
+        default=None,
+        description="forecast; not_measured (its model's speed is a default, not a measurement); no_group "
+        "(no online card group may run its model: no ETA); unknown (no forecast yet). Null once it ended.",
+    )
     links: dict[str, str]

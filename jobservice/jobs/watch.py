@@ -26,12 +26,14 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import func, select
 
 from jobservice.db.engine import Database
 from jobservice.db.tables import Batch, Job, JobStatus
+from jobservice.fleet.eta import Stored, eta_of, latest, running_finish
 from jobservice.jobs.queries import queue_positions
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ class JobState:
     queue_position: int | None
     cancel_requested: bool
     attempts: int
+    eta: str | None = None  # the estimated start (queued) or finish (running), to the minute
 
     @property
     def is_terminal(self) -> bool:
@@ -111,6 +114,12 @@ def batch_state_from_token(token: str | None) -> BatchState | None:
         return None
 
 
+def eta_minute(start: datetime | None, finish: datetime | None) -> str | None:
+    """An ETA as a stream state holds it: to the minute, so a forecast's jitter is not an event."""
+    moment = start or finish
+    return moment.strftime("%Y-%m-%dT%H:%MZ") if moment is not None else None
+
+
 def job_state_of(view: Any) -> JobState:
     """The state shown by a rendered job view (a ``JobView``)."""
     return JobState(
@@ -120,10 +129,13 @@ def job_state_of(view: Any) -> JobState:
         queue_position=view.queue_position,
         cancel_requested=bool(view.cancel_requested),
         attempts=int(view.attempts),
+        eta=eta_minute(view.estimated_start_at, view.estimated_finish_at),
     )
 
 
-def read_job_states(session: Any, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, JobState]:
+def read_job_states(
+    session: Any, ids: Sequence[uuid.UUID], *, forecast: Stored | None = None
+) -> dict[uuid.UUID, JobState]:
     """The states of ``ids`` (missing rows left out), queue positions included: the rows in one
     query, the positions of the queued ones in one more per model (``queries.queue_positions``,
     an index range around the watched jobs, not a ranking of the whole queue at every tick)."""
@@ -139,8 +151,20 @@ def read_job_states(session: Any, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, J
             queue_position=positions.get(job.id),
             cancel_requested=job.cancel_requested_at is not None and not status.is_terminal,
             attempts=int(job.attempts or 0),
+            eta=_eta_minute(forecast, job),
         )
     return states
+
+
+def _eta_minute(forecast: Stored | None, job: Job) -> str | None:
+    if forecast is None:
+        return None
+    eta = eta_of(forecast, job)
+    if eta is None:
+        return None
+    if JobStatus(job.status) == JobStatus.RUNNING:
+        return eta_minute(None, eta.finish or running_finish(forecast, job))
+    return eta_minute(eta.start, eta.finish)
 
 
 def read_batch_states(session: Any, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, BatchState]:
@@ -276,7 +300,10 @@ class Watcher:
         out: dict[Key, State | None] = dict.fromkeys(keys)
         with self._db.session() as session:
             if jobs:
-                out.update({("job", i): s for i, s in read_job_states(session, jobs).items()})
+                forecast = latest(self._db)
+                out.update(
+                    {("job", i): s for i, s in read_job_states(session, jobs, forecast=forecast).items()}
+                )
             if batches:
                 out.update({("batch", i): s for i, s in read_batch_states(session, batches).items()})
         self.polls += 1

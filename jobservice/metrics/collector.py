@@ -76,6 +76,45 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Used memory of each card an online worker owns (as the worker last read it; every minute).",
         ("hostname", "devices", "card", "name"),
     ),
+    P + "card_seconds": (
+        "counter",
+        "Card-seconds of every card group in each ledger state (generating, loading, finishing, idle_warm, "
+        "idle_empty, down), by the model it concerned; a group's states sum to its cards times wall time.",
+        ("group", "state", "model"),
+    ),
+    P + "model_loads": (
+        "counter",
+        "Cold loads of a model on a card group, by why.",
+        ("model", "group", "reason"),
+    ),
+    P + "model_load_seconds": ("histogram", "How long cold loads took.", ("model",)),
+    P + "model_evictions": (
+        "counter",
+        "Models unloaded from a card group, by why (to make room for another, worker lost ...).",
+        ("model", "group", "reason"),
+    ),
+    P + "model_age_at_eviction_seconds": (
+        "histogram",
+        "How long an evicted model had been resident.",
+        ("model",),
+    ),
+    P + "tenant_card_seconds": (
+        "counter",
+        "Card-seconds charged to a tenant (every attempt's load, generation and finishing, times its cards).",
+        ("tenant", "model"),
+    ),
+    P + "wasted_card_seconds": (
+        "counter",
+        "Card-seconds the service lost on its own faults (worker lost, lease lost), never charged.",
+        ("model", "outcome"),
+    ),
+    P + "group_resident": ("gauge", "1 for each model a card group holds now.", ("group", "model")),
+    P + "group_state": ("gauge", "1 for the ledger state each card group is in now.", ("group", "state")),
+    P + "group_memory_used_ratio": (
+        "gauge",
+        "Memory of a card group's first card held by its resident models, over what the card has.",
+        ("group",),
+    ),
     P + "metrics_database_up": ("gauge", "1 if this scrape could read the database.", ()),
     P + "metrics_database_seconds": ("gauge", "Time this scrape spent reading the database.", ()),
 }
@@ -118,10 +157,18 @@ class JobsCollector(Collector):
         with db.session() as session:
             queues = live.queues(session, models=self.services.catalog.ids(), now=now)
             fleet = live.fleet(session, stale_after_seconds=stale_after(settings), now=now)
-        yield from _counter_families(totals)
+            unfolded = counters.open_card_seconds(session, counted_until=totals.counted_until, now=now)
+            groups = live.groups(session, self.services.catalog)
+        yield from _counter_families(totals, unfolded)
         yield _gauge(P + "jobs_counted_until_seconds", [((), totals.counted_until.timestamp())])
         yield from _queue_families(queues)
         yield from _fleet_families(fleet)
+        yield _gauge(P + "group_resident", [((g.id, m), 1) for g in groups for m in g.resident])
+        yield _gauge(P + "group_state", [((g.id, g.state), 1) for g in groups])
+        yield _gauge(
+            P + "group_memory_used_ratio",
+            [((g.id,), g.memory_ratio) for g in groups if g.memory_ratio is not None],
+        )
 
 
 def _labels(key: str) -> dict[str, str]:
@@ -129,27 +176,58 @@ def _labels(key: str) -> dict[str, str]:
     return value
 
 
-def _counter_families(totals: Totals) -> Iterator[Metric]:
+COUNTERS = (
+    counters.SUBMITTED,
+    counters.FINISHED,
+    counters.VALIDATED,
+    counters.QC_FAILURES,
+    counters.MODEL_LOADS,
+    counters.MODEL_EVICTIONS,
+    counters.TENANT_CARD_SECONDS,
+    counters.WASTED_CARD_SECONDS,
+)
+HISTOGRAMS = (counters.STAGE_SECONDS, counters.MODEL_LOAD_SECONDS, counters.MODEL_AGE_AT_EVICTION)
+
+
+def _counter_families(totals: Totals, unfolded: dict[tuple[str, str, str], float]) -> Iterator[Metric]:
     by_name: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
     for (name, key), value in sorted(totals.rows.items()):
         by_name[name].append((_labels(key), value))
-    for name in (counters.SUBMITTED, counters.FINISHED, counters.VALIDATED, counters.QC_FAILURES):
+    for name in COUNTERS:
         family = P + name
         labels = FAMILIES[family][2]
         metric = CounterMetricFamily(family, FAMILIES[family][1], labels=labels)
         for values, value in by_name[name]:
             metric.add_metric([values.get(label, "") for label in labels], value)
         yield metric
-    yield _histogram(by_name)
+    yield _card_seconds(by_name[counters.CARD_SECONDS], unfolded)
+    for name in HISTOGRAMS:
+        yield _histogram(name, by_name)
 
 
-def _histogram(by_name: dict[str, list[tuple[dict[str, str], float]]]) -> Metric:
-    family = P + counters.STAGE_SECONDS
-    metric = HistogramMetricFamily(family, FAMILIES[family][1], labels=FAMILIES[family][2])
-    buckets: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
-    for values, value in by_name[counters.STAGE_SECONDS + "_bucket"]:
-        buckets[(values["model"], values["stage"])][values["le"]] = value
-    sums = {(v["model"], v["stage"]): value for v, value in by_name[counters.STAGE_SECONDS + "_sum"]}
+def _card_seconds(
+    folded: list[tuple[dict[str, str], float]], unfolded: dict[tuple[str, str, str], float]
+) -> Metric:
+    """The ledger's counter: closed spans folded in, plus what the spans not folded yet hold so far."""
+    family = P + counters.CARD_SECONDS
+    totals = dict(unfolded)
+    for values, value in folded:
+        key = (values.get("group", ""), values.get("state", ""), values.get("model", ""))
+        totals[key] = totals.get(key, 0.0) + value
+    metric = CounterMetricFamily(family, FAMILIES[family][1], labels=FAMILIES[family][2])
+    for key, value in sorted(totals.items()):
+        metric.add_metric(list(key), value)
+    return metric
+
+
+def _histogram(name: str, by_name: dict[str, list[tuple[dict[str, str], float]]]) -> Metric:
+    family = P + name
+    labels = FAMILIES[family][2]
+    metric = HistogramMetricFamily(family, FAMILIES[family][1], labels=labels)
+    buckets: dict[tuple[str, ...], dict[str, float]] = defaultdict(dict)
+    for values, value in by_name[name + "_bucket"]:
+        buckets[tuple(values.get(label, "") for label in labels)][values["le"]] = value
+    sums = {tuple(v.get(label, "") for label in labels): value for v, value in by_name[name + "_sum"]}
     for series, found in sorted(buckets.items()):
         cumulative: list[tuple[str, float]] = []
         for bound in counters.BUCKETS:  # a bucket below every observation was never written: 0

@@ -2,7 +2,9 @@
 
 A finished job's row is the truth: whoever finished it (the worker, the reaper in another worker,
 the API cancelling a queued job), its status, error code, timings and failed checks are there. So
-the job metrics come from the table, not from counters in the processes that ran the jobs.
+the job metrics come from the table, not from counters in the processes that ran the jobs. The
+fleet's come the same way from its tables: the ledger's closed spans (card-seconds per group, state
+and model), its loads and evictions, and the attempts' recorded usage (card-seconds per tenant).
 
 To stay cheap on a large table, nothing here groups the whole table: ``job_counter_marks`` says up
 to when jobs have been counted, and each advance adds only the jobs created or finished in
@@ -21,10 +23,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
-from jobservice.db.tables import Job, JobCounter, JobCounterMark
+from jobservice.db.tables import FleetEvent, Job, JobCounter, JobCounterMark, JobUsage, LedgerSpan
 
 MARK = "jobs"
 SUBMITTED = "jobs_submitted"  # labels: model, source
@@ -32,6 +34,13 @@ FINISHED = "jobs_finished"  # labels: model, status, error_code
 VALIDATED = "jobs_validated"  # labels: model, verdict
 QC_FAILURES = "qc_failures"  # labels: model, check
 STAGE_SECONDS = "job_stage_seconds"  # a histogram; labels: model, stage (+ le on its buckets)
+CARD_SECONDS = "card_seconds"  # labels: group, state, model (the ledger's closed spans x cards)
+MODEL_LOADS = "model_loads"  # labels: model, group, reason
+MODEL_LOAD_SECONDS = "model_load_seconds"  # a histogram; labels: model
+MODEL_EVICTIONS = "model_evictions"  # labels: model, group, reason
+MODEL_AGE_AT_EVICTION = "model_age_at_eviction_seconds"  # a histogram; labels: model
+TENANT_CARD_SECONDS = "tenant_card_seconds"  # labels: tenant, model (charged attempts)
+WASTED_CARD_SECONDS = "wasted_card_seconds"  # labels: model, outcome (worker_lost, lease_lost)
 
 # Stages as the jobs table's ``timings`` names them (``<stage>_ms``); ``end_to_end`` is
 # created -> finished, as a client sees it.
@@ -142,7 +151,64 @@ def count_window(session: Session, since: datetime, until: datetime) -> Tally:
     for row in session.execute(finished.execution_options(yield_per=1000)):
         tally.jobs += 1
         _count_finished(tally, *row)
+    _count_fleet(session, tally, since, until)
     return tally
+
+
+def _count_fleet(session: Session, tally: Tally, since: datetime, until: datetime) -> None:
+    """The ledger's spans that closed, the loads and evictions, and the usage recorded, in the window."""
+    spans = select(
+        LedgerSpan.group_id,
+        LedgerSpan.state,
+        LedgerSpan.model,
+        LedgerSpan.cards,
+        LedgerSpan.started_at,
+        LedgerSpan.ended_at,
+    ).where(LedgerSpan.ended_at > since, LedgerSpan.ended_at <= until)
+    for group, state, model, cards, started, ended in session.execute(spans):
+        seconds = max(0.0, ((ended or started) - started).total_seconds()) * (cards or 1)
+        tally.add(CARD_SECONDS, {"group": group, "state": state, "model": model or ""}, seconds)
+    events = select(
+        FleetEvent.group_id, FleetEvent.kind, FleetEvent.model, FleetEvent.reason, FleetEvent.seconds
+    ).where(FleetEvent.at > since, FleetEvent.at <= until)
+    for group, kind, model, reason, took in session.execute(events):
+        labels = {"model": model, "group": group, "reason": reason}
+        if kind == "load":
+            tally.add(MODEL_LOADS, labels)
+            tally.observe(MODEL_LOAD_SECONDS, {"model": model}, float(took or 0.0))
+        elif kind == "evict":
+            tally.add(MODEL_EVICTIONS, labels)
+            tally.observe(MODEL_AGE_AT_EVICTION, {"model": model}, float(took or 0.0))
+    usage = select(
+        JobUsage.tenant, JobUsage.model, JobUsage.outcome, JobUsage.charged, JobUsage.card_seconds
+    ).where(JobUsage.recorded_at > since, JobUsage.recorded_at <= until)
+    for tenant, model, outcome, charged, card_seconds in session.execute(usage):
+        if charged:
+            tally.add(TENANT_CARD_SECONDS, {"tenant": tenant, "model": model}, card_seconds)
+        else:
+            tally.add(WASTED_CARD_SECONDS, {"model": model, "outcome": outcome}, card_seconds)
+
+
+def open_card_seconds(
+    session: Session, *, counted_until: datetime, now: datetime
+) -> dict[tuple[str, str, str], float]:
+    """Card-seconds of the spans not folded into the counters yet (still open, or closed after
+    ``counted_until``), by (group, state, model): added at scrape time, so the counter grows while a
+    group stays in one state, and never steps back when its span closes and is folded."""
+    query = select(
+        LedgerSpan.group_id,
+        LedgerSpan.state,
+        LedgerSpan.model,
+        LedgerSpan.cards,
+        LedgerSpan.started_at,
+        LedgerSpan.ended_at,
+    ).where(or_(LedgerSpan.ended_at.is_(None), LedgerSpan.ended_at > counted_until))
+    found: dict[tuple[str, str, str], float] = {}
+    for group, state, model, cards, started, ended in session.execute(query):
+        seconds = max(0.0, (min(ended or now, now) - started).total_seconds()) * (cards or 1)
+        key = (group, state, model or "")
+        found[key] = found.get(key, 0.0) + seconds
+    return found
 
 
 def _count_finished(

@@ -13,7 +13,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from jobservice.db.tables import Job, JobStatus, WorkerRecord
+from jobservice.catalog import Catalog
+from jobservice.db.tables import FleetGroup, Job, JobStatus, WorkerRecord
+from jobservice.fleet.costs import memory_gb
 from jobservice.fleet.placement import DeviceSpecError, parse_devices
 from jobservice.fleet.presence import online_workers
 
@@ -46,6 +48,31 @@ class Fleet:
     by_group: dict[tuple[str, str], int] = field(default_factory=dict)  # (devices, kind) -> workers
     by_model: dict[str, int] = field(default_factory=dict)
     cards: list[Card] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GroupNow:
+    """A card group's residency and ledger state now."""
+
+    id: str
+    state: str
+    resident: tuple[str, ...]
+    memory_ratio: float | None  # resident memory of its first card over the card's
+
+
+def groups(session: Session, catalog: Catalog) -> list[GroupNow]:
+    """Every card group's state and residency (one row each)."""
+    found = []
+    for group in session.scalars(select(FleetGroup).order_by(FleetGroup.id)):
+        resident = tuple(sorted(group.resident or {}))
+        ratio = None
+        if group.memory_gb_per_card:
+            used = sum(
+                memory_gb(spec) / max(1, spec.cards) for m in resident if (spec := catalog.get(m)) is not None
+            )
+            ratio = round(used / group.memory_gb_per_card, 4)
+        found.append(GroupNow(group.id, group.state, resident, ratio))
+    return found
 
 
 def queues(session: Session, *, models: list[str], now: datetime) -> dict[str, ModelQueue]:

@@ -30,6 +30,7 @@ from jobservice.batches.spec import (
 from jobservice.batches.states import BatchStatus
 from jobservice.db.tables import Batch
 from jobservice.errors import Conflict, DomainError, Invalid, Malformed, NotFound, TooLarge, Unsupported
+from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.auth import current_principal
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.jobs import services
@@ -223,7 +224,8 @@ def jobs(batch_id: str) -> Response:
             cursor = request.args.get("cursor") or None
             rows, next_cursor = batch_jobs_page(session, batch.id, limit=int(raw_limit), cursor=cursor)
         views: list[dict[str, Any]] = []
-        for job, view in zip(rows, job_views(session, rows), strict=True):
+        forecast = latest_forecast(services().db)
+        for job, view in zip(rows, job_views(session, rows, forecast=forecast), strict=True):
             place = {"batch": {"case": job.batch_case, "repeat": job.batch_repeat}}
             views.append(view.model_dump(mode="json") | place)
     return jsonify({"object": "list", "jobs": views, "next_cursor": next_cursor})

@@ -29,6 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from jobservice.auth.principal import Principal, anonymous
 from jobservice.db.tables import JobStatus
 from jobservice.errors import TooMany
+from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.auth import limits_for, principal_for_secret
 from jobservice.http.api.cross_site import allowed_hosts, host_allowed, host_name
 from jobservice.http.api.errors import respond
@@ -116,9 +117,10 @@ class FastPoll:
 
     def _shown(self, job_id: uuid.UUID, row: Row[Any]) -> _Shown | None:
         """The answer for the row ``values`` (None for a queued job): the last one rendered for this
-        job when the row has not changed since, else rendered now. The view is a function of the
-        row alone, so an unchanged row (compared column by column) means unchanged bytes."""
-        values = tuple(row)
+        job when neither the row nor the fleet's forecast changed since, else rendered now. The view
+        is a function of the row and the forecast, so both unchanged means unchanged bytes."""
+        forecast = latest_forecast(self.services.db)
+        values = (*tuple(row), id(forecast))  # a running job's ETA changes with the forecast
         kept = self.shown.get(job_id)
         if kept is not None and kept.values == values:
             return kept
@@ -126,7 +128,7 @@ class FastPoll:
         status = JobStatus(job.status)
         if status == JobStatus.QUEUED:
             return None
-        body = (job_view(job).model_dump_json() + "\n").encode()
+        body = (job_view(job, forecast=forecast).model_dump_json() + "\n").encode()
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
         if not status.is_terminal:
             headers.append(("X-Poll-After-Ms", POLL_AFTER_MS))

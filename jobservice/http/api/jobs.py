@@ -12,6 +12,7 @@ from flask import Blueprint, Response, current_app, jsonify, redirect, request, 
 from jobservice.auth.principal import Principal
 from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import Conflict, Gone, Invalid, NotFound
+from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.auth import current_principal
 from jobservice.http.api.prefer import applied, held
 from jobservice.http.api.submission import parse_submission
@@ -67,12 +68,13 @@ def files_of(job: Job) -> Job:
 def render(job: Job, status: int = 200, *, new: bool = False) -> Response:
     """A job view response, with a polling hint while the job is unfinished (``new``: just queued,
     so its position comes from the queue counters, not a count of the jobs ahead)."""
+    forecast = latest_forecast(services().db)
     if JobStatus(job.status) == JobStatus.QUEUED:  # only a queued job needs a query (its position)
         with services().db.reading() as conn:  # a kept autocommit connection: no pool round trip
             position = count_ahead_of_new(conn, job) if new else count_ahead(conn, job)
-        view = job_view(job, position=position)
+        view = job_view(job, position=position, forecast=forecast)
     else:
-        view = job_view(job)
+        view = job_view(job, forecast=forecast)
     # pydantic's own serializer: a third of the cost of model_dump + jsonify on the poll path.
     response = Response(view.model_dump_json() + "\n", status=status, mimetype="application/json")
     if not JobStatus(job.status).is_terminal:
@@ -128,7 +130,9 @@ def index_jobs() -> Response:
             cursor=request.args.get("cursor") or None,
             tenant=tenant,
         )
-        page = JobList(jobs=job_views(session, rows), next_cursor=next_cursor)
+        page = JobList(
+            jobs=job_views(session, rows, forecast=latest_forecast(services().db)), next_cursor=next_cursor
+        )
     return Response(page.model_dump_json() + "\n", mimetype="application/json")  # one pydantic pass
 
 

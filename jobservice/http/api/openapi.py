@@ -24,6 +24,7 @@ from jobservice.http.api.doc import (
     ref,
     refused,
 )
+from jobservice.http.api.fleet import FLEET_MODELS, FLEET_ROUTES
 from jobservice.http.api.metrics import METRICS_ROUTES
 from jobservice.http.api.openai_doc import OPENAI_MODELS, OPENAI_ROUTES
 from jobservice.http.api.openapi_batches import BATCH_MODELS, BATCH_ROUTES
@@ -56,6 +57,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     JobCreate,
     *BATCH_MODELS,
     *QUOTA_MODELS,
+    *FLEET_MODELS,
     *OPENAI_MODELS,
 )
 
@@ -222,6 +224,7 @@ def build_openapi(catalog: Catalog) -> dict[str, Any]:
         *ROUTES,
         *BATCH_ROUTES,
         *QUOTA_ROUTES,
+        *FLEET_ROUTES,
         *METRICS_ROUTES,
         *OPENAI_ROUTES,
         *WEBHOOK_ROUTES,

@@ -29,6 +29,7 @@ from jobservice.batches.finalize import refresh_batch
 from jobservice.batches.schemas import batch_view
 from jobservice.batches.states import BatchStatus
 from jobservice.errors import Unavailable
+from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.batches import load_batch
 from jobservice.http.api.doc import Route, in_path, in_query, refused
 from jobservice.http.api.jobs import load_job, services
@@ -119,6 +120,8 @@ def job_event_name(before: State | None, after: State) -> str | None:
         return "progress"
     if before.queue_position != after.queue_position:
         return "queue_position"
+    if before.eta != after.eta:
+        return "eta"
     return None
 
 
@@ -185,7 +188,7 @@ def job_feed(svc: Services, job_id: uuid.UUID) -> Feed:
             job = get_job(session, job_id)
             if job is None:
                 return None
-            view = job_view(job, session=session)
+            view = job_view(job, session=session, forecast=latest_forecast(svc.db))
         return job_state_of(view), view.model_dump(mode="json")
 
     def ended(state: State) -> bool:

@@ -19,6 +19,7 @@ from werkzeug.datastructures import MultiDict
 
 from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import DomainError, NotFound
+from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.auth import current_principal
 from jobservice.http.api.jobs import files_of, load_job, services
 from jobservice.http.web.blueprint import bp
@@ -81,7 +82,7 @@ def _rows(query: ListQuery) -> tuple[list[dict[str, Any]], str | None]:
             cursor=query.cursor,
             tenant=current_principal().scope(),
         )
-        views = job_views(session, jobs)
+        views = job_views(session, jobs, forecast=latest_forecast(services().db))
         rows = [_row(job, view.model_dump()) for job, view in zip(jobs, views, strict=True)]
     return rows, next_cursor
 
@@ -151,7 +152,7 @@ def job_page(job_id: str) -> str:
     """One job: live progress while it runs; then its video, validation, timings and report."""
     job = load_job(job_id)
     with services().db.session() as session:
-        view = job_view(job, session=session)
+        view = job_view(job, session=session, forecast=latest_forecast(services().db))
         events = events_of(session, job.id)
     report, report_json, report_problem = _report(job)
     validation = report.validation if report else None

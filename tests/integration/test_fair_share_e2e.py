@@ -72,7 +72,9 @@ def test_a_lone_job_is_not_starved_by_a_thousand_queued_ahead(fair: Stack) -> No
     ahead = claimed_between(stack, "tenant-a", asked, done.claimed_at)
     assert ahead <= 1, f"{ahead} of tenant A's jobs started before B's"
     with stack.services.db.session() as s:
-        waiting = s.scalar(select(Job).where(Job.tenant == "tenant-a", Job.status == JobStatus.QUEUED).limit(1))
+        waiting = s.scalar(
+            select(Job).where(Job.tenant == "tenant-a", Job.status == JobStatus.QUEUED).limit(1)
+        )
     assert waiting is not None, "A's backlog is still there: B did not simply come after it"
 
     # Every queued job carries an ETA from the forecast, later for jobs further back.
@@ -97,7 +99,9 @@ def test_usage_over_a_day_sums_the_jobs_usage_and_metrics_agree(fair: Stack) -> 
             assert stack.wait(str(job_id), timeout=120).status == JobStatus.SUCCEEDED
     now = utcnow()
     span = {"from": (now - timedelta(days=1)).isoformat(), "to": (now + timedelta(minutes=1)).isoformat()}
-    report = stack.client.get("/usage", query_string={"group_by": "tenant", "bucket": "day", **span}).get_json()
+    report = stack.client.get(
+        "/usage", query_string={"group_by": "tenant", "bucket": "day", **span}
+    ).get_json()
     by_tenant: dict[str, float] = {}
     for row in report["rows"]:
         by_tenant[row["tenant"]] = by_tenant.get(row["tenant"], 0.0) + row["card_seconds"]
@@ -106,8 +110,12 @@ def test_usage_over_a_day_sums_the_jobs_usage_and_metrics_agree(fair: Stack) -> 
         own = sum(j.usage["card_seconds"] for j in jobs if j.usage)
         assert own > 0 and by_tenant[tenant] == pytest.approx(own, abs=0.01), tenant
         assert all(j.usage and j.usage["phases"]["generate"] > 0 for j in jobs)
-    csv = stack.client.get("/usage", query_string={"group_by": "tenant", **span}, headers={"Accept": "text/csv"})
-    assert csv.mimetype == "text/csv" and csv.get_data(as_text=True).splitlines()[0].startswith("bucket,tenant,")
+    csv = stack.client.get(
+        "/usage", query_string={"group_by": "tenant", **span}, headers={"Accept": "text/csv"}
+    )
+    assert csv.mimetype == "text/csv" and csv.get_data(as_text=True).splitlines()[0].startswith(
+        "bucket,tenant,"
+    )
 
     deadline = time.monotonic() + 20
     metrics: dict[str, float] = {}

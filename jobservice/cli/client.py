@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import click
 import requests
 
 from jobservice.client import ApiError, Client, JobView, WaitTimeout
+from jobservice.fleet.views import eta_words
 
 MAIN_STAGES = ("queue_wait", "fetch", "load", "generate", "encode", "validate", "upload", "total")
 
@@ -88,14 +90,29 @@ def _draw(job: dict[str, Any], previous: str) -> str:
     width = 30
     done = int(width * float(job.get("progress") or 0))
     where = job["stage"]
+    now = datetime.now(UTC)
     if job["status"] == "queued" and job.get("queue_position") is not None:
         where = f"queued, {job['queue_position']} ahead"
-    line = f"{job['id'][:8]} [{'#' * done}{'.' * (width - done)}] {job['progress'] * 100:5.1f}% {where:<24}"
+        eta = eta_words(_moment(job.get("estimated_start_at")), now)
+        if eta:
+            where += f", {eta}"
+    elif job["status"] == "running":
+        eta = eta_words(_moment(job.get("estimated_finish_at")), now, verb="ends")
+        if eta:
+            where += f", {eta}"
+    line = f"{job['id'][:8]} [{'#' * done}{'.' * (width - done)}] {job['progress'] * 100:5.1f}% {where:<40}"
     if line != previous:
         lead = "\r" if sys.stderr.isatty() else ("\n" if previous else "")
         sys.stderr.write(lead + line)
         sys.stderr.flush()
     return line
+
+
+def _moment(raw: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(raw)) if raw else None
+    except ValueError:
+        return None
 
 
 def describe(job: dict[str, Any], base_url: str) -> str:
@@ -120,6 +137,16 @@ def describe(job: dict[str, Any], base_url: str) -> str:
         lines.append(
             "  speed: " + " ".join(figures) + (" (cold start)" if job.get("cold_start") else " (warm)")
         )
+    usage = job.get("usage") or {}
+    if usage.get("card_seconds") is not None:
+        phases = usage.get("phases") or {}
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in phases.items() if v)
+        wasted = (
+            f"; {usage['wasted_card_seconds']:.1f} lost by the service"
+            if usage.get("wasted_card_seconds")
+            else ""
+        )
+        lines.append(f"  usage: {usage['card_seconds']:.1f} card-seconds ({parts}){wasted}")
     links = job.get("links") or {}
     if "video" in links:
         lines.append(f"  video: {base_url.rstrip('/')}{links['video']}")

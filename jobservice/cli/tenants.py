@@ -1,4 +1,6 @@
-"""``jobservice tenants``: set and show a tenant's quota and retention overrides.
+"""``jobservice tenants``: set and show a tenant's quota and retention overrides, and its fair-share
+weight (``--weight``: a tenant of weight 3 gets three times the card-seconds of a tenant of weight 1
+while both have jobs waiting; default 1).
 
 A tenant needs no row to exist (its jobs and keys name it); a row only overrides the settings'
 defaults (``JOBSERVICE_QUOTA_*``, ``JOBSERVICE_RETENTION_HOURS``), and a key's own overrides win
@@ -50,9 +52,14 @@ def tenants_group() -> None:
 @click.option("--jobs-per-hour", type=click.IntRange(min=0), help="Jobs created per rolling hour.")
 @click.option("--requests-per-minute", type=click.IntRange(min=0), help="Per key (0: no rate limit).")
 @click.option("--retention-hours", type=click.FloatRange(min=0, min_open=True), help="Keep files this long.")
+@click.option(
+    "--weight",
+    type=click.FloatRange(min=0.01, max=1000),
+    help="Fair share: its card-seconds count divided by this while others wait (default 1).",
+)
 @click.option("--clear", is_flag=True, help="Drop the existing overrides first (back to the defaults).")
 @click.option("--json", "as_json", is_flag=True)
-def set_command(name: str, clear: bool, as_json: bool, **values: Any) -> None:
+def set_command(name: str, clear: bool, as_json: bool, weight: float | None, **values: Any) -> None:
     """Create or update tenant NAME's overrides (options not given are kept, unless --clear)."""
     settings = Settings()
     with refusals():
@@ -64,8 +71,12 @@ def set_command(name: str, clear: bool, as_json: bool, **values: Any) -> None:
                 row = Tenant(name=tenant, limits={}, created_at=utcnow(), updated_at=utcnow())
                 session.add(row)
             row.limits = {**({} if clear else dict(row.limits or {})), **given}
+            if weight is not None:
+                row.weight = weight
+            elif clear:
+                row.weight = 1.0
             row.updated_at = utcnow()
-            shown = _describe(session, settings, tenant, row.limits)
+            shown = _describe(session, settings, tenant, row.limits, row.weight)
     _echo([shown], as_json, single=True)
 
 
@@ -79,23 +90,34 @@ def show_command(name: str | None, as_json: bool) -> None:
         if name is not None:
             row = session.get(Tenant, check_tenant(name))
             _echo(
-                [_describe(session, settings, name, dict(row.limits or {}) if row else {})],
+                [
+                    _describe(
+                        session,
+                        settings,
+                        name,
+                        dict(row.limits or {}) if row else {},
+                        row.weight if row else 1.0,
+                    )
+                ],
                 as_json,
                 single=True,
             )
             return
         rows = session.scalars(select(Tenant).order_by(Tenant.name))
-        shown = [_describe(session, settings, r.name, dict(r.limits or {})) for r in rows]
+        shown = [_describe(session, settings, r.name, dict(r.limits or {}), r.weight) for r in rows]
     if not shown and not as_json:
         click.echo("no tenant has overrides; every tenant has the defaults")
         return
     _echo(shown, as_json, single=False)
 
 
-def _describe(session: Any, settings: Settings, tenant: str, overrides: dict[str, Any]) -> dict[str, Any]:
+def _describe(
+    session: Any, settings: Settings, tenant: str, overrides: dict[str, Any], weight: float | None
+) -> dict[str, Any]:
     limits = resolve_limits(settings, tenant=overrides).as_dict()
     return {
         "tenant": tenant,
+        "weight": weight if weight is not None else 1.0,
         "overrides": overrides,
         "limits": limits,
         "usage": tenant_usage(session, tenant).as_dict(),
@@ -107,7 +129,7 @@ def _echo(shown: list[dict[str, Any]], as_json: bool, *, single: bool) -> None:
         click.echo(json.dumps(shown[0] if single else shown, indent=2))
         return
     for entry in shown:
-        click.echo(f"tenant {entry['tenant']}")
+        click.echo(f"tenant {entry['tenant']}  (fair-share weight {entry['weight']:g})")
         for limit, value in entry["limits"].items():
             mark = "  (override)" if limit in entry["overrides"] else ""
             click.echo(f"  {limit:<20} {value}{mark}")

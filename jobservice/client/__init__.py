@@ -10,7 +10,8 @@
 http.py     transport: bearer key, ApiError, retries with backoff (Retry-After honoured)
 sse.py      the text/event-stream parser
 follow.py   waiting: the live stream, reconnecting with Last-Event-ID; polling when there is none
-jobs.py     /jobs calls; batches.py /batches calls; api.py the Client; models.py the typed answers
+jobs.py     /jobs calls; batches.py /batches calls; fleet.py /fleet and /usage; api.py the Client;
+models.py   the typed answers
 """
 
 from jobservice.client.api import Client

@@ -8,11 +8,12 @@ from collections.abc import Callable
 import requests
 
 from jobservice.client.batches import BatchCalls
+from jobservice.client.fleet import FleetCalls
 from jobservice.client.http import Backoff, Transport
 from jobservice.client.jobs import JobCalls
 
 
-class Client(JobCalls, BatchCalls):
+class Client(JobCalls, BatchCalls, FleetCalls):
     """The API at ``base_url``; ``api_key`` defaults to JOBSERVICE_API_KEY (none: keys are off).
 
     ``timeout`` is the seconds one request may take (connecting, or between bytes of the answer);

@@ -132,3 +132,20 @@ class UsageView(BaseModel):
     total_card_seconds: float
 
     model_config = {"populate_by_name": True}
+
+
+def eta_words(moment: datetime | None, now: datetime, *, verb: str = "starts") -> str | None:
+    """An ETA as people say it: "starts in about 4 min", "starts any moment"; None without one."""
+    if moment is None:
+        return None
+    seconds = (moment - now).total_seconds()
+    if seconds < 20:
+        return f"{verb} any moment"
+    if seconds < 90:
+        return f"{verb} in about a minute"
+    if seconds < 3600:
+        return f"{verb} in about {round(seconds / 60)} min"
+    if seconds < 48 * 3600:
+        hours = seconds / 3600
+        return f"{verb} in about {hours:.1f} h" if hours < 10 else f"{verb} in about {round(hours)} h"
+    return f"{verb} in about {round(seconds / 86400)} days"

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -27,6 +29,7 @@ from sqlalchemy import select
 
 from jobservice.db.tables import FleetEvent, FleetGroup, Job, JobUsage, LedgerSpan
 from jobservice.fleet.replay import figures, parse_trace, replay
+from tests.browser.server import serve
 from tests.integration.conftest import Stack, build_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -216,3 +219,27 @@ def test_fleet_status_shows_residency_and_the_ledger(fleet: Stack) -> None:
     assert any(g["loads"] for g in by_id.values())
     models = {m["id"]: m for m in body["models"]}
     assert set(models[A]["eligible_groups"]) == set(by_id)
+
+    # The same through the CLI, over HTTP, as an operator reads it.
+    with serve(stack.services) as base:
+        env = {**stack.env, "JOBSERVICE_URL": base}
+        table = cli(env, "fleet", "status")
+        usage = cli(env, "usage", "--group-by", "tenant,model", "--csv")
+        as_json = json.loads(cli(env, "fleet", "status", "--json"))
+    for name in GROUPS:
+        assert group_id(name) in table
+    assert "last 24 h:" in table and A in table
+    assert usage.splitlines()[0].startswith("bucket,tenant,model,jobs,")
+    assert {g["id"] for g in as_json["groups"]} == set(by_id)
+
+
+def cli(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "jobservice.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout

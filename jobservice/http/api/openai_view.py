@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from jobservice.catalog import Catalog
 from jobservice.db.tables import Job, JobEvent, JobStatus
 from jobservice.errors import DomainError
+from jobservice.fleet.eta import Stored, eta_of, running_finish
 
 STATUS = {
     JobStatus.QUEUED: "queued",
@@ -55,6 +56,10 @@ class VideoView(BaseModel):
     seconds: str = Field(description="Duration in seconds, as a string.")
     error: VideoError | None = None
     remixed_from_video_id: str | None = None
+    # jobservice's own (an OpenAI SDK keeps them in the object's extra fields):
+    estimated_start_at: int | None = Field(default=None, description="Unix seconds; a queued video's ETA.")
+    estimated_completed_at: int | None = Field(default=None, description="Unix seconds; when it should end.")
+    usage: dict[str, Any] | None = Field(default=None, description="Card-seconds used (as on /jobs).")
 
 
 class VideoList(BaseModel):
@@ -123,8 +128,8 @@ def clip_size(params: dict[str, Any], inputs: dict[str, Any]) -> str:
     return f"{width}x{height}"
 
 
-def video_view(job: Job, *, remixed_from: str | None = None) -> VideoView:
-    """Render ``job`` as an OpenAI ``video`` object."""
+def video_view(job: Job, *, remixed_from: str | None = None, forecast: Stored | None = None) -> VideoView:
+    """Render ``job`` as an OpenAI ``video`` object (with its ETA when the fleet's ``forecast`` is given)."""
     status = JobStatus(job.status)
     params, inputs = dict(job.params or {}), dict(job.input_meta or {})
     error = None
@@ -134,6 +139,7 @@ def video_view(job: Job, *, remixed_from: str | None = None) -> VideoView:
         error = VideoError(code=job.error_code or "failed", message=job.error_message or "The run failed.")
     progress = 100 if status == JobStatus.SUCCEEDED else int(round(float(job.progress or 0.0) * 100))
     prompt = params.get("prompt")
+    eta = _eta(job, forecast)
     return VideoView(
         id=str(job.id),
         model=job.model,
@@ -147,7 +153,21 @@ def video_view(job: Job, *, remixed_from: str | None = None) -> VideoView:
         seconds=clip_seconds(params, inputs),
         error=error,
         remixed_from_video_id=remixed_from,
+        usage=job.usage or None,
+        estimated_start_at=eta[0],
+        estimated_completed_at=eta[1],
     )
+
+
+def _eta(job: Job, forecast: Stored | None) -> tuple[int | None, int | None]:
+    eta = eta_of(forecast, job) if forecast is not None else None
+    if eta is None:
+        return None, None
+    finish = eta.finish or (
+        running_finish(forecast, job) if JobStatus(job.status) == JobStatus.RUNNING else None
+    )
+    start = eta.start if JobStatus(job.status) == JobStatus.QUEUED else None
+    return _unix(start), _unix(finish)
 
 
 def remix_sources(session: Session, job_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from jobservice.http.web import new_job, pages, sign_in  # noqa: F401 - importing them attaches their routes
+from jobservice.http.web import fleet, new_job, pages, sign_in  # noqa: F401 - importing them attaches their routes
 from jobservice.http.web.blueprint import bp
 from jobservice.http.web.security import session_secret
 from jobservice.wiring import Services

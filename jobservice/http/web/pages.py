@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from flask import flash, redirect, render_template, request, send_file, url_for
@@ -25,7 +26,7 @@ from jobservice.http.api.jobs import files_of, load_job, services
 from jobservice.http.web.blueprint import bp
 from jobservice.http.web.charts import failed_first, stage_bar, timeline
 from jobservice.http.web.security import check_csrf
-from jobservice.http.web.wording import failure_text, queue_text, stage_text
+from jobservice.http.web.wording import eta_text, failure_text, queue_text, stage_text
 from jobservice.jobs.queries import events_of
 from jobservice.jobs.schemas import job_view, job_views, list_jobs
 from jobservice.jobs.submit import resubmit_job
@@ -91,6 +92,7 @@ def _row(job: Job, view: dict[str, Any]) -> dict[str, Any]:
     view["created"] = job.created_at
     view["stage_text"] = stage_text(view["status"], view["stage"], view["cancel_requested"])
     view["queue_text"] = queue_text(view["queue_position"])
+    view["eta_text"] = eta_text(SimpleNamespace(**view))
     view["terminal"] = JobStatus(view["status"]).is_terminal
     return view
 
@@ -165,6 +167,7 @@ def job_page(job_id: str) -> str:
         terminal=JobStatus(job.status).is_terminal,
         stage_text=stage_text(view.status, view.stage, view.cancel_requested),
         queue_text=queue_text(view.queue_position),
+        eta_text=eta_text(view),
         failure=failure_text(view.error.code) if view.error else None,
         events=events,
         report=report,

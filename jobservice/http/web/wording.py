@@ -1,8 +1,12 @@
-"""Plain words for what the pages show: failure codes, stages, queue positions."""
+"""Plain words for what the pages show: failure codes, stages, queue positions, ETAs."""
 
 from __future__ import annotations
 
-from jobservice.db.tables import JobStatus
+from datetime import datetime
+from typing import Any
+
+from jobservice.db.tables import JobStatus, utcnow
+from jobservice.fleet.views import eta_words
 
 FAILURES = {
     "validation_failed": (
@@ -67,3 +71,22 @@ def queue_text(position: int | None) -> str:
     if position == 0:
         return "next in line"
     return f"{position} ahead"
+
+
+def eta_text(view: Any, now: datetime | None = None) -> str:
+    """When an unfinished job should start (queued) or end (running), as people say it, and how
+    sure that is; empty when there is nothing to say."""
+    now = now or utcnow()
+    if view.eta_basis == "no_group":
+        return "no card group online can run this model"
+    if view.status == "queued":
+        words = eta_words(view.estimated_start_at, now)
+    elif view.status == "running":
+        words = eta_words(view.estimated_finish_at, now, verb="ends")
+    else:
+        return ""
+    if words is None:
+        return ""
+    return words + (
+        " (a guess: this model's speed is not measured yet)" if view.eta_basis == "not_measured" else ""
+    )

@@ -225,6 +225,27 @@
     return function () { clearTimeout(timer); };
   }
 
+  function etaWords(iso, verb) {
+    // The same words as the server's (jobservice.fleet.views.eta_words).
+    if (!iso) return "";
+    const s = (Date.parse(iso) - Date.now()) / 1000;
+    if (isNaN(s)) return "";
+    if (s < 20) return verb + " any moment";
+    if (s < 90) return verb + " in about a minute";
+    if (s < 3600) return verb + " in about " + Math.round(s / 60) + " min";
+    const h = s / 3600;
+    if (s < 48 * 3600) return verb + " in about " + (h < 10 ? h.toFixed(1) : Math.round(h)) + " h";
+    return verb + " in about " + Math.round(s / 86400) + " days";
+  }
+
+  function etaText(job) {
+    if (job.eta_basis === "no_group") return "no card group online can run this model";
+    const words = job.status === "queued" ? etaWords(job.estimated_start_at, "starts")
+      : job.status === "running" ? etaWords(job.estimated_finish_at, "ends") : "";
+    if (!words) return "";
+    return words + (job.eta_basis === "not_measured" ? " (a guess: this model's speed is not measured yet)" : "");
+  }
+
   function showJob(live, job) {
     // Draw a job view (the JSON of GET /jobs/<id>) into the page; true once the job has ended.
     const pct = Math.round(job.progress * 100);
@@ -237,6 +258,8 @@
       ? "Stopping (cancel requested)" : (STAGES[job.stage] || job.stage);
     const q = job.queue_position;
     $('[data-role="queue"]', live).textContent = q === null || q === undefined ? "" : (q === 0 ? " · next in line" : " · " + q + " ahead");
+    const eta = etaText(job);
+    $('[data-role="eta"]', live).textContent = eta ? " · " + eta : "";
     const cancel = $("#cancel-job");
     if (cancel && job.cancel_requested) cancel.disabled = true;
     return TERMINAL.includes(job.status);
@@ -262,7 +285,7 @@
     const source = new EventSource(live.dataset.streamUrl);
     let failures = 0;
     function onView(e) { showJob(live, JSON.parse(e.data)); }
-    ["status", "stage", "progress", "queue_position"].forEach(function (name) {
+    ["status", "stage", "progress", "queue_position", "eta"].forEach(function (name) {
       source.addEventListener(name, onView);
     });
     source.addEventListener("end", function (e) {

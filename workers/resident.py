@@ -123,7 +123,7 @@ class ResidentModels:
         )
         self._loaded[spec.id] = loaded
         log.info("loaded %s on %s in %.0f ms", spec.id, self.device.label, loaded.load_ms)
-        if self.member is not None:
+        if self.member is not None and not adapter.loads_in_run:
             self.member.loaded(spec, seconds=loaded.load_ms / 1000, job_id=job_id, reason="job")
         return loaded
 

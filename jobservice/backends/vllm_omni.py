@@ -1,12 +1,17 @@
 """Wan2.1 text2video on vLLM-Omni: a pool of ``vllm-omni serve`` instances, one job at a time each
 (the form fields of ``POST /v1/videos``); the worker side is ``workers/adapters/vllm_omni.py``.
+
+Either the operator runs the servers (``endpoints``: they stay where they are, and the fleet gives
+them no memory of the worker's cards), or the worker starts one on its own cards
+(``serve_command``): the server is then the model resident on that group, loaded when the group
+takes its first job and stopped when the group evicts it, placed by the fleet like FlashTalk's.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from jobservice.backends.entry import EntryBase
 from jobservice.backends.family import Family, register
@@ -18,7 +23,17 @@ class VllmOmniEntry(EntryBase):
     """vLLM-Omni: a pool of ``vllm-omni serve`` instances, each running one job at a time."""
 
     backend: Literal["vllm-omni"]
-    endpoints: list[str] = Field(min_length=1, description="Base URLs, e.g. http://10.0.0.5:8023.")
+    endpoints: list[str] = Field(
+        default_factory=list, description="Base URLs of servers the operator runs, e.g. http://10.0.0.5:8023."
+    )
+    serve_command: list[str] | None = Field(
+        default=None,
+        description="Instead of endpoints: the argv that starts a server on the worker's own cards, e.g. "
+        "[vllm, serve, /data/models/Wan2.1-T2V-1.3B-Diffusers, --omni, --port, '{port}']; `{port}` becomes "
+        "serve_port. The worker waits for its /health, and stops it when the fleet evicts the model.",
+    )
+    serve_port: int = Field(default=8023, ge=1, le=65535, description="Port of the worker's own server.")
+    serve_startup_timeout: float = Field(default=900.0, gt=0, description="Seconds to wait for /health.")
     served_model: str | None = Field(default=None, description="Sent as the model field (must match).")
     mode: Literal["async", "sync"] = Field(
         default="async",
@@ -35,6 +50,19 @@ class VllmOmniEntry(EntryBase):
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"'{url}' is not an http(s) URL")
         return [url.rstrip("/") for url in value]
+
+    @model_validator(mode="after")
+    def _servers(self) -> VllmOmniEntry:
+        if not self.endpoints and not self.serve_command:
+            raise ValueError("give endpoints (servers you run) or serve_command (the worker starts one)")
+        if self.endpoints and self.serve_command:
+            raise ValueError("give endpoints or serve_command, not both")
+        return self
+
+
+def _mode(entry: Any, default: str) -> str:
+    """A server the worker starts on its cards is resident there; one the operator runs is not."""
+    return "resident" if getattr(entry, "serve_command", None) else default
 
 
 class VllmWanParams(WanParams):
@@ -54,6 +82,7 @@ FAMILY = register(
         title="Wan2.1 T2V 1.3B on vLLM-Omni",
         summary="Wan2.1 text2video served by a pool of vLLM-Omni instances (one job at a time each).",
         execution_mode="http",
+        mode_of=_mode,
         devices=("cpu", "cuda", "npu"),
         requires=("requests",),
         min_memory_gb=None,  # the server owns the cards; it reports its own peak memory

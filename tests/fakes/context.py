@@ -7,7 +7,9 @@ does, minus the encoder: frames are kept in memory for the test to look at. Canc
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +91,11 @@ class RecordingContext:
 
     def set_cold_start(self, cold: bool) -> None:
         self.cold_start = cold
+
+    def loading(self) -> AbstractContextManager[None]:
+        """A load inside the run: recorded as a cold start."""
+        self.cold_start = True
+        return contextlib.nullcontext()
 
     # --- what tests read -----------------------------------------------------------------------
     @property

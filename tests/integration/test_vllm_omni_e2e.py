@@ -4,11 +4,17 @@ telemetry in the RunReport, and its failures as job errors."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
+from sqlalchemy import select
 
+from jobservice.db.tables import FleetEvent
+from tests.conftest import free_port
 from tests.integration.conftest import Stack, build_stack
 from tests.standins.deploy import write_deployment
 from tests.standins.jobs import job_log, report
@@ -16,6 +22,7 @@ from tests.standins.servers import FakeVllmOmni
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 SERVED = "/data/models/Wan2.1-T2V-1.3B-Diffusers"
+STANDIN = Path(__file__).resolve().parents[1] / "standins" / "vllm_serve.py"
 SMALL = {"width": 64, "height": 48, "num_frames": 17, "fps": 16, "num_inference_steps": 8}
 
 
@@ -132,3 +139,64 @@ def test_readyz_shows_both_card_groups(vllm: Any) -> None:
     stack, _ = vllm
     workers = {w["devices"]: w["models"] for w in stack.client.get("/readyz").get_json()["workers"]}
     assert workers == {"npu:0,1": ["wan2.1-t2v-1.3b", "wan-sync"], "npu:2,3": ["wan2.1-t2v-1.3b"]}
+
+
+def test_a_server_the_worker_starts_is_resident_and_evicted_like_a_model(tmp_path: Path) -> None:
+    """``serve_command``: the worker starts ``vllm serve ... --omni`` on its own cards when it takes the
+    group's first Wan2.1 job (the model's cold load), and stops it when the fleet evicts Wan2.1 to
+    make room for another model."""
+    port = free_port()
+    argv = [
+        sys.executable,
+        str(STANDIN),
+        "serve",
+        SERVED,
+        "--omni",
+        "--port",
+        "{port}",
+        "--startup-seconds",
+        "1",
+    ]
+    deployment = write_deployment(
+        tmp_path / "deploy.yaml",
+        {
+            "models": {
+                "wan-own": {
+                    "backend": "vllm-omni",
+                    "serve_command": argv,
+                    "serve_port": port,
+                    "served_model": SERVED,
+                    "poll_interval": 0.2,
+                    "min_memory_gb": 3,
+                    "timeout": 30,
+                }
+            }
+        },
+    )
+    stack = build_stack(tmp_path / "stack", deployment_file=deployment)
+    try:
+        stack.start_worker(
+            "own",
+            extra_env={
+                "JOBSERVICE_WORKER_MEMORY_GB": "4",
+                "JOBSERVICE_WORKER_MODELS": '["wan-own", "fake-heavy-a"]',
+            },
+        )
+        first = stack.wait(submit(stack, model="wan-own"), timeout=120)
+        assert first.status == "succeeded", (first.error_code, first.error_message)
+        assert first.cold_start is True
+        assert requests.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+        again = stack.wait(submit(stack, model="wan-own"), timeout=120)
+        assert again.status == "succeeded" and again.cold_start is False  # the server stayed up
+
+        other = stack.wait(
+            stack.submit({"model": "fake-heavy-a", "num_frames": 12, "fps": 12, "size": 32}), timeout=120
+        )
+        assert other.status == "succeeded"
+        with pytest.raises(requests.ConnectionError):  # evicted: the server is gone, its memory back
+            requests.get(f"http://127.0.0.1:{port}/health", timeout=5)
+        with stack.services.db.session() as s:
+            kinds = [(e.kind, e.model) for e in s.scalars(select(FleetEvent).order_by(FleetEvent.id))]
+        assert kinds == [("load", "wan-own"), ("evict", "wan-own"), ("load", "fake-heavy-a")]
+    finally:
+        stack.close()

@@ -26,13 +26,13 @@ from tests.standins.common import make_video
 
 
 class _Server:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, port: int = 0) -> None:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.requests: list[dict[str, Any]] = []
         self.mode = "ok"
         self.lock = threading.Lock()
-        self._server = make_server("127.0.0.1", 0, self._wsgi, threaded=True)
+        self._server = make_server("127.0.0.1", port, self._wsgi, threaded=True)
         self.url = f"http://127.0.0.1:{self._server.server_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -60,9 +60,14 @@ class FakeVllmOmni(_Server):
     """One vllm-omni serve instance serving ``model``."""
 
     def __init__(
-        self, folder: Path, *, model: str = "Wan2.1-T2V-1.3B-Diffusers", gen_seconds: float = 0.3
+        self,
+        folder: Path,
+        *,
+        model: str = "Wan2.1-T2V-1.3B-Diffusers",
+        gen_seconds: float = 0.3,
+        port: int = 0,
     ) -> None:
-        super().__init__(folder)
+        super().__init__(folder, port)
         self.model = model
         self.gen_seconds = gen_seconds
         self.videos: dict[str, dict[str, Any]] = {}
@@ -72,6 +77,8 @@ class FakeVllmOmni(_Server):
 
     def handle(self, request: Request) -> Response:
         path, method = request.path, request.method
+        if method == "GET" and path == "/health":  # vLLM's readiness: 200 once the model is loaded
+            return WResponse("", status=200)
         if method == "POST" and path in ("/v1/videos", "/v1/videos/sync"):
             form = request.form.to_dict()
             self.requests.append(

@@ -36,24 +36,26 @@ def error_of(tmp_path: Path, data: dict[str, Any]) -> str:
 def test_the_ascend_example_enables_the_three_families_on_their_card_groups() -> None:
     catalog = build_catalog(deployment_file=ASCEND)
     assert catalog.ids() == ["soulx-flashhead-1.3b", "soulx-flashtalk-14b", "wan2.1-t2v-1.3b"]
-    assert [(g.devices, g.models) for g in catalog.groups] == [
-        ("npu:0,1", ("wan2.1-t2v-1.3b",)),
-        ("npu:2,3", ("soulx-flashhead-1.3b",)),
-        ("npu:4,5,6,7", ("soulx-flashtalk-14b",)),
-    ]
+    every = ("wan2.1-t2v-1.3b", "soulx-flashhead-1.3b", "soulx-flashtalk-14b")
+    assert [(g.devices, g.models) for g in catalog.groups] == [("npu:0,1,2,3", every), ("npu:4,5,6,7", every)]
     head, talk, wan = (catalog.get(i) for i in catalog.ids())
     assert head is not None and talk is not None and wan is not None
     assert {s.maturity for s in (head, talk, wan)} == {"contract-tested"}
     assert (head.execution_mode, talk.execution_mode, wan.execution_mode) == (
         "subprocess",
         "persistent_worker",
-        "http",
+        "resident",  # the worker starts its server (serve_command): resident like FlashTalk's
     )
-    assert (head.cards, talk.cards, head.min_memory_gb, talk.min_memory_gb) == (2, 4, 48, 64)
+    assert (head.cards, talk.cards, head.min_memory_gb, talk.min_memory_gb) == (2, 4, 48, 56)
+    assert (talk.memory_scope, talk.load_seconds, wan.load_seconds) == ("per_card", 88.4, 210)
     assert head.devices == ("cuda", "npu") and head.timeout_seconds == 900
     assert catalog.default_for("audio2video") is talk and catalog.default_for("text2video") is wan
     assert ("ascend_env_script", "/usr/local/Ascend/ascend-toolkit/set_env.sh") in head.required_paths
-    assert wan.config["endpoints"] == ["http://127.0.0.1:8023"]
+    assert wan.config["serve_port"] == 8023 and wan.config["serve_command"][:3] == [
+        "vllm-omni",
+        "serve",
+        "/data/models/Wan2.1-T2V-1.3B-Diffusers",
+    ]
 
 
 def test_the_cuda_example_reads_as_toml() -> None:
@@ -179,7 +181,7 @@ def test_group_overrides_are_checked_and_applied(tmp_path: Path) -> None:
         ),
         (
             {"models": {"wan2.1-t2v-1.3b": {"endpoints": []}}},
-            "models.wan2.1-t2v-1.3b.endpoints: List should have at least 1 item",
+            "models.wan2.1-t2v-1.3b: Value error, give endpoints (servers you run) or serve_command",
         ),
         (
             {"models": {"omnirt": {"mode": "server"}}},
@@ -274,7 +276,7 @@ def test_the_readme_examples_are_valid_deployment_files(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text(yaml_block)
     (tmp_path / "c.toml").write_text(toml_block)
     ascend = build_catalog(deployment_file=tmp_path / "a.yaml")
-    assert [g.devices for g in ascend.groups] == ["npu:0,1", "npu:2,3", "npu:4,5,6,7"]
+    assert [g.devices for g in ascend.groups] == ["npu:0,1,2,3", "npu:4,5,6,7"]
     assert ascend.ids() == build_catalog(deployment_file=ASCEND).ids()
     cuda = build_catalog(deployment_file=tmp_path / "c.toml")
     assert [g.devices for g in cuda.groups] == ["cuda:0", "cuda:1"]

@@ -10,6 +10,8 @@ adapter modules only; an adapter whose imports fail is listed as unavailable, no
 from __future__ import annotations
 
 import abc
+import contextlib
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -123,12 +125,20 @@ class RunContext(Protocol):
         """Say whether this run paid the model's load, when the adapter knows better than the worker
         (a script that loads the model per job; a resident pipeline started for this job)."""
 
+    def loading(self) -> AbstractContextManager[None]:
+        """Wrap a load the adapter does inside ``run`` (a resident child started for this job): the
+        card group's ledger shows it as loading, and its time is the model's measured load."""
+        return contextlib.nullcontext()
+
 
 class Adapter(abc.ABC):
     """One model family's driver. Subclasses set ``model_ids`` and implement load/run."""
 
     model_ids: ClassVar[tuple[str, ...]] = ()
     execution_mode: ClassVar[str] = "resident"
+    # True when ``load`` only prepares and the model loads inside ``run`` (in ``ctx.loading()``):
+    # the worker then records the run's load, not ``load``'s.
+    loads_in_run: ClassVar[bool] = False
 
     @abc.abstractmethod
     def load(self, device: DeviceContext, params: dict[str, Any] | None = None) -> Any:

@@ -9,11 +9,17 @@ instance runs one request at a time, so a job first takes an idle instance from 
 server that swallows an out-of-memory error and stays ``in_progress`` forever (vllm-omni #2327)
 cannot hold a worker. A two-card CFG-parallel instance is one card group: its worker is
 launched on those cards and its entry (or its group's override) names that instance.
+
+With ``serve_command`` the worker starts the server itself, on its own cards (it inherits the
+worker's pinning), in ``load``: it waits for ``GET /health`` (vLLM's readiness) while checking that
+the process is alive, and ``unload`` stops its whole process group, so the fleet can evict the model
+and give the cards' memory to another. Only this worker sends to that server.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -33,7 +39,13 @@ from workers.adapters.base import (
     VideoFormat,
 )
 from workers.adapters.entries import deployment_entry
-from workers.adapters.processes.child import append_line, run_abandonable
+from workers.adapters.processes.child import (
+    ChildProcess,
+    ChildStartError,
+    append_line,
+    last_lines,
+    run_abandonable,
+)
 from workers.adapters.processes.http_client import call, download, error_for, make_session
 from workers.adapters.processes.instance_pool import InstancePool, Lease
 from workers.adapters.processes.memory import is_out_of_memory
@@ -59,12 +71,58 @@ class _NotAccepted(AdapterError):
 
 @dataclass
 class VllmHandle:
-    """The entry, the pool and an HTTP session."""
+    """The entry, the pool and an HTTP session (and the worker's own server, when it started one)."""
 
     entry: VllmOmniEntry
     pool: InstancePool
     session: requests.Session
     owner: str
+    server: ChildProcess | None = None
+
+    @property
+    def endpoints(self) -> list[str]:
+        """The instances jobs may go to."""
+        return self.pool.endpoints
+
+
+def serve_argv(entry: VllmOmniEntry) -> list[str]:
+    """The server's argv with ``{port}`` filled in."""
+    return [part.replace("{port}", str(entry.serve_port)) for part in entry.serve_command or []]
+
+
+def start_server(entry: VllmOmniEntry, session: requests.Session, state_dir: Path) -> ChildProcess:
+    """Start the worker's own server and wait until it answers ``/health``; a server that exits or
+    stays unready past ``serve_startup_timeout`` fails the load with its log's last lines."""
+    endpoint = f"http://127.0.0.1:{entry.serve_port}"
+    log_path = state_dir / f"vllm-serve-{entry.serve_port}.log"
+    try:
+        server = ChildProcess(
+            serve_argv(entry), log_path=log_path, env={**os.environ, **entry.env}, name="vllm serve"
+        )
+    except ChildStartError as exc:
+        raise AdapterError("model_load_failed", str(exc)) from None
+    deadline = time.monotonic() + entry.serve_startup_timeout
+    while True:
+        code = server.poll()
+        if code is not None:
+            tail = last_lines(server.log_tail())
+            raise AdapterError(
+                "model_load_failed",
+                f"The vLLM-Omni server exited with status {code} before it was ready: {tail}",
+            )
+        try:
+            if session.get(f"{endpoint}/health", timeout=2.0).status_code == 200:
+                return server
+        except requests.RequestException:
+            pass
+        if time.monotonic() > deadline:
+            server.stop()
+            raise AdapterError(
+                "model_load_failed",
+                f"The vLLM-Omni server was not ready after {entry.serve_startup_timeout:g} s: "
+                f"{last_lines(server.log_tail())}",
+            )
+        time.sleep(0.5)
 
 
 def form_fields(params: dict[str, Any], entry: VllmOmniEntry) -> dict[str, str]:
@@ -86,8 +144,19 @@ class VllmOmniAdapter(Adapter):
         self._redis = redis
 
     def load(self, device: DeviceContext, params: dict[str, Any] | None = None) -> VllmHandle:
-        """Read the entry and connect to the lease store (nothing is loaded here)."""
+        """Read the entry and connect to the lease store; with ``serve_command``, start the worker's
+        own server on its cards and wait until it is ready (the model's cold load)."""
         entry, runtime = deployment_entry("wan2.1-t2v-1.3b", params, VllmOmniEntry)
+        session = make_session(entry.api_key)
+        if entry.serve_command:
+            state_dir = Path(runtime.get("state_dir") or "var/workers") / "vllm-omni"
+            state_dir.mkdir(parents=True, exist_ok=True)
+            server = start_server(entry, session, state_dir)
+            local = [f"http://127.0.0.1:{entry.serve_port}"]
+            owner = str(runtime.get("worker_id") or "worker")
+            return VllmHandle(
+                entry=entry, pool=InstancePool(local, redis=None), session=session, owner=owner, server=server
+            )
         redis = self._redis
         if redis is None and runtime.get("broker_url"):
             from jobservice.broker import redis_client
@@ -96,9 +165,17 @@ class VllmOmniAdapter(Adapter):
         return VllmHandle(
             entry=entry,
             pool=InstancePool(entry.endpoints, redis=redis),
-            session=make_session(entry.api_key),
+            session=session,
             owner=str(runtime.get("worker_id") or "worker"),
         )
+
+    def unload(self, handle: Any) -> None:
+        """Stop the worker's own server (its whole process group), which gives its cards back."""
+        vh: VllmHandle = handle
+        if vh.server is not None:
+            vh.server.stop(grace=15.0)
+            vh.server = None
+        vh.session.close()
 
     def run(self, handle: Any, inputs: JobInputs, ctx: RunContext) -> RunOutput:
         """Take an idle instance, generate there, release it; unreachable instances are skipped."""
@@ -107,7 +184,8 @@ class VllmOmniAdapter(Adapter):
         dest = inputs.scratch / "vllm-output.mp4"
         fields = form_fields(params, entry)
         ctx.add_extra("vllm_request", {"mode": entry.mode, "form": fields})
-        ctx.set_cold_start(False)  # the server keeps the model loaded; its own start is not ours
+        if vh.server is None:  # the operator's server keeps the model loaded; its start is not ours
+            ctx.set_cold_start(False)
         tried: set[str] = set()
         while True:
             waited = time.perf_counter()
@@ -128,7 +206,7 @@ class VllmOmniAdapter(Adapter):
                 vh.pool.mark_down(lease.endpoint)
                 tried.add(lease.endpoint)
                 append_line(ctx.job_log(), f"vllm-omni: {exc.message}")
-                if tried >= set(entry.endpoints):
+                if tried >= set(vh.endpoints):
                     raise AdapterError("instance_unreachable", exc.message) from None
             except BaseException:
                 lease.release()

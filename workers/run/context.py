@@ -7,8 +7,11 @@ next ``check_cancel``. Telemetry (steps, chunks, stage timings) is collected for
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -65,8 +68,10 @@ class PipelineContext:
         scratch: Path,
         policy: ValidationPolicy,
         hash_frames: bool = False,
+        on_loading: Callable[[], AbstractContextManager[None]] | None = None,
     ) -> None:
         self._heartbeat = heartbeat
+        self._on_loading = on_loading
         # Per-frame digests of the raw frames (batch jobs): deterministic outputs compare exactly.
         self.frame_hashes: list[str] | None = [] if hash_frames else None
         self._scratch = scratch
@@ -179,6 +184,19 @@ class PipelineContext:
     def set_cold_start(self, cold: bool) -> None:
         """Override the worker's own idea of a cold start for this run."""
         self.cold_start = bool(cold)
+
+    def loading(self) -> AbstractContextManager[None]:
+        """A load inside the run: it is a cold start, timed as ``load_ms``, and the card group's
+        ledger and measured load time see it (``on_loading``, set by the pipeline)."""
+        return self._loading()
+
+    @contextlib.contextmanager
+    def _loading(self) -> Iterator[None]:
+        started = time.perf_counter()
+        with self._on_loading() if self._on_loading is not None else contextlib.nullcontext():
+            yield
+        self.cold_start = True
+        self.add_timing("load_ms", (time.perf_counter() - started) * 1000)
 
     def finish_encoding(self) -> EncodeResult:
         """Flush the encoder and the decode pass after the last frame."""

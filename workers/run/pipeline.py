@@ -10,11 +10,12 @@ the attempt used and the speed it measured, in the same transaction.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -198,6 +199,7 @@ class JobRun:
             scratch=self.scratch,
             policy=self.spec.validation,
             hash_frames=self.job.batch_id is not None,  # batches compare outputs frame by frame
+            on_loading=self._loading_in_run,
         )
         self.generate_started_at = utcnow()
         self.ctx.check_cancel()
@@ -205,6 +207,17 @@ class JobRun:
         self.ctx.check_cancel()
         self._lap("generate_ms", t)
         self.generate_memory = memory_report(self.runtime.device)
+
+    @contextlib.contextmanager
+    def _loading_in_run(self) -> Iterator[None]:
+        """A load the adapter does inside its run (a resident child started for this job): the
+        ledger shows it as loading, and it is the model's measured load."""
+        assert self.spec is not None
+        started = time.perf_counter()
+        with self.member.clock.loading(self.job.id, self.spec.id):
+            yield
+        seconds = time.perf_counter() - started
+        self.member.loaded(self.spec, seconds=seconds, job_id=self.job.id, reason="started by its run")
 
     def _after_generate(self) -> str:
         """From the last frame to the final transition: flush, gate, upload, report, record."""

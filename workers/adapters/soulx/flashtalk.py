@@ -98,6 +98,7 @@ class FlashTalkAdapter(Adapter):
 
     model_ids = ("soulx-flashtalk-14b",)
     execution_mode = "persistent_worker"
+    loads_in_run = True  # load() reads the entry; a resident starts on the first job that needs it
 
     def __init__(
         self, *, memory_reader: MemoryReader | None = None, resident_logs_kept: int = RESIDENT_LOGS_KEPT
@@ -142,7 +143,8 @@ class FlashTalkAdapter(Adapter):
             reader=self._memory_reader,
         )
         ctx.add_extra("memory_budget", budget)
-        resident = self._start(ft, key, inputs.params, ctx)
+        with ctx.loading():  # the model's cold load: the fleet's ledger and its load time see it
+            resident = self._start(ft, key, inputs.params, ctx)
         ft.residents[key] = resident
         return resident, False
 

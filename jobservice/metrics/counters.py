@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import FleetEvent, Job, JobCounter, JobCounterMark, JobUsage, LedgerSpan
@@ -157,17 +157,10 @@ def count_window(session: Session, since: datetime, until: datetime) -> Tally:
 
 def _count_fleet(session: Session, tally: Tally, since: datetime, until: datetime) -> None:
     """The ledger's spans that closed, the loads and evictions, and the usage recorded, in the window."""
-    spans = select(
-        LedgerSpan.group_id,
-        LedgerSpan.state,
-        LedgerSpan.model,
-        LedgerSpan.cards,
-        LedgerSpan.started_at,
-        LedgerSpan.ended_at,
-    ).where(LedgerSpan.ended_at > since, LedgerSpan.ended_at <= until)
-    for group, state, model, cards, started, ended in session.execute(spans):
-        seconds = max(0.0, ((ended or started) - started).total_seconds()) * (cards or 1)
-        tally.add(CARD_SECONDS, {"group": group, "state": state, "model": model or ""}, seconds)
+    for (group, state, model), seconds in _span_card_seconds(
+        session, and_(LedgerSpan.ended_at > since, LedgerSpan.ended_at <= until), now=until
+    ).items():
+        tally.add(CARD_SECONDS, {"group": group, "state": state, "model": model}, seconds)
     events = select(
         FleetEvent.group_id, FleetEvent.kind, FleetEvent.model, FleetEvent.reason, FleetEvent.seconds
     ).where(FleetEvent.at > since, FleetEvent.at <= until)
@@ -195,16 +188,20 @@ def open_card_seconds(
     """Card-seconds of the spans not folded into the counters yet (still open, or closed after
     ``counted_until``), by (group, state, model): added at scrape time, so the counter grows while a
     group stays in one state, and never steps back when its span closes and is folded."""
-    query = select(
-        LedgerSpan.group_id,
-        LedgerSpan.state,
-        LedgerSpan.model,
-        LedgerSpan.cards,
-        LedgerSpan.started_at,
-        LedgerSpan.ended_at,
-    ).where(or_(LedgerSpan.ended_at.is_(None), LedgerSpan.ended_at > counted_until))
+    unfolded = or_(LedgerSpan.ended_at.is_(None), LedgerSpan.ended_at > counted_until)
+    return _span_card_seconds(session, unfolded, now=now)
+
+
+def _span_card_seconds(
+    session: Session, condition: ColumnElement[bool], *, now: datetime
+) -> dict[tuple[str, str, str], float]:
+    """Card-seconds of the ledger spans matching ``condition`` (an open one counted up to ``now``),
+    by (group, state, model)."""
+    columns = (LedgerSpan.group_id, LedgerSpan.state, LedgerSpan.model, LedgerSpan.cards)
     found: dict[tuple[str, str, str], float] = {}
-    for group, state, model, cards, started, ended in session.execute(query):
+    for group, state, model, cards, started, ended in session.execute(
+        select(*columns, LedgerSpan.started_at, LedgerSpan.ended_at).where(condition)
+    ):
         seconds = max(0.0, (min(ended or now, now) - started).total_seconds()) * (cards or 1)
         key = (group, state, model or "")
         found[key] = found.get(key, 0.0) + seconds

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from jobservice.db.engine import Database
@@ -37,6 +37,15 @@ STATES = (GENERATING, LOADING, FINISHING, IDLE_WARM, IDLE_EMPTY, DOWN)
 
 
 def _locked(session: Session, group_id: str) -> FleetGroup | None:
+    """The group's row, locked until commit. A write comes first: it takes PostgreSQL's row lock and
+    SQLite's write lock (which ignores ``FOR UPDATE``, and reads outside a transaction; stack-probe
+    section 5), so two writers never both close the same open span."""
+    session.execute(
+        update(FleetGroup)
+        .where(FleetGroup.id == group_id)
+        .values(updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
     query = select(FleetGroup).where(FleetGroup.id == group_id).with_for_update()
     return session.scalar(query.execution_options(populate_existing=True))
 

@@ -1,0 +1,198 @@
+"""The fleet's tables on SQLite: the ledger tiles a group's time (concurrent writers included), a
+down group comes back, usage adds up by attempt, measured speeds fit a line, and the forecast's
+stored form reads back."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from jobservice.backends.deployment import default_catalog
+from jobservice.db.engine import Database
+from jobservice.db.tables import FleetGroup, Job, LedgerSpan, ModelSpeed, utcnow
+from jobservice.fleet import costs, groups
+from jobservice.fleet.eta import parse
+from jobservice.fleet.usage import Phases, add_attempt, fair_usage, record_attempt
+from tests.factories import new_job, sqlite_copy
+
+
+@pytest.fixture
+def db(tmp_path: Path, migrated_sqlite: Path) -> Database:
+    return sqlite_copy(migrated_sqlite, tmp_path)
+
+
+def register(db: Database, group_id: str = "g1", **kw: object) -> None:
+    with db.session() as s:
+        groups.register(
+            s,
+            group_id=group_id,
+            devices="cpu",
+            kind="cpu",
+            cards=2,
+            memory_gb_per_card=16.0,
+            eligible=["reference-t2v"],
+            hostname="h",
+            **kw,  # type: ignore[arg-type]
+        )
+
+
+def spans(db: Database, group_id: str = "g1") -> list[LedgerSpan]:
+    with db.session() as s:
+        return list(
+            s.scalars(select(LedgerSpan).where(LedgerSpan.group_id == group_id).order_by(LedgerSpan.id))
+        )
+
+
+def assert_tiled(rows: list[LedgerSpan]) -> None:
+    assert [r.ended_at for r in rows].count(None) == 1 and rows[-1].ended_at is None
+    for before, after in zip(rows, rows[1:], strict=False):
+        assert before.ended_at == after.started_at, (before.state, after.state)
+
+
+def test_the_ledger_tiles_a_groups_time_even_with_two_writers(db: Database) -> None:
+    two_writers(db)
+
+
+@pytest.mark.integration
+@pytest.mark.postgres
+def test_the_ledger_tiles_a_groups_time_on_postgresql(pg_url: str) -> None:
+    database = Database(pg_url)
+    try:
+        two_writers(database)
+    finally:
+        database.dispose()
+
+
+def two_writers(db: Database) -> None:
+    register(db)
+    job = uuid.uuid4()
+
+    def flip(states: list[str]) -> None:
+        for state in states * 40:
+            with db.session() as s:
+                groups.set_state(s, "g1", state, model="m", job_id=job)
+
+    writers = [
+        threading.Thread(target=flip, args=(["generating", "finishing"],)),
+        threading.Thread(target=flip, args=(["loading", "idle_warm"],)),
+    ]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    rows = spans(db)
+    assert len(rows) > 100
+    assert_tiled(rows)
+    assert all(r.cards == 2 for r in rows)
+
+
+def test_a_lost_group_goes_down_from_when_it_was_last_seen_and_comes_back(db: Database) -> None:
+    register(db)
+    with db.session() as s:
+        groups.set_state(s, "g1", "generating", model="m")
+        groups.note_loaded(s, "g1", "m", seconds=2.0, reason="job")
+    seen = utcnow() + timedelta(seconds=1)
+    with db.session() as s:
+        assert groups.mark_down(s, "g1", at=seen, reason="worker lost")
+        assert not groups.mark_down(s, "g1", at=seen, reason="worker lost")  # once
+    with db.session() as s:
+        group = s.get(FleetGroup, "g1")
+        assert group is not None and group.state == "down" and group.resident == {}
+    register(db, last_seen=seen)
+    rows = spans(db)
+    assert [r.state for r in rows][-3:] == ["generating", "down", "idle_empty"]
+    assert rows[-2].started_at == seen
+    assert_tiled(rows)
+
+
+def test_usage_adds_up_by_attempt_and_lost_attempts_are_not_charged(db: Database) -> None:
+    job_id = new_job(db)
+    with db.session() as s:
+        s.execute(
+            Job.__table__.update().where(Job.id == job_id).values(tenant="acme")  # type: ignore[attr-defined]
+        )
+    common = {
+        "job_id": job_id,
+        "tenant": "acme",
+        "model": "reference-t2v",
+        "group_id": "g1",
+        "card_kind": "cpu",
+    }
+    with db.session() as s:
+        record_attempt(
+            s,
+            attempt=1,
+            cards=2,
+            phases=Phases(generate_s=3.0),
+            outcome="worker_lost",
+            half_life_s=3600,
+            **common,
+        )
+        usage = record_attempt(
+            s,
+            attempt=2,
+            cards=2,
+            phases=Phases(1.0, 4.0, 0.5),
+            outcome="succeeded",
+            half_life_s=3600,
+            **common,
+        )
+    assert usage == {
+        "card_seconds": 11.0,
+        "phases": {"load": 2.0, "generate": 8.0, "finish": 1.0},
+        "cards": 2,
+        "card_kind": "cpu",
+        "attempts": 2,
+        "wasted_card_seconds": 6.0,
+    }
+    with db.session() as s:
+        shares = fair_usage(s, default_catalog(), half_life_s=3600)
+    assert shares["acme"] == pytest.approx(11.0, rel=1e-3)  # only the charged attempt counts
+    assert (
+        add_attempt({}, phases=Phases(0.0, 1.0, 0.0), cards=4, card_kind="npu", charged=True)["card_seconds"]
+        == 4.0
+    )
+
+
+def test_measured_speeds_fit_a_line_and_loads_an_average(db: Database) -> None:
+    with db.session() as s:
+        for seconds in (2.0, 4.0, 8.0, 16.0):
+            costs.record_generation(
+                s, model="m", kind="cpu", output_s=seconds, generate_s=1.0 + 0.5 * seconds
+            )
+        costs.record_load(s, model="m", kind="cpu", seconds=10.0)
+        costs.record_load(s, model="m", kind="cpu", seconds=20.0)
+    with db.session() as s:
+        row = s.scalar(select(ModelSpeed).where(ModelSpeed.model == "m"))
+        assert row is not None
+        line = costs.fit(row)
+        assert (
+            line is not None
+            and line[0] == pytest.approx(0.5, abs=1e-6)
+            and line[1] == pytest.approx(1.0, abs=1e-6)
+        )
+        assert row.loads == 2 and row.load_s == pytest.approx(13.0)
+
+
+def test_the_stored_forecast_reads_back() -> None:
+    stored = parse(
+        {
+            "at": 100.0,
+            "jobs": {"a": [110.0, 120.0]},
+            "next_start": [["m", 0, "*", 130.0]],
+            "spacing": [["m", 0, "t", 5.0]],
+            "no_group": ["x"],
+            "not_measured": ["m"],
+            "run_s": {"m": [1.0, 2.0]},
+        }
+    )
+    assert stored is not None and stored.forecast.jobs["a"] == (110.0, 120.0)
+    assert stored.forecast.start_of(job_id="zz", model="m", priority=0, tenant="new") == 130.0
+    assert stored.forecast.start_of(job_id="zz", model="x", priority=0, tenant="new") is None
+    assert parse({}) is None

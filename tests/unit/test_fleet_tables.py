@@ -117,7 +117,7 @@ def test_usage_adds_up_by_attempt_and_lost_attempts_are_not_charged(db: Database
         s.execute(
             Job.__table__.update().where(Job.id == job_id).values(tenant="acme")  # type: ignore[attr-defined]
         )
-    common = {
+    common: dict[str, Any] = {
         "job_id": job_id,
         "tenant": "acme",
         "model": "reference-t2v",

@@ -42,6 +42,7 @@ from jobservice.settings import Settings
 log = logging.getLogger(__name__)
 
 HORIZON = 2000  # jobs played one by one; the rest of each sub-queue is extrapolated
+SPREAD = 10.0  # a forecast's cost is at most a tenth of one process's time
 READ_EVERY_SECONDS = 1.0  # a process looks for a newer stored forecast at most this often
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -123,7 +124,7 @@ def compute(session: Session, catalog: Catalog, settings: Settings) -> dict[str,
     engine = _engine(session, snapshot, settings, catalog)
     tenants = usage_levels(engine.fair_usage())
     priorities = {0, settings.batch_priority}
-    result = forecast(engine, tenants=tenants, priorities=priorities, horizon=HORIZON)
+    result = forecast(engine, tenants=tenants, priorities=priorities, horizon=HORIZON, in_place=True)
     servable = {
         m for m, c in snapshot.state.models.items() if any(can_host(g, c) for g in snapshot.state.groups)
     }
@@ -154,10 +155,14 @@ def refresh(db: Database, catalog: Catalog, settings: Settings, *, force: bool =
     started = time.perf_counter()
     with db.session() as session:  # reads only: no write lock held while it plays the fleet forward
         body = compute(session, catalog, settings)
+    took = time.perf_counter() - started
+    # A forecast that took long (a queue of tens of thousands) is not redone before ten times its cost
+    # has passed: its stamp is moved ahead, which the other processes' turns compare against.
+    stamp = utcnow() + timedelta(seconds=max(0.0, SPREAD * took - settings.forecast_interval_seconds))
     with db.session() as session:
         stored = update(FleetForecast).where(FleetForecast.id == 1)
-        session.execute(stored.values(body=json.dumps(body), computed_at=utcnow()))
-    log.debug("forecast of %d jobs in %.0f ms", len(body["jobs"]), (time.perf_counter() - started) * 1000)
+        session.execute(stored.values(body=json.dumps(body), computed_at=stamp))
+    log.debug("forecast of %d jobs in %.0f ms", len(body["jobs"]), took * 1000)
     return True
 
 

@@ -17,6 +17,7 @@ The service refreshes the forecast every few seconds and after a submission of m
 from __future__ import annotations
 
 import copy
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -62,9 +63,10 @@ def fork(engine: Engine) -> Engine:
     twin = copy.copy(engine)
     twin.groups = dict(engine.groups)
     twin.running = {g: copy.copy(j) for g, j in engine.running.items()}
-    twin.queues = {k: copy.deepcopy(q) for k, q in engine.queues.items()}
+    twin.queues = {k: deque(copy.copy(j) for j in q) for k, q in engine.queues.items()}
+    twin._output_s = dict(engine._output_s)  # noqa: SLF001 - the twin's own running sums
     twin.usage = copy.deepcopy(engine.usage)
-    twin.arrivals = copy.deepcopy(engine.arrivals)
+    twin.arrivals = {model: deque(times) for model, times in engine.arrivals.items()}
     twin.turns = dict(engine.turns)
     twin.loads, twin.done, twin.on_dispatch = [], [], []
     twin.probes, twin.probe_starts = {}, {}
@@ -78,10 +80,12 @@ def forecast(
     tenants: Iterable[str] = (),
     priorities: Iterable[int] = (0,),
     horizon: int = 2000,
+    in_place: bool = False,
 ) -> Forecast:
-    """Play a copy of ``engine`` forward (see the module docstring). ``tenants`` and
-    ``priorities`` name the probes to ask besides the queued ones."""
-    twin = fork(engine)
+    """Play a copy of ``engine`` forward (see the module docstring), or ``engine`` itself when
+    ``in_place`` (an engine built only for this forecast). ``tenants`` and ``priorities`` name the
+    probes to ask besides the queued ones."""
+    twin = engine if in_place else fork(engine)
     servable = {m for m, cost in twin.models.items() if any(can_host(g, cost) for g in twin.groups.values())}
     names = {*tenants, FRESH, *(t for _, _, t in twin.queues)}
     levels = {*priorities, *(p for _, p, _ in twin.queues)}

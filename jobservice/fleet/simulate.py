@@ -153,6 +153,7 @@ class Engine:
         self.initial_resident = {g.id: tuple(g.resident) for g in self.groups.values()}
         self.running: dict[str, SimJob] = {}  # group -> its job
         self.queues: dict[tuple[str, int, str], deque[SimJob]] = {}
+        self._output_s: dict[tuple[str, int, str], float] = {}  # seconds of video queued, per queue
         self.usage: dict[str, _Usage] = {}
         self.loads: list[Load] = []  # every cold start and every swap, in order
         self.done: list[SimJob] = []
@@ -168,7 +169,9 @@ class Engine:
     # --- input -----------------------------------------------------------------------------------
     def submit(self, job: SimJob) -> None:
         """Queue ``job`` (its ``submitted`` is when it arrived)."""
-        self.queues.setdefault((job.model, job.priority, job.tenant), deque()).append(job)
+        key = (job.model, job.priority, job.tenant)
+        self.queues.setdefault(key, deque()).append(job)
+        self._output_s[key] = self._output_s.get(key, 0.0) + job.output_s
         self.arrivals.setdefault(job.model, deque()).append(job.submitted)
 
     def adopt(self, job: SimJob) -> None:
@@ -206,7 +209,7 @@ class Engine:
                 priority=priority,
                 tenant=tenant,
                 jobs=len(queue),
-                output_s=sum(j.output_s for j in queue),
+                output_s=max(0.0, self._output_s.get((model, priority, tenant), 0.0)),
                 oldest=queue[0].submitted,
                 next_output_s=queue[0].output_s,
             )
@@ -309,8 +312,10 @@ class Engine:
         key = (decision.model, decision.priority, decision.tenant)
         queue = self.queues[key]
         job = queue.popleft()
+        self._output_s[key] = self._output_s.get(key, 0.0) - job.output_s
         if not queue:
             del self.queues[key]
+            self._output_s.pop(key, None)
         group = self.groups[decision.group]
         cost = self.models[job.model]
         resident = {m: r for m, r in group.resident.items() if m not in decision.evict}

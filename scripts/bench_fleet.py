@@ -6,7 +6,7 @@ call); ``jobservice.fleet.simulate`` only plays the cards' time (loads, generati
 ``jobservice.fleet.replay`` reads the trace and counts. A week of trace runs in seconds.
 
 Usage: scripts/bench_fleet.py --trace scripts/traces/910b-night.jsonl [--policy demand|static]
-       [--no-compare] [--schedule-out FILE] [--half-life S]
+       [--no-compare] [--no-eta] [--schedule-out FILE] [--half-life S]
 
 With ``--policy demand`` (the default) the same trace is also replayed with ``static`` (today's
 pinned fleet) and its figures are printed under ``"static"``, with the ratios, in the same run.
@@ -41,11 +41,18 @@ def main() -> int:
     )
     parser.add_argument("--schedule-out", type=Path, help="write one JSON line per job here")
     parser.add_argument("--half-life", type=float, default=3600.0, help="fair share's half-life (s)")
+    parser.add_argument(
+        "--eta",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="give every arrival the ETA the service would (a forecast per 5 s of trace with arrivals; "
+        "--no-eta replays the policy alone, much faster)",
+    )
     args = parser.parse_args()
 
     trace = read_trace(args.trace)
     started = time.perf_counter()
-    etas = Etas() if args.policy == "demand" else None
+    etas = Etas() if args.policy == "demand" and args.eta else None
     result = replay(trace, policy=args.policy, half_life_s=args.half_life, etas=etas)
     out = figures(result)
     out["trace"] = args.trace.name

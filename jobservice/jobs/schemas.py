@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -120,8 +120,12 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         created, job_id = json.loads(base64.b64decode(padded.encode(), altchars=b"-_", validate=True))
         if not (isinstance(created, str) and isinstance(job_id, str)):
             raise ValueError("not ours")
-        return datetime.fromisoformat(created), uuid.UUID(job_id)
-    except (ValueError, TypeError, binascii.Error, RecursionError):
+        moment = datetime.fromisoformat(created)
+        # In UTC here, not in the query: a time at the edge of the calendar (year 1 at +14:00)
+        # cannot be converted, and that is a malformed cursor, not a server error.
+        moment = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+        return moment, uuid.UUID(job_id)
+    except (ValueError, TypeError, binascii.Error, RecursionError, OverflowError):
         raise Malformed("invalid_cursor", "The cursor is not one this API produced.") from None
 
 

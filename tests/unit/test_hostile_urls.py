@@ -29,6 +29,9 @@ BAD_CURSORS = {
     "a uuid that is a number": b64('["2026-01-01T00:00:00", 7]'),
     "a time that is a list": b64(f'[[2026, 1, 1], "{UUID}"]'),
     "an impossible time": b64(f'["2026-02-30T00:00:00", "{UUID}"]'),
+    # Year 1 at +14:00 is before the calendar's first instant in UTC: it cannot be converted.
+    "a time before the calendar in UTC": b64(f'["0001-01-01T00:00:00+14:00", "{UUID}"]'),
+    "a time after the calendar in UTC": b64(f'["9999-12-31T23:59:59-14:00", "{UUID}"]'),
     "nested 5000 deep": b64("[" * 5000 + "]" * 5000),
     "a 5000-digit number": b64("9" * 5000),
     "2 MB": "A" * 2_000_000,

@@ -9,6 +9,12 @@ generated while the previous job is finished here.
 
 One job finishes at a time: a task that hands over while the previous job is still finishing
 waits for it first, so a slow gate or store holds the queue back instead of piling up outputs.
+
+Finishing is CPU work (ffmpeg's decode and detectors, an encoder flush) on the host that generates
+the next job. A job being measured (a regression batch's) therefore waits for the finisher to be
+idle before it starts (``drain``); since only the task thread hands work over, nothing of this
+worker finishes beside its generation. The finisher also remembers when it was busy
+(``busy_between``), so every run's report can say how much finishing ran beside it.
 The job being finished keeps its heartbeat and lease until its final transition, so a worker
 that dies here loses nothing: the reaper requeues the job when its lease runs out, as for a
 worker that died generating. A stopping worker process drains the finisher first
@@ -19,6 +25,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -33,6 +41,8 @@ class Finisher:
         self._pending: Callable[[], object] | None = None
         self._busy = False
         self._thread: threading.Thread | None = None
+        self._busy_since: float | None = None  # perf_counter of the hand-over being finished
+        self._spans: deque[tuple[float, float]] = deque(maxlen=64)  # recent (start, end) of finishing
 
     def hand_over(self, work: Callable[[], object]) -> None:
         """Run ``work`` on the finisher thread; waits while a previous hand-over is not done."""
@@ -53,6 +63,16 @@ class Finisher:
         with self._lock:
             return self._done()
 
+    def busy_between(self, start: float, end: float) -> tuple[int, float]:
+        """Hand-overs finished (or finishing) between two ``time.perf_counter`` readings: how many
+        overlapped the window, and for how many seconds in all."""
+        with self._lock:
+            spans = list(self._spans)
+            if self._busy_since is not None:
+                spans.append((self._busy_since, time.perf_counter()))
+        overlaps = [min(end, b) - max(start, a) for a, b in spans if b > start and a < end]
+        return len(overlaps), sum(overlaps)
+
     def _done(self) -> bool:  # with the lock held
         return self._pending is None and not self._busy
 
@@ -67,6 +87,7 @@ class Finisher:
                 self._lock.wait_for(lambda: self._pending is not None)
                 work, self._pending = self._pending, None
                 self._busy = True
+                self._busy_since = time.perf_counter()
             try:
                 assert work is not None
                 work()
@@ -74,5 +95,7 @@ class Finisher:
                 log.exception("finishing a job failed unexpectedly")
             finally:
                 with self._lock:
-                    self._busy = False
+                    if self._busy_since is not None:
+                        self._spans.append((self._busy_since, time.perf_counter()))
+                    self._busy, self._busy_since = False, None
                     self._lock.notify_all()

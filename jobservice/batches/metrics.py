@@ -208,6 +208,7 @@ class RunFacts:
     output_sha256: str | None = None
     media_duration_s: float | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    host: dict[str, Any] | None = None  # what else ran on the host (the report's ``host``)
 
     def as_dict(self, *, with_hashes: bool = False) -> dict[str, Any]:
         """JSON-ready; per-frame hashes only when asked (they are long)."""
@@ -224,6 +225,7 @@ class RunFacts:
             "output_sha256": self.output_sha256,
             "media_duration_s": self.media_duration_s,
             "info": self.info,
+            "host": self.host,
         }
         if with_hashes:
             out["frame_hashes"] = self.frame_hashes
@@ -288,6 +290,7 @@ def run_facts(
         media_duration_s=_number((validation.get("probe") or {}).get("duration_s"))
         or _number(report.get("media_duration_s")),
         info=info,
+        host=report.get("host") if isinstance(report.get("host"), dict) else None,
     )
 
 

@@ -113,6 +113,7 @@ def _batch_row(
         "baseline": loaded.spec.baseline,
         "thresholds": loaded.spec.thresholds.model_dump(mode="json"),
         "metrics": [m.model_dump(mode="json") for m in loaded.spec.metrics],
+        "undisturbed": loaded.spec.undisturbed,  # read by workers (jobservice/batches/measure.py)
         "cases": cases,
     }
     return Batch(

@@ -162,6 +162,12 @@ class BatchSpec(_Strict):
         description="auto (the pinned run, else the last good run), pinned, last_good, or a batch id.",
     )
     repeat: int = Field(default=3, ge=1, le=50, description="Runs of each case (a case may override).")
+    undisturbed: bool = Field(
+        default=True,
+        description="Start each job only once its worker has finished its earlier jobs, so that none of "
+        "the service's own work runs beside the measurement (jobservice/batches/measure.py); false "
+        "keeps the overlap for throughput.",
+    )
     thresholds: Thresholds = Field(default_factory=Thresholds)
     metrics: list[MetricChoice] = Field(
         default_factory=lambda: [MetricChoice(name=m) for m in DEFAULT_METRICS]
@@ -216,6 +222,8 @@ def spec_digest(spec: BatchSpec) -> str:
     for name in ("webhook", "webhook_events_filter"):  # added later: a spec without them keeps its digest
         if data.get(name) is None:
             data.pop(name, None)
+    if data.get("undisturbed") is True:  # added later, and the default
+        data.pop("undisturbed")
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.1.0"
+SCHEMA_VERSION = "1.2.0"
 
 
 class _Base(BaseModel):
@@ -117,6 +117,27 @@ class Artifact(_Base):
     sha256: str | None = None
 
 
+class HostActivity(_Base):
+    """What else ran on the worker's host while the run loaded and generated (workers/host_activity.py)."""
+
+    window_ms: float = Field(description="The window measured: from taking the model to the last frame.")
+    cpu_count: int
+    busy_cores: float | None = Field(description="Average cores busy on the whole host; None without /proc.")
+    own_cores: float = Field(description="This worker process and the children it reaped (a model process).")
+    other_cores: float | None = Field(description="busy_cores - own_cores: other processes on the host.")
+    finishing_jobs: int = Field(description="Other jobs this worker was finishing beside the run.")
+    finishing_ms: float = Field(description="How long that finishing overlapped the window.")
+    undisturbed: bool = Field(
+        description="The run waited until this worker had finished its earlier jobs (a batch's measurement)."
+    )
+    waited_ms: float = Field(default=0.0, description="How long that wait was.")
+    disturbed: bool = Field(
+        description="Other work ran beside it: this worker's finishing, or other processes keeping at "
+        "least a tenth of the host's cores busy on average."
+    )
+    load_1m: float | None = None
+
+
 class ReportError(_Base):
     """Why a run did not succeed."""
 
@@ -184,6 +205,9 @@ class RunReport(_Base):
         default=None,
         description="The card-seconds this run used when it ended: card_seconds, phases {load, generate, "
         "finish} (each seconds times the model's cards), cards, card_kind, group.",
+    )
+    host: HostActivity | None = Field(
+        default=None, description="What else ran on the host while it generated (a noisy sample shows)."
     )
     validation: Validation | None = None
     error: ReportError | None = None

@@ -87,3 +87,43 @@ def slowly(out: list[str], what: str, seconds: float, after: threading.Event | N
         after.wait(5)
     time.sleep(seconds)
     out.append(what)
+
+
+def test_the_finisher_says_how_much_finishing_overlapped_a_window() -> None:
+    finisher = Finisher()
+    release = threading.Event()
+    before = time.perf_counter()
+    finisher.hand_over(lambda: release.wait(5))
+    time.sleep(0.05)
+    jobs, seconds = finisher.busy_between(before, time.perf_counter())
+    assert jobs == 1 and 0.0 < seconds <= time.perf_counter() - before, "a running hand-over counts so far"
+    release.set()
+    assert finisher.drain(timeout=5)
+    after = time.perf_counter()
+    time.sleep(0.01)
+    assert finisher.busy_between(after, time.perf_counter()) == (0, 0.0), "nothing finished in this window"
+    jobs, seconds = finisher.busy_between(before - 10, after)
+    assert jobs == 1 and 0.04 < seconds < after - before + 1e-6
+
+
+def test_a_host_window_reads_cpu_and_the_finishing_beside_it() -> None:
+    """The window's figures: own CPU from a busy loop here, and the finisher's overlap."""
+    from workers.host_activity import HostWindow, host_cpu_seconds
+
+    assert host_cpu_seconds() is not None, "Linux: /proc/stat is readable"
+    finisher = Finisher()
+    release = threading.Event()
+    window = HostWindow(finisher, undisturbed=False)
+    finisher.hand_over(lambda: release.wait(5))
+    spin_until = time.perf_counter() + 0.3
+    while time.perf_counter() < spin_until:  # this thread keeps one core busy
+        pass
+    release.set()
+    finisher.drain(timeout=5)
+    activity = window.close()
+    assert activity.window_ms >= 300 and activity.cpu_count >= 1
+    assert activity.own_cores > 0.5, activity
+    assert activity.busy_cores is not None and activity.busy_cores >= activity.own_cores - 0.2, activity
+    assert activity.finishing_jobs == 1 and activity.finishing_ms > 0 and activity.disturbed
+    quiet = HostWindow(finisher, undisturbed=True, waited_ms=12.5).close()
+    assert quiet.finishing_jobs == 0 and quiet.undisturbed and quiet.waited_ms == 12.5

@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from jobservice.batches.measure import measured_alone
 from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, JobStatus, Stage, utcnow
 from jobservice.fleet import costs as fleet_costs
@@ -36,9 +37,10 @@ from jobservice.jobs.transitions import (
     mark_succeeded,
 )
 from jobservice.logs import job_log_context
-from jobservice.reports.run_report import RunReport, Validation
+from jobservice.reports.run_report import HostActivity, RunReport, Validation
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutput
 from workers.devices import memory_report, reset_peak_memory
+from workers.host_activity import HostWindow
 from workers.run.context import LeaseLostError, PipelineContext
 from workers.run.finish import expectation_of, store_output, summary_timings, write_final
 from workers.run.heartbeat import Heartbeat
@@ -57,6 +59,7 @@ def run_job(runtime: WorkerRuntime, raw_job_id: str) -> str:
         log.error("dropping a message with a malformed job id %r", raw_job_id)
         return "malformed"
     settings = runtime.services.settings
+    undisturbed, waited_ms = wait_for_quiet(runtime, job_id)
     with runtime.services.db.session() as session:
         job = claim_job(
             session,
@@ -73,7 +76,31 @@ def run_job(runtime: WorkerRuntime, raw_job_id: str) -> str:
         return "dropped"
     with job_log_context(job_id, job.attempts):
         log.info("job %s: claimed by %s (attempt %d)", job_id, runtime.worker_id, job.attempts)
-        return JobRun(runtime, job).execute()
+        return JobRun(runtime, job, undisturbed=undisturbed, waited_ms=waited_ms).execute()
+
+
+def wait_for_quiet(runtime: WorkerRuntime, job_id: uuid.UUID) -> tuple[bool, float]:
+    """A batch job measured undisturbed (jobservice/batches/measure.py) waits, before its claim,
+    until this worker has finished its earlier jobs: (whether it is one, how long it waited in ms).
+
+    Before the claim, so the card's ledger shows the wait as the earlier job's finishing and the
+    measured job is not charged for it; only this thread hands work to the finisher, so it stays
+    idle until the job's own generation ends.
+    """
+    try:
+        with runtime.services.db.session() as session:
+            measured = measured_alone(session, job_id)
+    except Exception:  # noqa: BLE001 - the claim that follows meets (and reports) the same database
+        log.warning("job %s: could not read how it is measured; measuring it as is", job_id, exc_info=True)
+        return False, 0.0
+    finisher = runtime.finisher
+    if not measured or finisher is None or finisher.idle:
+        return measured, 0.0
+    started = time.perf_counter()
+    finisher.drain()
+    waited = (time.perf_counter() - started) * 1000
+    log.info("job %s: waited %.0f ms for the worker's earlier jobs to finish", job_id, waited)
+    return True, waited
 
 
 @dataclass
@@ -89,6 +116,9 @@ class JobRun:
     generate_started_at: datetime | None = None
     generate_memory: dict[str, float] | None = None
     phases: Phases | None = None  # the card time it used, as its report says
+    undisturbed: bool = False  # it waited for this worker's earlier jobs to finish (wait_for_quiet)
+    waited_ms: float = 0.0
+    host: HostActivity | None = None  # what else ran on the host while it generated
 
     def __post_init__(self) -> None:
         self.owner = Owner(self.runtime.worker_id, self.job.attempts)
@@ -188,6 +218,7 @@ class JobRun:
         t = self._lap("fetch_ms", t)
 
         self._stage(Stage.LOADING, 0.02)
+        window = HostWindow(self.runtime.finisher, undisturbed=self.undisturbed, waited_ms=self.waited_ms)
         loaded, self.cold = self.runtime.resident.get(self.spec, job_id=self.job.id)
         if self.cold:
             self.timings["load_ms"] = round(loaded.load_ms, 3)
@@ -206,6 +237,7 @@ class JobRun:
         self.output = loaded.adapter.run(loaded.handle, inputs, self.ctx)
         self.ctx.check_cancel()
         self._lap("generate_ms", t)
+        self.host = window.close()
         self.generate_memory = memory_report(self.runtime.device)
 
     @contextlib.contextmanager

@@ -12,6 +12,7 @@ from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, utcnow
 from jobservice.reports.run_report import (
     Artifact,
+    HostActivity,
     ReportError,
     RunReport,
     Validation,
@@ -35,6 +36,7 @@ class RunState(Protocol):
     cold: bool
     generate_started_at: datetime | None
     generate_memory: dict[str, float] | None  # the device's memory read when the last frame came
+    host: HostActivity | None  # what else ran on the host while it generated
     runtime: WorkerRuntime
     spec: ModelSpec | None
 
@@ -133,6 +135,7 @@ def build_report(
         frame_hashes=list(ctx.frame_hashes or []) if ctx else [],
         versions=versions(),
         extra={**(ctx.extra if ctx else {}), **(output.extra if output else {})},
+        host=run.host,
         validation=run.validation,
         error=ReportError(code=error[0], message=error[1]) if error else None,
     )

@@ -8,20 +8,27 @@ it is reported as ``changed`` rather than judged on numbers that measure differe
 A run figure (generate time, fps, RTF, first frame, chunks) is compared only when both sides'
 figures are of the same kind (``figures``: warm runs of a resident back end, or the cold runs of
 one that loads the model every run; see metrics.py); otherwise it is ``n/a`` and says why.
+
+A case is ``inconclusive`` when nothing regressed but a tracked metric's run could not have seen a
+change of the spec's floor (stats.py), and so is a batch with such a case and nothing worse: the
+gate's exit code for it is 3 (``EXIT_INCONCLUSIVE``), apart from 1 for a regression or failure.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from jobservice.batches.metrics import METRICS, Metric
-from jobservice.batches.stats import Comparison, compare_samples, summarize
+from jobservice.batches.stats import Comparison, compare_samples, inconclusive_reason, summarize
 
 log = logging.getLogger(__name__)
 
 # Worst first: the order cases are listed in every report.
-CASE_ORDER = ("regressed", "failed", "changed", "missing", "new", "improved", "ok")
+CASE_ORDER = ("regressed", "failed", "changed", "missing", "inconclusive", "new", "improved", "ok")
+# Exit codes of the gates (``jobservice batch compare``, ``batch run --wait``, ``batch status``).
+EXIT_PASSED, EXIT_REGRESSED, EXIT_INCONCLUSIVE = 0, 1, 3
 
 
 def thresholds_for(spec: dict[str, Any], metric: str) -> dict[str, float]:
@@ -112,7 +119,17 @@ def compare_metric(
     if old and new and (old_kind != new_kind or new_kind == "mixed"):
         a, b = summarize(old), summarize(new)
         note = f"baseline figures are {old_kind}, these are {new_kind}: not compared"
-        return Comparison("n/a", a.median, b.median, None, None, a.n, b.n, None, note)
+        return Comparison(
+            verdict="n/a",
+            baseline=a.median,
+            candidate=b.median,
+            change=None,
+            threshold=None,
+            n_baseline=a.n,
+            n_candidate=b.n,
+            sigma=None,
+            note=note,
+        )
     result = compare_samples(old, new, better=metric.better, **thresholds_for(spec, metric.name))
     if result.verdict == "n/a":
         side = baseline if not old else candidate
@@ -122,14 +139,20 @@ def compare_metric(
     return result
 
 
-def _compare_metrics(
-    baseline: dict[str, Any], candidate: dict[str, Any], *, spec: dict[str, Any]
-) -> tuple[list[dict[str, Any]], list[str], bool]:
-    """Every tracked metric of one case compared: (the comparisons, the regression reasons, whether
-    any metric improved). A metric that cannot be read is ``n/a`` with why, not an error."""
-    reasons: list[str] = []
-    improved = False
-    metrics = []
+@dataclass
+class _Judged:
+    """Every tracked metric of one case compared, and what that says about the case."""
+
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    regressions: list[str] = field(default_factory=list)  # why it regressed
+    unsure: list[str] = field(default_factory=list)  # why it cannot tell (inconclusive metrics)
+    improved: bool = False
+
+
+def _compare_metrics(baseline: dict[str, Any], candidate: dict[str, Any], *, spec: dict[str, Any]) -> _Judged:
+    """Every tracked metric of one case compared. A metric that cannot be read is ``n/a`` with why,
+    not an error."""
+    judged = _Judged()
     for name in tracked_metrics(spec):
         metric = METRICS[name]
         entry = {
@@ -144,14 +167,17 @@ def _compare_metrics(
             why = regression_reason(metric, result) if result.verdict == "regression" else None
         except Exception as exc:  # noqa: BLE001 - one unreadable metric must not stop the comparison
             log.exception("case %s: metric %s could not be compared", candidate["name"], name)
-            metrics.append({**entry, "verdict": "n/a", "note": f"not compared: {type(exc).__name__}: {exc}"})
+            note = f"not compared: {type(exc).__name__}: {exc}"
+            judged.metrics.append({**entry, "verdict": "n/a", "note": note})
             continue
-        metrics.append({**entry, **result.as_dict()})
+        judged.metrics.append({**entry, **result.as_dict()})
         if why is not None:
-            reasons.append(why)
+            judged.regressions.append(why)
+        elif result.verdict == "inconclusive":
+            judged.unsure.append(inconclusive_reason(metric.label, result))
         elif result.verdict == "improvement":
-            improved = True
-    return metrics, reasons, improved
+            judged.improved = True
+    return judged
 
 
 def _compare_validation(
@@ -185,24 +211,57 @@ def compare_case(
     if baseline.get("digest") != candidate.get("digest"):
         reason = "its model, parameters or inputs differ from the baseline's; not compared"
         return {**out, "verdict": "changed", "reasons": [reason], "metrics": []}
-    metrics, reasons, improved = _compare_metrics(baseline, candidate, spec=spec)
+    judged = _compare_metrics(baseline, candidate, spec=spec)
     validation, fell = _compare_validation(baseline, candidate)
     frames = _frames(baseline, candidate)
-    reasons += [why for why in (fell, _frames_reason(frames)) if why is not None]
-    regressed = bool(reasons)
+    reasons = judged.regressions + [why for why in (fell, _frames_reason(frames)) if why is not None]
     if candidate.get("status") == "failed":
         verdict = "failed"
         reasons = [e["message"] for e in candidate.get("expectations") or [] if not e["passed"]] + reasons
+    elif reasons:
+        verdict = "regressed"
+    elif judged.unsure:
+        verdict, reasons = "inconclusive", judged.unsure
     else:
-        verdict = "regressed" if regressed else ("improved" if improved else "ok")
+        verdict = "improved" if judged.improved else "ok"
     return {
         **out,
         "verdict": verdict,
         "reasons": reasons,
-        "metrics": metrics,
+        "metrics": judged.metrics,
         "validation": validation,
         "frames": frames,
+        "disturbed": disturbed_runs(baseline, candidate),
     }
+
+
+def disturbed_runs(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
+    """How many runs on each side had other work beside them on the host (the RunReport's ``host``),
+    so that a noisy sample can be recognised; runs from before the field existed count as unknown."""
+
+    def side(case: dict[str, Any]) -> dict[str, Any]:
+        runs = [r for r in case.get("runs") or [] if r.get("status") == "succeeded"]
+        hosts = [r["host"] for r in runs if r.get("host")]
+        return {
+            "runs": len(runs),
+            "measured": len(hosts),
+            "disturbed": sum(1 for h in hosts if h.get("disturbed")),
+            "other_cores_max": max((h.get("other_cores") or 0.0 for h in hosts), default=None),
+        }
+
+    return {"baseline": side(baseline), "candidate": side(candidate)}
+
+
+def disturbed_note(disturbed: dict[str, Any]) -> str | None:
+    """A sentence when some compared runs ran beside other work on their host, else None."""
+    parts = []
+    for name in ("baseline", "candidate"):
+        found = disturbed.get(name) or {}
+        if found.get("disturbed"):
+            parts.append(f"{found['disturbed']} of {found['runs']} {name} runs")
+    if not parts:
+        return None
+    return f"{' and '.join(parts)} ran beside other work on the host (see each run's report: host)"
 
 
 def compare_results(
@@ -225,7 +284,7 @@ def compare_results(
             )
     cases.sort(key=lambda c: CASE_ORDER.index(c["verdict"]))
     counts = {v: sum(1 for c in cases if c["verdict"] == v) for v in CASE_ORDER}
-    worst = "regressed" if counts["regressed"] else ("failed" if counts["failed"] else "passed")
+    worst = next((v for v in ("regressed", "failed", "inconclusive") if counts[v]), "passed")
     return {"verdict": worst, "counts": counts, "cases": cases}
 
 
@@ -233,3 +292,10 @@ def has_regression(comparison: dict[str, Any]) -> bool:
     """Whether a gate should fail: a case regressed or failed its expectations."""
     counts = comparison.get("counts") or {}
     return bool(counts.get("regressed") or counts.get("failed"))
+
+
+def gate_exit_code(comparison: dict[str, Any]) -> int:
+    """1 when a case regressed or failed, else 3 when one could not tell, else 0."""
+    if has_regression(comparison):
+        return EXIT_REGRESSED
+    return EXIT_INCONCLUSIVE if (comparison.get("counts") or {}).get("inconclusive") else EXIT_PASSED

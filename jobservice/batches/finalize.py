@@ -37,6 +37,8 @@ from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
 
+# Runs that may become the next baseline by themselves: not a regressed one, and not one that
+# could not tell (a slow drift of inconclusive runs must not carry the baseline along with it).
 GOOD_VERDICTS = ("passed", "no_baseline")
 ERROR_VERDICT = "error"  # the results could not be judged (a bug): recorded, never a baseline
 
@@ -117,7 +119,8 @@ def judge(
     elif baseline is None:
         verdict = "no_baseline"
     else:
-        verdict = "regressed" if results["comparison"]["verdict"] == "regressed" else "passed"
+        compared = results["comparison"]["verdict"]
+        verdict = compared if compared in ("regressed", "inconclusive") else "passed"
     return {"verdict": verdict, "results": results, "environment": environment}
 
 

@@ -13,7 +13,7 @@ import io
 import json
 from typing import Any
 
-from jobservice.batches.compare import CASE_ORDER, tracked_metrics
+from jobservice.batches.compare import CASE_ORDER, disturbed_note, tracked_metrics
 from jobservice.batches.metrics import METRICS
 from jobservice.db.tables import Batch
 
@@ -29,6 +29,11 @@ TABLE_METRICS = (
     "denoise_loop_ms",
     "export_ms",
     "peak_mb",
+)
+# The cases a report lists above its table, and under which heading.
+SECTIONS = (
+    ("Needs attention", ("regressed", "failed", "changed", "missing")),
+    ("Could not tell", ("inconclusive",)),
 )
 FIGURES = {"warm": "warm", "cold": "cold (loads the model every run)", "mixed": "mixed warm and cold"}
 
@@ -58,6 +63,8 @@ def _case_metrics(case: dict[str, Any], verdict_of: dict[str, Any], tracked: lis
             "baseline": versus.get("baseline"),
             "change": versus.get("change"),
             "threshold": versus.get("threshold"),
+            "detectable": versus.get("detectable"),
+            "repeats_needed": versus.get("repeats_needed"),
             "verdict": versus.get("verdict", "n/a"),
             "note": versus.get("note") or ("no baseline" if not verdict_of else "not tracked by the spec"),
         }
@@ -92,6 +99,7 @@ def _case_row(
         "figures": case.get("figures") or ("warm" if case.get("samples") else None),
         "metrics": _case_metrics(case, verdict_of, tracked),
         "frames_check": verdict_of.get("frames") or {"verdict": "n/a"},
+        "disturbed": disturbed_note(verdict_of.get("disturbed") or {}),
         "frames_digest": (case.get("frames") or {}).get("digest"),
         "expectations": case.get("expectations") or [],
         "jobs": [r["job_id"] for r in runs],
@@ -200,7 +208,7 @@ def render_csv(batch: Batch) -> str:
     names = list(dict.fromkeys([*TABLE_METRICS, *data["tracked_metrics"]]))
     header = ["case", "model", "verdict", "hardware", "resolution", "fps", "frames", "repeats", "passed"]
     header += ["figures"]
-    header += [f"{n}{suffix}" for n in names for suffix in ("", "_baseline", "_change")]
+    header += [f"{n}{suffix}" for n in names for suffix in ("", "_baseline", "_change", "_verdict")]
     header += ["frames_check", "reasons"]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -212,7 +220,7 @@ def render_csv(batch: Batch) -> str:
             m = case["metrics"].get(name) or {}
             why = m.get("note") or "not compared"
             row += [median_cell(m), m.get("baseline") if m.get("baseline") is not None else na(why)]
-            row += [m["change"] if m.get("change") is not None else na(why)]
+            row += [m["change"] if m.get("change") is not None else na(why), m.get("verdict") or "n/a"]
         row += [case["frames_check"].get("verdict"), "; ".join(case["reasons"])]
         writer.writerow(["" if v is None else v for v in row])
     return out.getvalue()
@@ -236,19 +244,24 @@ def render_markdown(batch: Batch) -> str:
     if info["error"]:
         lines.append(f"- error: {info['error']}")
     lines.append("")
-    flagged = [c for c in data["cases"] if c["verdict"] in ("regressed", "failed", "changed", "missing")]
-    if flagged:
-        lines += ["## Needs attention", ""]
+    for title, verdicts in SECTIONS:
+        flagged = [c for c in data["cases"] if c["verdict"] in verdicts]
+        if not flagged:
+            continue
+        lines += [f"## {title}", ""]
         for case in flagged:
             lines.append(
                 f"- **{case['case']}** ({case['model']}): {case['verdict']}: {'; '.join(case['reasons'])}"
             )
+            if case["disturbed"]:
+                lines.append(f"  - {case['disturbed']}")
         lines.append("")
     names = shown_metrics(data)
     lines += ["## Results (medians; change vs baseline)", ""]
     lines.append(
         "A case's figures are warm (a resident back end: its cold run is the cold start) or cold "
-        "(the back end loads the model in every run, like the seed tables' FlashHead runs)."
+        "(the back end loads the model in every run, like the seed tables' FlashHead runs). "
+        "⚠: regressed; ?: the run's noise hid changes above the floor (inconclusive)."
     )
     lines.append("")
     head = ["case", "verdict", "model", "hardware", "resolution", "fps", "runs ok", "figures"]
@@ -263,7 +276,7 @@ def render_markdown(batch: Batch) -> str:
             m = case["metrics"].get(name) or {}
             text = fmt(median_cell(m))
             if m.get("change") is not None:
-                mark = " ⚠" if m.get("verdict") == "regression" else ""
+                mark = {"regression": " ⚠", "inconclusive": " ?"}.get(m.get("verdict") or "", "")
                 text += f" ({fmt_change(m['change'])}{mark})"
             cells.append(text)
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
@@ -305,21 +318,37 @@ def _environment_lines(env: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _limit_text(m: dict[str, Any]) -> str:
+    """What a metric's change had to exceed; for an inconclusive one, what the run could have seen."""
+    if m.get("verdict") == "inconclusive":
+        if m.get("detectable") is None:
+            return f"noise unknown (one run per side), floor {m.get('floor') or 0:.1%}"
+        needed = f", {m['repeats_needed']} repeats would see it" if m.get("repeats_needed") else ""
+        return f"sees only >{m['detectable']:.1%}, floor {m.get('floor') or 0:.1%}{needed}"
+    if m.get("threshold") is not None:
+        return f"threshold {m['threshold']:.1%}"
+    return str(m.get("note", ""))
+
+
 def render_comparison_text(comparison: dict[str, Any], *, verbose: bool = False) -> str:
     """A terminal table of case verdicts, worst first; ``verbose`` adds every metric's figures."""
     cases = comparison.get("cases") or []
     width = max([len(c["case"]) for c in cases] + [4])
-    lines = [f"{'VERDICT':<10} {'CASE':<{width}}  WHY"]
+    verdict_width = max([len(c["verdict"]) for c in cases] + [len("VERDICT")])
+    lines = [f"{'VERDICT':<{verdict_width}} {'CASE':<{width}}  WHY"]
     for case in cases:
         why = "; ".join(case.get("reasons") or []) or "-"
-        lines.append(f"{case['verdict'].upper():<10} {case['case']:<{width}}  {why}")
+        lines.append(f"{case['verdict'].upper():<{verdict_width}} {case['case']:<{width}}  {why}")
+        disturbed = disturbed_note(case.get("disturbed") or {})
+        if disturbed:
+            lines.append(f"{' ' * (verdict_width + width + 3)}{disturbed}")
         if not verbose:
             continue
         for m in case.get("metrics") or []:
             figures = f"{fmt(m['baseline'], m['unit'])} -> {fmt(m['candidate'], m['unit'])}"
-            limit = f"threshold {m['threshold']:.1%}" if m.get("threshold") is not None else m.get("note", "")
+            limit = _limit_text(m)
             change = fmt_change(m.get("change")) or "n/a"
-            pad = " " * (width + 15)
+            pad = " " * (verdict_width + width + 5)
             kind = m.get("figures")
             label = f"{m['label']} ({kind})" if kind and kind not in m["label"] else m["label"]
             lines.append(f"{pad}{label:<28} {figures:<28} {change:>7}  {limit}  {m['verdict']}")

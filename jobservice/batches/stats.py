@@ -11,9 +11,17 @@ median is about 1.2533 sigma / sqrt(n), so the difference of two medians has
 1.2533 sigma sqrt(1/n_b + 1/n_c). With no pair to estimate the noise from (one run on each side)
 the floor is raised to ``few_samples_relative`` (10 %): a single sample says little.
 
+Three verdicts, not two. ``k`` standard errors are also the smallest change the run could have
+told from noise (``detectable``). When that is larger than the floor, a change below it is not
+"ok" but ``inconclusive``: the run could not have seen a regression between the floor and
+``detectable``, and ``repeats_needed`` says how many repeats per side would bring ``detectable``
+under the floor at the noise measured (the standard error shrinks as 1/sqrt(n)). With one run per
+side the noise is unknown, so anything short of the few-samples floor is inconclusive too.
+
 Worked example (tests/batches/test_stats.py): generate times of 1000, 1008, 995 ms against 1050,
 1043, 1058 ms: sigma ~ 8.4 ms, three standard errors ~ 2.6 %, so the 3 % floor applies and the
-5 % slowdown is flagged; the same medians with ~3 % noise on each repeat are not.
+5 % slowdown is flagged; the same medians with ~3 % noise on each repeat could only have seen a
+change above 9.7 %: inconclusive, and 32 repeats per side would see 3 %.
 """
 
 from __future__ import annotations
@@ -27,7 +35,8 @@ from typing import Any, Literal
 SHAMOS = 1.0483  # E|X - Y| for normal X, Y is 2 sigma / sqrt(pi); its median is 0.954 sigma
 MEDIAN_SE = 1.2533  # sqrt(pi / 2): standard error of a median relative to that of a mean
 
-Verdict = Literal["regression", "improvement", "ok", "n/a"]
+Verdict = Literal["regression", "improvement", "ok", "inconclusive", "n/a"]
+MAX_REPEATS = 50  # what a spec allows per case (jobservice.batches.spec)
 
 
 @dataclass(frozen=True)
@@ -84,10 +93,25 @@ class Comparison:
     n_candidate: int
     sigma: float | None
     note: str = ""
+    # The smallest relative change this run could tell from its noise (k standard errors); None
+    # when the noise is unknown (one run per side) or there was nothing to compare.
+    detectable: float | None = None
+    floor: float | None = None  # the spec's smallest change worth flagging
+    repeats_needed: int | None = None  # per side, to bring ``detectable`` under the floor
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return asdict(self)
+
+
+def repeats_for(sigma: float, median: float, *, floor: float, k: float) -> int | None:
+    """Repeats per side (baseline and candidate alike) whose ``k`` standard errors of the difference
+    of the medians stay within ``floor`` of ``median`` at noise ``sigma``; None if no number can."""
+    if floor <= 0 or median == 0:
+        return None
+    if sigma <= 0:
+        return 2
+    return max(2, math.ceil(2 * (k * MEDIAN_SE * sigma / (floor * abs(median))) ** 2))
 
 
 def compare_samples(
@@ -99,7 +123,8 @@ def compare_samples(
     k: float = 3.0,
     few_samples_relative: float = 0.10,
 ) -> Comparison:
-    """Compare the medians of two sets of repeats, flagging only changes above the noise."""
+    """Compare the medians of two sets of repeats: a regression or improvement beyond the noise,
+    ``ok`` when the run could have seen a change of ``relative``, else ``inconclusive``."""
     nb, nc = len(baseline), len(candidate)
     if not baseline or not candidate:
         side = "baseline" if not baseline else "candidate"
@@ -114,18 +139,23 @@ def compare_samples(
         )
         return Comparison(verdict, mb, mc, None, None, nb, nc, sigma, "baseline median is zero")
     change = (mc - mb) / abs(mb)
-    note = ""
+    detectable: float | None = None
     if sigma is None:
         threshold = max(relative, few_samples_relative)
         note = "one run per side: the noise is unknown, so only large changes count"
     else:
-        noise = k * MEDIAN_SE * sigma * math.sqrt(1 / nb + 1 / nc) / abs(mb)
-        threshold = max(relative, noise)
-        if noise > relative:
-            note = f"noisy: {k:g} standard errors are {noise:.1%}"
+        detectable = k * MEDIAN_SE * sigma * math.sqrt(1 / nb + 1 / nc) / abs(mb)
+        threshold = max(relative, detectable)
+        note = f"noisy: {k:g} standard errors are {detectable:.1%}" if detectable > relative else ""
     worse = change > threshold if better == "lower" else change < -threshold
     better_now = change < -threshold if better == "lower" else change > threshold
-    verdict = "regression" if worse else ("improvement" if better_now else "ok")
+    blind = detectable is None or detectable > relative  # it could not have seen a change of ``relative``
+    verdict = "inconclusive" if blind else "ok"
+    if worse or better_now:
+        verdict = "regression" if worse else "improvement"
+    needed = None
+    if verdict == "inconclusive" and sigma is not None:
+        needed = repeats_for(sigma, mb, floor=relative, k=k)
     return Comparison(
         verdict,
         round(mb, 4),
@@ -136,7 +166,28 @@ def compare_samples(
         nc,
         None if sigma is None else round(sigma, 4),
         note,
+        detectable=None if detectable is None else round(detectable, 5),
+        floor=relative,
+        repeats_needed=needed,
     )
+
+
+def inconclusive_reason(label: str, result: Comparison) -> str:
+    """Why a metric's comparison cannot tell: what it could have seen, and what would let it."""
+    floor = f"{result.floor:.1%}" if result.floor is not None else "the floor"
+    if result.detectable is None:
+        return (
+            f"{label}: one run per side, so the noise is unknown and only a change over "
+            f"{result.threshold or 0:.0%} would show; run at least 3 repeats to see {floor}"
+        )
+    text = f"{label}: this run could not tell a change under {result.detectable:.1%} from noise"
+    text += f" (floor {floor})"
+    if result.repeats_needed is None:
+        return text
+    text += f"; {result.repeats_needed} repeats per side would see {floor}"
+    if result.repeats_needed > MAX_REPEATS:
+        text += ", more than a spec allows: reduce the noise"
+    return text
 
 
 def _median(samples: list[float]) -> float | None:

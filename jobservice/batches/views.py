@@ -31,8 +31,16 @@ class CaseView(BaseModel):
     model: str
     repeat: int
     statuses: dict[str, int]
-    verdict: str | None = None
-    reasons: list[str] = Field(default_factory=list)
+    verdict: str | None = Field(
+        default=None,
+        description="Once finished: regressed, failed, changed, missing, inconclusive (nothing regressed, "
+        "but the run's noise hid changes above the spec's floor), new, improved or ok.",
+    )
+    reasons: list[str] = Field(
+        default_factory=list,
+        description="Why: what regressed, or for inconclusive what the run could see and how many "
+        "repeats per side would see the floor.",
+    )
     jobs: list[str]
 
 
@@ -43,7 +51,10 @@ class BatchView(BaseModel):
     object: str = "batch"
     name: str
     status: str
-    verdict: str | None
+    verdict: str | None = Field(
+        description="Once finished: no_baseline, passed, regressed, failed, inconclusive (no regression "
+        "seen, but a case could not tell; never a baseline by itself) or error."
+    )
     error: str | None = Field(default=None, description="Why it was canceled or could not be judged.")
     source: str
     origin: str

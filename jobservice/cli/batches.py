@@ -20,6 +20,7 @@ from typing import Any
 import click
 from sqlalchemy.exc import OperationalError
 
+from jobservice.batches.compare import EXIT_INCONCLUSIVE
 from jobservice.batches.states import BatchStatus
 from jobservice.errors import Conflict, DomainError
 from jobservice.settings import Settings
@@ -68,7 +69,11 @@ def batch_group() -> None:
 @click.option("--timeout", default=6 * 3600.0, show_default=True, help="Seconds --wait waits.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
 def run(spec: Path, wait: bool, timeout: float, as_json: bool) -> None:
-    """Create a batch from the SPEC file and queue its jobs (below interactive jobs)."""
+    """Create a batch from the SPEC file and queue its jobs (below interactive jobs).
+
+    With --wait, the exit status is the batch's verdict: 0 passed (or no baseline yet), 1 regressed,
+    failed or not finished, 3 inconclusive.
+    """
     from jobservice.batches.plan import plan_batch
     from jobservice.batches.service import create_batch
     from jobservice.batches.spec import load_spec_file
@@ -129,7 +134,10 @@ def resume(batch_id: str, wait: bool, timeout: float, as_json: bool) -> None:
 @click.option("--timeout", default=6 * 3600.0, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 def status(batch_id: str, wait: bool, timeout: float, as_json: bool) -> None:
-    """Show a batch's progress (or wait for it) and, once finished, its verdicts."""
+    """Show a batch's progress (or wait for it) and, once finished, its verdicts.
+
+    Exit status once finished: 0 passed (or no baseline yet), 1 regressed or failed, 3 inconclusive.
+    """
     from jobservice.batches.service import parse_batch_id
 
     services = cli_services()
@@ -184,8 +192,12 @@ def report(batch_id: str, fmt: str, output: Path | None) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show every metric's medians, change and threshold.")
 @click.option("--json", "as_json", is_flag=True)
 def compare(baseline: str, candidate: str, verbose: bool, as_json: bool) -> None:
-    """Compare CANDIDATE with BASELINE; exits 1 if a case regressed or failed (for CI gates)."""
-    from jobservice.batches.compare import compare_results, has_regression
+    """Compare CANDIDATE with BASELINE (for CI gates).
+
+    Exit status: 0 passed, 1 a case regressed or failed, 3 inconclusive (no regression seen, but a
+    case's noise hid changes above the spec's floor; the reasons say how many repeats would not).
+    """
+    from jobservice.batches.compare import compare_results, gate_exit_code
     from jobservice.batches.render import render_comparison_text
 
     services = cli_services()
@@ -198,7 +210,7 @@ def compare(baseline: str, candidate: str, verbose: bool, as_json: bool) -> None
         click.echo(f"baseline  {old.id} ({old.name}, {old.created_at:%Y-%m-%d %H:%M})")
         click.echo(f"candidate {new.id} ({new.name}, {new.created_at:%Y-%m-%d %H:%M})\n")
         click.echo(render_comparison_text(result, verbose=verbose))
-    sys.exit(1 if has_regression(result) else 0)
+    sys.exit(gate_exit_code(result))
 
 
 @batch_group.command("pin")
@@ -268,6 +280,8 @@ def _finish(services: Services, batch_id: uuid.UUID, *, wait: bool, timeout: flo
     click.echo(
         json.dumps(view.model_dump(mode="json"), indent=2) if as_json else _describe(view.model_dump())
     )
+    if ended and batch.status == BatchStatus.FINISHED and batch.verdict == "inconclusive":
+        sys.exit(EXIT_INCONCLUSIVE)
     if ended and (batch.status != BatchStatus.FINISHED or batch.verdict not in GOOD):
         sys.exit(1)
 

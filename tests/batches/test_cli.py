@@ -72,6 +72,43 @@ def test_run_status_report_compare_pin(env: Any, bservices: Any, tmp_path: Path)
     assert listed[0].startswith(second_id) and "pinned" in listed[1]
 
 
+def test_an_inconclusive_run_has_its_own_exit_status_and_says_how_many_repeats(
+    env: Any, bservices: Any, tmp_path: Path
+) -> None:
+    """Three repeats with ~5 % noise against a 3 % floor: nothing can be called ok. The gates exit
+    3, the reports put the case under "Could not tell" with the repeats that would tell, and the
+    run does not become the next baseline by itself."""
+    path = write_spec(tmp_path, spec(t2v_case(repeat=3)))
+    first_id = json.loads((out := run("batch", "run", str(path), "--json").output)[out.index("{") :])["id"]
+    finish_jobs(bservices, first_id, generate_ms=steady(1000, jitter=0.05))
+    second = run("batch", "run", str(path), "--json").output
+    second_id = json.loads(second[second.index("{") :])["id"]
+    finish_jobs(bservices, second_id, generate_ms=steady(1020, jitter=0.05))
+
+    status = run("batch", "status", second_id)
+    assert status.exit_code == 3, status.output
+    assert "verdict inconclusive" in status.output and "INCONCLUSIVE t2v" in status.output
+    assert "repeats per side would see 3.0%" in status.output
+    gate = run("batch", "compare", first_id, second_id, "-v")
+    assert gate.exit_code == 3 and "sees only >" in gate.output and "inconclusive" in gate.output
+    markdown = run("batch", "report", second_id).output
+    assert "# Batch nightly-test: INCONCLUSIVE" in markdown and "## Could not tell" in markdown
+    assert "## Needs attention" not in markdown and " ?)" in markdown
+    rows = run("batch", "report", second_id, "--format", "csv").output.splitlines()
+    header = rows[0].split(",")
+    assert rows[1].split(",")[header.index("generate_ms_verdict")] == "inconclusive"
+
+    third = run("batch", "run", str(path), "--json").output
+    third_id = json.loads(third[third.index("{") :])["id"]
+    finish_jobs(bservices, third_id, generate_ms=steady(1000, jitter=0.001))
+    assert f"baseline: {first_id}" in run("batch", "status", third_id).output  # (the noisy baseline's
+    # own spread still counts in the comparison: this one is inconclusive too)
+    with bservices.db.session() as session:
+        assert str(session.get(Batch, uuid.UUID(third_id)).baseline_id) == first_id, (
+            "not the inconclusive run"
+        )
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

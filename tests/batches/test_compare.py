@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from jobservice.batches.compare import compare_results, has_regression, thresholds_for
+from jobservice.batches.compare import compare_results, gate_exit_code, has_regression, thresholds_for
 from jobservice.batches.finalize import judge
 from jobservice.batches.render import render_comparison_text
 from jobservice.db.tables import Batch
@@ -36,7 +36,8 @@ def case(
 def test_every_kind_of_verdict_worst_first() -> None:
     baseline = {
         "cases": [
-            case("same", [100, 101, 99]),
+            case("same", [100, 100.3, 99.8]),
+            case("noisy", [100, 106, 95]),
             case("slower", [100, 101, 99]),
             case("faster", [100, 101, 99]),
             case("frames", [100, 101, 99], frames="x"),
@@ -46,7 +47,8 @@ def test_every_kind_of_verdict_worst_first() -> None:
     }
     candidate = {
         "cases": [
-            case("same", [100.5, 99.5, 100]),
+            case("same", [100.2, 99.9, 100]),
+            case("noisy", [102, 96, 107]),
             case("slower", [110, 111, 109]),
             case("faster", [80, 81, 79]),
             case("frames", [100, 101, 99], frames="y"),
@@ -61,15 +63,72 @@ def test_every_kind_of_verdict_worst_first() -> None:
         ("frames", "regressed"),
         ("edited", "changed"),
         ("gone", "missing"),
+        ("noisy", "inconclusive"),
         ("added", "new"),
         ("faster", "improved"),
         ("same", "ok"),
     ]
     frames = next(c for c in result["cases"] if c["case"] == "frames")
     assert frames["frames"] == {"verdict": "changed", "changed_frames": 1, "frames": 2}
-    assert result["verdict"] == "regressed" and has_regression(result)
+    assert result["verdict"] == "regressed" and has_regression(result) and gate_exit_code(result) == 1
     text = render_comparison_text(result, verbose=True)
-    assert text.splitlines()[1].startswith("REGRESSED  slower") and "generate time" in text
+    assert text.splitlines()[1].split()[:2] == ["REGRESSED", "slower"] and "generate time" in text
+    noisy = next(c for c in result["cases"] if c["case"] == "noisy")
+    (why,) = noisy["reasons"]
+    assert (
+        why.startswith("generate time: this run could not tell a change under ") and "repeats per side" in why
+    )
+    assert "INCONCLUSIVE noisy" in text and "repeats would see it" in text
+
+
+def test_inconclusive_is_its_own_verdict_and_exit_code() -> None:
+    """Nothing regressed, one case could not tell: the batch is inconclusive (exit 3), and a
+    regression anywhere still wins (exit 1)."""
+    old = {"cases": [case("calm", [100, 100.2, 99.9]), case("noisy", [100, 106, 95])]}
+    new = {"cases": [case("calm", [100.1, 100, 99.8]), case("noisy", [103, 96, 107])]}
+    result = compare_results(old, new, spec=SPEC)
+    assert result["verdict"] == "inconclusive" and result["counts"]["inconclusive"] == 1
+    assert not has_regression(result) and gate_exit_code(result) == 3
+    calm = next(c for c in result["cases"] if c["case"] == "calm")
+    assert calm["verdict"] == "ok" and calm["reasons"] == []
+    noisy = next(c for c in result["cases"] if c["case"] == "noisy")
+    generate = next(m for m in noisy["metrics"] if m["metric"] == "generate_ms")
+    assert generate["detectable"] > generate["floor"] == 0.03 and generate["repeats_needed"] > 3
+    new["cases"][0] = case("calm", [110, 110.2, 109.9])
+    assert gate_exit_code(compare_results(old, new, spec=SPEC)) == 1
+    calm_again = compare_results(old, {"cases": [case("calm", [100.1, 100, 99.8])]}, spec=SPEC)
+    assert gate_exit_code(calm_again) == 0 and calm_again["verdict"] == "passed"
+
+
+def test_a_run_of_one_cannot_tell_small_changes() -> None:
+    result = compare_results({"cases": [case("x", [100])]}, {"cases": [case("x", [104])]}, spec=SPEC)
+    (judged,) = result["cases"]
+    assert judged["verdict"] == "inconclusive" and "one run per side" in judged["reasons"][0]
+    big = compare_results({"cases": [case("x", [100])]}, {"cases": [case("x", [120])]}, spec=SPEC)
+    assert big["cases"][0]["verdict"] == "regressed"
+
+
+def test_disturbed_runs_are_counted_per_side() -> None:
+    quiet = {"disturbed": False, "other_cores": 0.05}
+    busy = {"disturbed": True, "other_cores": 0.9}
+    old = case("x", [100, 100.2, 99.9]) | {"runs": [{"status": "succeeded", "host": quiet}] * 3}
+    new = case("x", [100, 100.1, 99.9]) | {
+        "runs": [
+            {"status": "succeeded", "host": busy},
+            {"status": "succeeded", "host": quiet},
+            {"status": "failed"},
+        ]
+    }
+    (judged,) = compare_results({"cases": [old]}, {"cases": [new]}, spec=SPEC)["cases"]
+    assert judged["disturbed"]["candidate"] == {
+        "runs": 2,
+        "measured": 2,
+        "disturbed": 1,
+        "other_cores_max": 0.9,
+    }
+    assert judged["disturbed"]["baseline"]["disturbed"] == 0
+    text = render_comparison_text({"cases": [judged], "counts": {}, "verdict": "passed"})
+    assert "1 of 2 candidate runs ran beside other work on the host" in text
 
 
 def test_thresholds_merge_spec_metric_and_floor() -> None:

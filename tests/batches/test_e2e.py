@@ -155,10 +155,14 @@ def test_injected_slowdown_is_flagged_and_noise_is_not(batch_stack: Stack, tmp_p
     unchanged = run_bench(batch_stack, spec_path)
     assert unchanged.baseline_id == baseline.id, "a regressed run never becomes the baseline by itself"
     verdicts = {c["case"]: c for c in unchanged.results["comparison"]["cases"]}
-    assert unchanged.verdict == "passed", json.dumps(verdicts, indent=1)[:3000]
+    # The steady case is not regressed (ok, or inconclusive when this host's noise in 4 warm runs
+    # hides a 3 % change); the noisy one cannot be called ok: its noise hides a 3 % change.
+    assert verdicts["steady"]["verdict"] in ("ok", "inconclusive"), json.dumps(verdicts, indent=1)[:3000]
+    assert unchanged.verdict == "inconclusive", json.dumps(verdicts, indent=1)[:3000]
     noisy = next(m for m in verdicts["noisy"]["metrics"] if m["metric"] == "generate_ms")
-    assert noisy["sigma"] > 0 and noisy["verdict"] == "ok"
-    assert cli(batch_stack, "batch", "compare", str(baseline.id), str(unchanged.id)).returncode == 0
+    assert noisy["sigma"] > 0 and noisy["verdict"] == "inconclusive" and noisy["detectable"] > 0.03
+    gate = cli(batch_stack, "batch", "compare", str(baseline.id), str(unchanged.id))
+    assert gate.returncode == 3 and "INCONCLUSIVE noisy" in gate.stdout, gate.stdout
 
 
 def test_interrupted_batch_resumes_without_rerunning_finished_cases(batch_stack: Stack) -> None:

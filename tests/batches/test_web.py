@@ -96,3 +96,24 @@ def test_the_jobs_list_ignores_a_limit_that_is_not_a_page_size(bclient: Any) -> 
     for limit in ("²", "1" * 5000, "50"):
         response = bclient.get("/ui/jobs", query_string={"limit": limit})
         assert response.status_code == 200 and response.mimetype == "text/html", limit
+
+
+def test_an_inconclusive_case_is_listed_under_could_not_tell(bclient: Any, bservices: Any) -> None:
+    body = spec(t2v_case(name="calm", repeat=3), t2v_case(name="noisy", repeat=3))
+
+    def night(shift: float) -> Timing:
+        return lambda job: steady(1000 + shift, jitter=0.06 if job.batch_case == "noisy" else 0.001)(job)
+
+    first = create(bclient, body)
+    finish_jobs(bservices, first, generate_ms=night(0))
+    second = create(bclient, body)
+    finish_jobs(bservices, second, generate_ms=night(20))
+    view = bclient.get(f"/batches/{second}").get_json()
+    assert view["verdict"] == "inconclusive", view
+    assert {c["name"]: c["verdict"] for c in view["cases"]} == {"calm": "ok", "noisy": "inconclusive"}
+    html = bclient.get(f"/ui/batches/{second}").get_data(as_text=True)
+    assert "Could not tell" in html and "Needs attention" not in html
+    assert 'class="badge v-inconclusive"' in html and 'class="num unsure"' in html
+    assert "repeats per side would see the floor" in html
+    listing = bclient.get("/ui/batches").get_data(as_text=True)
+    assert "inconclusive" in listing

@@ -12,7 +12,7 @@ from typing import Any
 
 from flask import Blueprint, Response, flash, redirect, render_template, request, url_for
 
-from jobservice.batches.render import fmt, fmt_change, metric_heading, report_data, shown_metrics
+from jobservice.batches.render import SECTIONS, fmt, fmt_change, metric_heading, report_data, shown_metrics
 from jobservice.batches.schemas import batch_view, history, list_batches, list_views, spec_names
 from jobservice.batches.service import BATCH_STATUSES, pin_batch
 from jobservice.batches.states import BatchStatus
@@ -89,6 +89,7 @@ def batch_page(batch_id: str) -> str:
         chart_w=W,
         chart_h=H,
         metric_labels={m: metric_heading(m) for m in tracked},
+        sections=SECTIONS,
         refresh=None if BatchStatus(batch.status).is_ended else REFRESH_SECONDS,
         nav="batches",
     )

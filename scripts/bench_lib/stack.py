@@ -36,6 +36,7 @@ class BenchStack:
     devices: str = "cpu"  # the main worker's card group
     preload: bool = True  # False: each model's first job is a cold start
     worker_env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # for every process (API and workers)
     # More workers beyond the main one: (devices, models), e.g. ("npu:0", ["soulx-flashhead-1.3b"]).
     more_workers: list[tuple[str, list[str]]] = field(default_factory=list)
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jobservice-bench-")))
@@ -70,6 +71,7 @@ class BenchStack:
         )
         if self.deployment is not None:
             env["JOBSERVICE_DEPLOYMENT_FILE"] = str(self.deployment)
+        env.update(self.env)
         port = 18000 + os.getpid() % 1000
         me = [sys.executable, "-m", "jobservice.cli.main"]
         worker = [*me, "worker", "--devices", self.devices, "--loglevel", "WARNING"]

@@ -24,6 +24,7 @@ from jobservice.db.tables import Batch
 from tests.batches.conftest import build_batch_stack
 from tests.batches.test_e2e import batch_id_of, cli, wait_batch
 from tests.integration.conftest import Stack
+from tests.standins.common import cpu_units_per_second
 from tests.standins.deploy import FakeCheckout, flashhead_checkout, write_deployment
 from tests.standins.jobs import speech_clip
 
@@ -51,7 +52,8 @@ def flashhead(tmp_path: Path) -> Iterator[tuple[Stack, FakeCheckout]]:
 
 def run_spec(stack: Stack, path: Path) -> Batch:
     done = cli(stack, "batch", "run", str(path), "--wait")
-    assert done.returncode in (0, 1), done.stdout + done.stderr  # 1: the batch regressed
+    # 1: the batch regressed; 3: it could not tell (the comparison reads which)
+    assert done.returncode in (0, 1, 3), done.stdout + done.stderr
     batch = wait_batch(stack, batch_id_of(done.stdout))
     assert batch.status == "finished", batch.results
     return batch
@@ -97,8 +99,12 @@ def test_a_5pc_slower_per_run_model_is_flagged_on_generate_time(
     unchanged = run_spec(stack, spec_path)
     code, text = compare_text(stack, baseline, unchanged)
     assert unchanged.baseline_id == baseline.id
-    assert unchanged.verdict == "passed", json.dumps(unchanged.results["comparison"], indent=1)[:4000]
-    assert code == 0, text
+    # Never regressed; inconclusive when a figure's noise on this host (the process start of
+    # cold_start_ms, say) hides a change of the floor, and the exit code says which.
+    assert unchanged.verdict in ("passed", "inconclusive"), json.dumps(
+        unchanged.results["comparison"], indent=1
+    )[:4000]
+    assert code == {"passed": 0, "inconclusive": 3}[unchanged.verdict], text
     for name in PER_RUN_METRICS:
         found = metric(unchanged, "flashhead-2s", name)
         assert (found["n_baseline"], found["n_candidate"]) == (3, 3) and found["verdict"] != "regression", (
@@ -155,3 +161,69 @@ def test_a_5pc_slower_resident_model_is_flagged_on_warm_generate_time(
     assert generate["verdict"] == "regression" and 0.03 < generate["change"] < 0.10, generate
     assert slow.verdict == "regressed" and code == 1, text
     assert "(warm)" in text
+
+
+@pytest.fixture
+def flashhead_cpu(tmp_path: Path) -> Iterator[tuple[Stack, FakeCheckout]]:
+    """FlashHead's stand-in in its CPU mode: each run does a fixed amount of CPU work (1.5 s on one
+    idle core here) and waits 1.5 s for its "device", then writes a 4 s video: about half its wall
+    time is compute, and it runs slower when something shares the cores."""
+    checkout = flashhead_checkout(tmp_path / "site")
+    entry = checkout.script_entry(cards=1, timeout=120)
+    entry["env"]["STANDIN_CPU_WORK"] = str(int(cpu_units_per_second() * 1.5))
+    entry["env"]["STANDIN_DEVICE_S"] = "1.5"
+    deployment = write_deployment(
+        tmp_path / "deploy.yaml",
+        {"models": {MODEL: entry}, "workers": [{"devices": "npu:2", "models": [MODEL]}]},
+    )
+    stack = build_batch_stack(tmp_path / "stack", deployment_file=deployment)
+    speech_clip(stack.services.settings.batch_root, 4.0)
+    stack.start_worker("fh", devices="npu:2")
+    yield stack, checkout
+    stack.close()
+
+
+def test_three_verdicts_on_a_per_run_model_with_cpu_bound_compute(
+    flashhead_cpu: tuple[Stack, FakeCheckout],
+) -> None:
+    """Issue 25's goals, once: 3 repeats; an unchanged run is not regressed, a 15 % slower model is
+    regressed on generate time, a 5 % slower one is regressed or inconclusive, never ok. Every run
+    was measured undisturbed and says so; the same spec with ``undisturbed: false`` shows the
+    finishing that ran beside its runs."""
+    stack, checkout = flashhead_cpu
+    spec_path = stack.services.settings.batch_root / "cpu.yaml"
+    body: dict[str, Any] = {
+        "name": "flashhead-cpu",
+        "repeat": 3,
+        "metrics": list(PER_RUN_METRICS),
+        "cases": [
+            {"name": "fh-4s", "model": MODEL, "inputs": {"image": "portrait.png", "audio": "speech-4s.wav"}}
+        ],
+    }
+    spec_path.write_text(yaml.safe_dump(body))
+    baseline = run_spec(stack, spec_path)
+    verdicts = {}
+    for mode in ("ok", "slower:1.05", "slower:1.15"):
+        checkout.set_mode(mode)
+        candidate = run_spec(stack, spec_path)
+        assert candidate.baseline_id == baseline.id, (
+            "neither an inconclusive nor a regressed run is a baseline"
+        )
+        code, _ = compare_text(stack, baseline, candidate)
+        found = metric(candidate, "fh-4s", "generate_ms")
+        verdicts[mode] = found["verdict"]
+        assert code == {"regression": 1, "inconclusive": 3}.get(found["verdict"], 0), (code, found)
+        for run in next(c for c in candidate.results["cases"] if c["name"] == "fh-4s")["runs"]:
+            host = run["host"]
+            assert host["undisturbed"] and host["finishing_jobs"] == 0 and host["finishing_ms"] == 0, host
+            assert host["own_cores"] > 0.2 and host["busy_cores"] >= host["other_cores"], host
+    assert verdicts["ok"] != "regression", verdicts
+    assert verdicts["slower:1.15"] == "regression", verdicts
+    assert verdicts["slower:1.05"] in ("regression", "inconclusive"), verdicts
+
+    checkout.set_mode("ok")
+    spec_path.write_text(yaml.safe_dump({**body, "name": "flashhead-cpu-overlapped", "undisturbed": False}))
+    overlapped = run_spec(stack, spec_path)
+    hosts = [r["host"] for r in overlapped.results["cases"][0]["runs"]]
+    assert not any(h["undisturbed"] for h in hosts)
+    assert sum(h["finishing_jobs"] for h in hosts) >= 1 and any(h["disturbed"] for h in hosts), hosts

@@ -11,6 +11,7 @@ test sets through the deployment file's ``env:``:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -101,3 +102,26 @@ def hang() -> None:
     """Sleep until killed."""
     while True:
         time.sleep(1)
+
+
+_WORK_BLOCK = bytes(range(256)) * 4096  # 1 MiB: one unit of CPU work is one sha256 over it
+
+
+def cpu_work(units: int) -> None:
+    """A fixed amount of CPU work (``units`` sha256 passes over 1 MiB): it takes longer when other
+    processes share the cores, as a model's host-side work does."""
+    for _ in range(units):
+        hashlib.sha256(_WORK_BLOCK).digest()
+
+
+def cpu_units_per_second(trials: int = 5, seconds: float = 0.2) -> float:
+    """How many units of ``cpu_work`` one core does per second here (the best of a few short trials,
+    so a busy moment does not lower it): a test turns seconds of CPU into a fixed amount of work."""
+    best = 0.0
+    for _ in range(trials):
+        started, done = time.perf_counter(), 0
+        while time.perf_counter() - started < seconds:
+            cpu_work(8)
+            done += 8
+        best = max(best, done / (time.perf_counter() - started))
+    return best

@@ -6,7 +6,13 @@ speech with ``-c:v copy -c:a aac -shortest``; whole 28-frame (pro) or 24-frame (
 last one padded (``--audio_encode_mode once``: upstream's shorter count, ``stream_or_once``),
 512x512 at 25 fps; ``--model_type`` checked by assertion as upstream's ``_validate_args`` does. Records what it received; acts out the failure mode in
 $STANDIN_MODE_FILE: ok, exit1, missing, empty, black, slow:<seconds>, hang, oom, and
-``slower:<factor>`` (ok, with the $STANDIN_COMPUTE_S seconds of its run stretched by the factor).
+``slower:<factor>`` (ok, with its compute stretched by the factor).
+
+Its compute, two ways. $STANDIN_COMPUTE_S: the run lasts that many seconds whatever its own ffmpeg
+work took (a steady figure that a busy host hardly moves). $STANDIN_CPU_WORK (units of
+``common.cpu_work``) with $STANDIN_DEVICE_S: each chunk does its share of that fixed CPU work and
+waits its share of the device seconds, and nothing is padded, so like a real model's host-side
+work (and its own video writing) the run takes longer when other processes share the cores.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.standins.common import audio_seconds, hang, make_video, mode, mux_shortest, record
+from tests.standins.common import audio_seconds, cpu_work, hang, make_video, mode, mux_shortest, record
 
 
 def parse() -> argparse.Namespace:
@@ -74,11 +80,17 @@ def main() -> int:
     # mode "slower:<factor>", half in the chunk loop and the rest waited out after the video is
     # written, so its own ffprobe/ffmpeg time (which a busy machine stretches) does not count.
     factor = float(act.split(":", 1)[1]) if act.startswith("slower:") else 1.0
-    budget = float(os.environ.get("STANDIN_COMPUTE_S", "0")) * factor
+    work = round(int(os.environ.get("STANDIN_CPU_WORK", "0")) * factor)
+    device_s = float(os.environ.get("STANDIN_DEVICE_S", "0")) * factor
+    budget = 0.0 if work else float(os.environ.get("STANDIN_COMPUTE_S", "0")) * factor
     per_chunk = budget / 2 / chunks
     for index in range(chunks):
         began = time.perf_counter()
-        time.sleep(per_chunk)
+        if work:
+            cpu_work(work // chunks + (1 if index < work % chunks else 0))
+            time.sleep(device_s / chunks)
+        else:
+            time.sleep(per_chunk)
         cost = time.perf_counter() - began
         print(f"Generate video chunk-{index} done, cost time: {cost:.3f}s", flush=True)  # upstream's line
     save = Path(args.save_file or "sample_results/res_output.mp4")

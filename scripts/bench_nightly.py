@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""Nightly verdicts on this host: the noise of a per-run model's figures with and without the
+service's own finishing beside them, and what the three verdicts say about known slowdowns.
+
+Starts its own stack (embedded Redis, SQLite, local store, the API and one worker on a fake NPU
+card) serving the FlashHead stand-in (tests/standins/fake_generate_video.py, the real flags) in
+its CPU mode: each run does a fixed amount of CPU work (calibrated here: half the run, idle) and
+waits as long again for its "device", then writes its video with ffmpeg, so, like a real model's
+host-side work, it runs slower when something shares the cores. Then, for ``--rounds`` rounds,
+for each way of measuring (``undisturbed: false``, the overlap: the worker gates and stores job
+N while job N+1 generates; ``undisturbed: true``, the default: job N+1 waits), in alternating
+order: a baseline batch of ``--repeats`` runs, then the same unchanged, 5 % slower and 15 % slower
+(the stand-in's ``slower:<factor>`` mode), each compared with that round's baseline.
+
+Prints a table and, as its LAST line, one JSON object:
+
+  noise_rel_median{overlapped,undisturbed}  within-run noise of generate time: the Shamos sigma of
+                                            a batch's repeats over their median, median over batches
+  noise_ratio                               undisturbed / overlapped, measured in this run
+  verdicts{mode}{scenario}                  generate time's verdict counts over the rounds
+  goals                                     unchanged never regressed; 15 % always regressed;
+                                            5 % never ok (undisturbed)
+  host{mode}                                medians of the runs' host figures: other_cores,
+                                            finishing_ms, waited_ms; and the share of runs disturbed
+  batch_wall_ratio                          undisturbed / overlapped wall time of a batch (the cost)
+  exit_lateness_ms                          how late a child's exit is noticed: the pidfd wait the
+                                            worker uses, and Popen.wait(0.2) in a loop (what it used
+                                            until 2026-12-01), over children living 1.00..1.18 s
+
+Usage: scripts/bench_nightly.py [--rounds 3] [--repeats 3] [--cpu-s 1.5] [--device-s 1.5]
+       [--speech-s 13] [--no-lateness] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from jobservice.batches.stats import robust_sigma  # noqa: E402
+from scripts.bench_lib.stack import BenchStack  # noqa: E402
+from tests.standins.common import cpu_units_per_second  # noqa: E402
+from tests.standins.deploy import FakeCheckout, flashhead_checkout, write_deployment  # noqa: E402
+from workers.adapters.processes.child import wait_for_exit  # noqa: E402
+
+MODEL = "soulx-flashhead-1.3b"
+MODES = {"overlapped": False, "undisturbed": True}
+SCENARIOS = {"unchanged": "ok", "slower_5pc": "slower:1.05", "slower_15pc": "slower:1.15"}
+
+
+def site(
+    folder: Path, *, cpu_s: float, device_s: float, speech_s: float
+) -> tuple[FakeCheckout, Path, Path, int]:
+    """The stand-in checkout, its deployment file, the batch root (speech and portrait) and the CPU
+    work units that take ``cpu_s`` on one idle core here."""
+    checkout = flashhead_checkout(folder / "site")
+    units = int(cpu_units_per_second() * cpu_s)
+    entry = checkout.script_entry(timeout=300)
+    for key in ("torchrun", "ascend_env_script"):  # one card: plain python, no Ascend toolkit
+        entry.pop(key)
+    entry["env"].update({"STANDIN_CPU_WORK": str(units), "STANDIN_DEVICE_S": f"{device_s:g}"})
+    deployment = write_deployment(
+        folder / "deploy.yaml", {"reference_models": True, "models": {MODEL: entry}}
+    )
+    root = folder / "batches"
+    root.mkdir()
+    shutil.copyfile(ROOT / "samples/portrait.png", root / "portrait.png")
+    subprocess.run(  # the sample speech, looped to ``speech_s`` seconds
+        ["ffmpeg", "-v", "error", "-y", "-stream_loop", "4", "-i", str(ROOT / "samples/speech.wav")]
+        + ["-t", f"{speech_s:g}", "-ac", "1", "-ar", "16000", str(root / "speech.wav")],
+        check=True,
+    )
+    return checkout, deployment, root, units
+
+
+def spec(name: str, *, repeats: int, undisturbed: bool, baseline: str | None) -> dict[str, Any]:
+    """One case of the stand-in, tracking generate time."""
+    return {
+        "name": name,
+        "repeat": repeats,
+        "undisturbed": undisturbed,
+        "baseline": baseline or "auto",
+        "metrics": ["generate_ms"],
+        "cases": [
+            {
+                "name": "flashhead",
+                "model": MODEL,
+                "inputs": {"image": "portrait.png", "audio": "speech.wav"},
+            }
+        ],
+    }
+
+
+def run_batch(stack: BenchStack, body: dict[str, Any]) -> dict[str, Any]:
+    """Create a batch and wait until it finishes: its view, wall seconds and runs' host figures."""
+    started = time.monotonic()
+    response = requests.post(f"{stack.base}/batches", json={"spec": body}, timeout=60)
+    response.raise_for_status()
+    batch_id = response.json()["id"]
+    while True:
+        view = requests.get(f"{stack.base}/batches/{batch_id}", timeout=30).json()
+        if view["status"] in ("finished", "canceled"):
+            break
+        time.sleep(0.5)
+    wall = time.monotonic() - started
+    assert view["status"] == "finished", view
+    report = requests.get(f"{stack.base}/batches/{batch_id}/report", params={"format": "json"}, timeout=30)
+    jobs = requests.get(f"{stack.base}/batches/{batch_id}/jobs", timeout=30).json()["jobs"]
+    hosts = [stack.report(j["id"]).get("host") or {} for j in jobs]
+    generate = [
+        float(j["timings"]["generate_ms"]) for j in jobs if (j.get("timings") or {}).get("generate_ms")
+    ]
+    return {"id": batch_id, "wall_s": wall, "report": report.json(), "hosts": hosts, "generate_ms": generate}
+
+
+def exit_lateness() -> dict[str, Any]:
+    """How late a waiter notices a child's exit, the pidfd way and the Popen.wait(0.2) way."""
+    stamp = Path(tempfile.mkdtemp(prefix="jobservice-lateness-")) / "exit"
+    out: dict[str, Any] = {}
+    for how in ("pidfd", "popen_wait_0.2"):
+        late = []
+        for step in range(7):
+            life = 1.0 + 0.03 * step
+            code = f"import time; time.sleep({life}); open({str(stamp)!r}, 'w').write(repr(time.time()))"
+            child = subprocess.Popen([sys.executable, "-c", code])
+            while child.poll() is None:
+                if how == "pidfd":
+                    wait_for_exit(child, 0.2)
+                else:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        child.wait(0.2)
+            late.append((time.time() - float(stamp.read_text())) * 1000)
+        out[how] = {"median": round(statistics.median(late), 1), "max": round(max(late), 1)}
+        out[how]["each"] = [round(x, 1) for x in late]
+    shutil.rmtree(stamp.parent, ignore_errors=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cpu-s", type=float, default=1.5, help="CPU seconds of a run (idle, one core)")
+    parser.add_argument("--device-s", type=float, default=1.5, help="seconds a run waits for its device")
+    parser.add_argument(
+        "--speech-s",
+        type=float,
+        default=13.0,
+        help="seconds of speech: of video to gate (at 6 s the gate overlaps a run by ~0.15 s: too little to see)",
+    )
+    parser.add_argument("--no-lateness", action="store_true")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+
+    folder = Path(tempfile.mkdtemp(prefix="jobservice-nightly-"))
+    checkout, deployment, root, units = site(
+        folder, cpu_s=args.cpu_s, device_s=args.device_s, speech_s=args.speech_s
+    )
+    stack = BenchStack(
+        deployment=deployment,
+        devices="npu:0",
+        preload=False,
+        keep=args.keep,
+        env={"JOBSERVICE_BATCH_ROOT": str(root)},
+    )
+    noise: dict[str, list[float]] = {m: [] for m in MODES}
+    verdicts: dict[str, dict[str, dict[str, int]]] = {m: {s: {} for s in SCENARIOS} for m in MODES}
+    walls: dict[str, list[float]] = {m: [] for m in MODES}
+    hosts: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+    changes: dict[str, dict[str, list[float]]] = {m: {s: [] for s in SCENARIOS} for m in MODES}
+    with stack:
+        for rnd in range(args.rounds):
+            order = list(MODES) if rnd % 2 == 0 else list(reversed(MODES))
+            for mode in order:
+                name = f"nightly-{mode}"
+                checkout.set_mode("ok")
+                base = run_batch(
+                    stack, spec(name, repeats=args.repeats, undisturbed=MODES[mode], baseline=None)
+                )
+                for batch in (base,):
+                    noise[mode].append(_noise(batch["generate_ms"]))
+                    walls[mode].append(batch["wall_s"])
+                    hosts[mode].extend(batch["hosts"])
+                for scenario, act in SCENARIOS.items():
+                    checkout.set_mode(act)
+                    body = spec(name, repeats=args.repeats, undisturbed=MODES[mode], baseline=base["id"])
+                    batch = run_batch(stack, body)
+                    noise[mode].append(_noise(batch["generate_ms"]))
+                    walls[mode].append(batch["wall_s"])
+                    hosts[mode].extend(batch["hosts"])
+                    metric = _generate(batch)
+                    verdict = str(metric.get("verdict"))
+                    verdicts[mode][scenario][verdict] = verdicts[mode][scenario].get(verdict, 0) + 1
+                    changes[mode][scenario].append(float(metric.get("change") or 0.0))
+                    print(
+                        f"round {rnd + 1} {mode:<11} {scenario:<12} generate {_fmt(metric)}  "
+                        f"noise {noise[mode][-1]:.2%}  wall {batch['wall_s']:.1f} s",
+                        flush=True,
+                    )
+    checkout.set_mode("ok")
+    result = summarize(args, units, noise, verdicts, walls, hosts, changes)
+    if not args.no_lateness:
+        result["exit_lateness_ms"] = exit_lateness()
+    if not args.keep:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(json.dumps(result))
+
+
+def _generate(batch: dict[str, Any]) -> dict[str, Any]:
+    """Generate time's row in a batch's report: median, change, threshold, verdict (vs its baseline)."""
+    case = (batch["report"].get("cases") or [{}])[0]
+    return dict((case.get("metrics") or {}).get("generate_ms") or {})
+
+
+def _noise(values: list[float]) -> float:
+    """Within-run noise of a batch's generate times: the Shamos sigma of its repeats over their median."""
+    sigma = robust_sigma(values) if len(values) > 1 else None
+    return (sigma or 0.0) / statistics.median(values) if values else 0.0
+
+
+def _fmt(metric: dict[str, Any]) -> str:
+    change = metric.get("change")
+    text = f"{change:+.1%}" if isinstance(change, float) else "n/a"
+    limit = metric.get("threshold")
+    return f"{text} (threshold {limit:.1%}) {metric.get('verdict')}" if isinstance(limit, float) else text
+
+
+def summarize(
+    args: argparse.Namespace,
+    units: int,
+    noise: dict[str, list[float]],
+    verdicts: dict[str, dict[str, dict[str, int]]],
+    walls: dict[str, list[float]],
+    hosts: dict[str, list[dict[str, Any]]],
+    changes: dict[str, dict[str, list[float]]],
+) -> dict[str, Any]:
+    """The JSON line."""
+
+    def med(values: list[float]) -> float | None:
+        return round(statistics.median(values), 4) if values else None
+
+    rel = {m: med(v) for m, v in noise.items()}
+    quiet = verdicts["undisturbed"]
+    goals = {
+        "unchanged_never_regressed": not quiet["unchanged"].get("regression"),
+        "slower_15pc_always_regressed": quiet["slower_15pc"].get("regression", 0) == args.rounds,
+        "slower_5pc_never_ok": not quiet["slower_5pc"].get("ok"),
+    }
+    return {
+        "rounds": args.rounds,
+        "repeats": args.repeats,
+        "cpu_work_units": units,
+        "noise_rel_median": rel,
+        "noise_ratio": round(rel["undisturbed"] / rel["overlapped"], 3)
+        if rel["undisturbed"] is not None and rel["overlapped"]
+        else None,
+        "verdicts": verdicts,
+        "change_median": {m: {s: med(v) for s, v in c.items()} for m, c in changes.items()},
+        "goals": goals,
+        "host": {
+            m: {
+                "other_cores": med([h["other_cores"] for h in hs if h.get("other_cores") is not None]),
+                "finishing_ms": med([h["finishing_ms"] for h in hs if "finishing_ms" in h]),
+                "waited_ms": med([h["waited_ms"] for h in hs if "waited_ms" in h]),
+                "disturbed_share": round(sum(1 for h in hs if h.get("disturbed")) / len(hs), 3)
+                if hs
+                else None,
+            }
+            for m, hs in hosts.items()
+        },
+        "batch_wall_ratio": round(
+            statistics.median(walls["undisturbed"]) / statistics.median(walls["overlapped"]), 3
+        ),
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -17,6 +17,12 @@ Prints a table and, as its LAST line, one JSON object:
   noise_rel_median{overlapped,undisturbed}  within-run noise of generate time: the Shamos sigma of
                                             a batch's repeats over their median, median over batches
   noise_ratio                               undisturbed / overlapped, measured in this run
+  noise_rel_pooled{mode}, pooled_ratio      the pooled standard deviation of generate time within
+                                            batches, relative to each batch's mean: unlike the
+                                            robust figure above it counts the odd disturbed run
+  generate_ms_unchanged{mode}               median generate time of the unchanged model's runs
+                                            (baselines and unchanged batches): what the overlap
+                                            adds to a run
   verdicts{mode}{scenario}                  generate time's verdict counts over the rounds
   goals                                     unchanged never regressed; 15 % always regressed;
                                             5 % never ok (undisturbed)
@@ -179,6 +185,8 @@ def main() -> None:
         env={"JOBSERVICE_BATCH_ROOT": str(root)},
     )
     noise: dict[str, list[float]] = {m: [] for m in MODES}
+    samples: dict[str, list[list[float]]] = {m: [] for m in MODES}  # every batch's generate times
+    unchanged: dict[str, list[float]] = {m: [] for m in MODES}  # runs of the unchanged model
     verdicts: dict[str, dict[str, dict[str, int]]] = {m: {s: {} for s in SCENARIOS} for m in MODES}
     walls: dict[str, list[float]] = {m: [] for m in MODES}
     hosts: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
@@ -194,6 +202,8 @@ def main() -> None:
                 )
                 for batch in (base,):
                     noise[mode].append(_noise(batch["generate_ms"]))
+                    samples[mode].append(batch["generate_ms"])
+                    unchanged[mode].extend(batch["generate_ms"])
                     walls[mode].append(batch["wall_s"])
                     hosts[mode].extend(batch["hosts"])
                 for scenario, act in SCENARIOS.items():
@@ -201,6 +211,9 @@ def main() -> None:
                     body = spec(name, repeats=args.repeats, undisturbed=MODES[mode], baseline=base["id"])
                     batch = run_batch(stack, body)
                     noise[mode].append(_noise(batch["generate_ms"]))
+                    samples[mode].append(batch["generate_ms"])
+                    if act == "ok":
+                        unchanged[mode].extend(batch["generate_ms"])
                     walls[mode].append(batch["wall_s"])
                     hosts[mode].extend(batch["hosts"])
                     metric = _generate(batch)
@@ -214,6 +227,14 @@ def main() -> None:
                     )
     checkout.set_mode("ok")
     result = summarize(args, units, noise, verdicts, walls, hosts, changes)
+    pooled = {m: _pooled(batches) for m, batches in samples.items()}
+    result["noise_rel_pooled"] = pooled
+    result["pooled_ratio"] = (
+        round(pooled["undisturbed"] / pooled["overlapped"], 3) if pooled["overlapped"] else None
+    )
+    result["generate_ms_unchanged"] = {
+        m: round(statistics.median(v), 1) if v else None for m, v in unchanged.items()
+    }
     if not args.no_lateness:
         result["exit_lateness_ms"] = exit_lateness()
     if not args.keep:
@@ -231,6 +252,17 @@ def _noise(values: list[float]) -> float:
     """Within-run noise of a batch's generate times: the Shamos sigma of its repeats over their median."""
     sigma = robust_sigma(values) if len(values) > 1 else None
     return (sigma or 0.0) / statistics.median(values) if values else 0.0
+
+
+def _pooled(batches: list[list[float]]) -> float | None:
+    """The pooled standard deviation of batches' generate times, each relative to its batch's mean."""
+    squares, freedom = 0.0, 0
+    for values in batches:
+        if len(values) > 1:
+            mean = statistics.fmean(values)
+            squares += sum(((v - mean) / mean) ** 2 for v in values)
+            freedom += len(values) - 1
+    return round((squares / freedom) ** 0.5, 4) if freedom else None
 
 
 def _fmt(metric: dict[str, Any]) -> str:

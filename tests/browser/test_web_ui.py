@@ -238,6 +238,9 @@ def test_progress_moves_then_cancel_and_resubmit(web: Session) -> None:
     page.wait_for_selector(".flash-success")
     assert web.wait_finished(30) == "canceled"
     assert page.locator("#cancel-job").count() == 0
+    # the page reloads itself when the job ends; the message of the click survives that reload
+    kept = page.wait_for_selector(".flash-success", timeout=5000)
+    assert kept is not None and "cancel" in str(kept.text_content()).lower()
     assert "canceled at a user's request" in str(page.text_content("#failure"))
     assert "generate (stopped)" in str(page.text_content(".legend"))
     web.shot("07-job-canceled", full_page=False)

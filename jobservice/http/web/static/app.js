@@ -265,6 +265,32 @@
     return TERMINAL.includes(job.status);
   }
 
+  // A message shown once ("The job was canceled.") would vanish with the reload that follows the
+  // job's end a moment later; it is carried over that one reload.
+  const FLASH_KEY = "jobservice.flashes";
+  function reloadFinished() {
+    const shown = $all(".flashes .flash").map(function (p) { return { cls: p.className, role: p.getAttribute("role"), text: p.textContent }; });
+    try { if (shown.length) sessionStorage.setItem(FLASH_KEY, JSON.stringify(shown)); } catch (e) { /* storage off: lose it */ }
+    location.reload();
+  }
+
+  function restoreFlashes() {
+    let kept = null;
+    try { kept = JSON.parse(sessionStorage.getItem(FLASH_KEY) || "null"); sessionStorage.removeItem(FLASH_KEY); } catch (e) { return; }
+    const main = $("#main");
+    if (!Array.isArray(kept) || !kept.length || !main || $(".flashes", main)) return;
+    const box = document.createElement("div");
+    box.className = "flashes";
+    kept.forEach(function (m) {
+      const p = document.createElement("p");
+      p.className = String(m.cls);
+      p.setAttribute("role", m.role === "alert" ? "alert" : "status");
+      p.textContent = String(m.text);
+      box.appendChild(p);
+    });
+    main.insertBefore(box, main.firstChild);
+  }
+
   function pollJob(live, firstDelay) {
     live.dataset.live = "poll";
     poller(function () {
@@ -272,7 +298,7 @@
         if (!r.ok) throw new Error("HTTP " + r.status);
         const after = Number(r.headers.get("X-Poll-After-Ms")) || 1000;
         return r.json().then(function (job) {
-          if (showJob(live, job)) { location.reload(); return 0; }
+          if (showJob(live, job)) { reloadFinished(); return 0; }
           return after;
         });
       });
@@ -291,7 +317,7 @@
     source.addEventListener("end", function (e) {
       source.close();
       showJob(live, JSON.parse(e.data));
-      location.reload();  // the finished page has the video, the checks and the report
+      reloadFinished();  // the finished page has the video, the checks and the report
     });
     source.addEventListener("open", function () {
       failures = 0;  // the server closes long streams now and then: each reopening is a success
@@ -351,6 +377,7 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    restoreFlashes();
     initForm();
     initJob();
     initList();

@@ -115,6 +115,22 @@ def _engine(session: Session, snapshot: Snapshot, settings: Settings, catalog: C
             engine.submit(
                 SimJob(str(waiting.id), waiting.model, waiting.tenant, waiting.priority, seconds, submitted)
             )
+    # The arrivals it expects are the dispatcher's: the rates of every job submitted lately, and
+    # each such model's last job (the forecast expects one more like it; see forecast()).
+    engine.held_rates = dict(state.rates)
+    since = datetime.fromtimestamp(now - state.params.rate_window_s, UTC)
+    for model in sorted(m for m, r in state.rates.items() if r > 0 and m in state.models):
+        last = session.execute(
+            select(Job.id, Job.tenant, Job.priority, Job.output_seconds, Job.created_at)
+            .where(Job.model == model, Job.created_at >= since)
+            .order_by(Job.created_at.desc(), Job.id.desc())
+            .limit(1)
+        ).first()
+        if last is not None:
+            seconds = float(last.output_seconds or 0.0)
+            engine.latest[model] = SimJob(
+                str(last.id), model, last.tenant, last.priority, seconds, last.created_at.timestamp()
+            )
     return engine
 
 

@@ -159,10 +159,13 @@ class Engine:
         self.done: list[SimJob] = []
         self.turns: dict[str, int] = {}  # the static policy's round robin over a group's queues
         self.arrivals: dict[str, deque[float]] = {}  # model -> recent submission times
+        self.held_rates: dict[str, float] | None = None  # rates() while a forecast plays forward
+        self.latest: dict[str, SimJob] = {}  # model -> the job of it submitted last
         # What-if jobs (the ETA forecast): (model, priority, tenant) -> when one would have started.
         self.probes: dict[tuple[str, int, str], SimJob] = {}
         self.probe_starts: dict[tuple[str, int, str], float] = {}
         self._events: list[tuple[float, int, str]] = []  # (when a group frees, seq, group)
+        self._expected: list[tuple[float, int, SimJob]] = []  # (when, seq, job): see ``expect``
         self._seq = itertools.count()
         self.on_dispatch: list[Callable[[Engine], None]] = []  # after every dispatch round
 
@@ -173,6 +176,7 @@ class Engine:
         self.queues.setdefault(key, deque()).append(job)
         self._output_s[key] = self._output_s.get(key, 0.0) + job.output_s
         self.arrivals.setdefault(job.model, deque()).append(job.submitted)
+        self.latest[job.model] = job
 
     def adopt(self, job: SimJob) -> None:
         """A job already on its group (the live fleet's, for a forecast): it ends at ``job.finished``."""
@@ -233,7 +237,10 @@ class Engine:
         return tuple(found)
 
     def rates(self) -> dict[str, float]:
-        """Jobs submitted per second, per model, over the policy's rate window."""
+        """Jobs submitted per second, per model, over the policy's rate window (or as they were
+        when a forecast began: it expects the arrivals of now to go on)."""
+        if self.held_rates is not None:
+            return dict(self.held_rates)
         window = self.params.rate_window_s
         found = {}
         for model, times in self.arrivals.items():
@@ -256,18 +263,24 @@ class Engine:
         )
 
     # --- time ------------------------------------------------------------------------------------
-    def next_event(self) -> float | None:
-        """When the next group frees up (None: nothing runs)."""
-        return self._events[0][0] if self._events else None
+    def expect(self, job: SimJob) -> None:
+        """Submit ``job`` when the clock reaches its ``submitted`` (a forecast's expected arrival)."""
+        heapq.heappush(self._expected, (job.submitted, next(self._seq), job))
+
+    def _due(self) -> float | None:
+        times = [q[0][0] for q in (self._events, self._expected) if q]
+        return min(times) if times else None
 
     def advance(self, until: float) -> None:
-        """Run every group completion up to ``until`` (dispatching after each), then set the clock."""
-        while self._events and self._events[0][0] <= until:
-            at = self._events[0][0]
+        """Run every group completion and expected arrival up to ``until`` (dispatching after
+        each), then set the clock."""
+        while (at := self._due()) is not None and at <= until:
             while self._events and self._events[0][0] == at:
                 _, _, group = heapq.heappop(self._events)
                 self._finish(group, at)
             self.now = at
+            while self._expected and self._expected[0][0] == at:
+                self.submit(heapq.heappop(self._expected)[2])
             self.dispatch()
         self.now = max(self.now, until)
 
@@ -275,10 +288,10 @@ class Engine:
         """Dispatch and run until every queued job has started and ended (or ``limit`` more started)."""
         begun = len(self.done) + len(self.running)
         self.dispatch()
-        while self._events:
+        while (at := self._due()) is not None:
             if limit is not None and len(self.done) + len(self.running) - begun >= limit:
                 return
-            self.advance(self._events[0][0])
+            self.advance(at)
 
     # --- dispatching -----------------------------------------------------------------------------
     def decide(self) -> list[Decision]:

@@ -17,6 +17,7 @@ gate's exit code for it is 3 (``EXIT_INCONCLUSIVE``), apart from 1 for a regress
 from __future__ import annotations
 
 import logging
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,13 +131,34 @@ def compare_metric(
             sigma=None,
             note=note,
         )
-    result = compare_samples(old, new, better=metric.better, **thresholds_for(spec, metric.name))
+    history = (candidate.get("history") or {}).get(metric.name)
+    limits = thresholds_for(spec, metric.name)
+    result = compare_samples(old, new, better=metric.better, history=history, **limits)
     if result.verdict == "n/a":
         side = baseline if not old else candidate
         why = (side.get("unavailable") or {}).get(metric.name)
         if why:
             return Comparison(**{**result.as_dict(), "note": f"{result.note}: {why}"})
     return result
+
+
+def history_medians(
+    case: dict[str, Any], earlier: list[dict[str, Any]], *, spec: dict[str, Any]
+) -> dict[str, list[float]]:
+    """Per tracked metric, the medians of ``case`` in earlier runs' ``results`` (newest first) that
+    did the same work (same digest) and measured the same kind of figures: what the comparison
+    reads the drift from (stats.py)."""
+    found: dict[str, list[float]] = {}
+    for results in earlier:
+        old = next((c for c in results.get("cases") or [] if c.get("name") == case["name"]), None)
+        if old is None or old.get("digest") != case.get("digest"):
+            continue
+        for name in tracked_metrics(spec):
+            metric = METRICS[name]
+            samples = (old.get("samples") or {}).get(name) or []
+            if samples and metric_figures(metric, old) == metric_figures(metric, case):
+                found.setdefault(name, []).append(round(statistics.median(samples), 4))
+    return found
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from jobservice.batches.compare import compare_results
+from jobservice.batches.compare import compare_results, history_medians
 from jobservice.batches.environment import environment_changes, runs_environment
 from jobservice.batches.metrics import METRICS, RunFacts, figures_of, run_facts, samples_of, unavailable
 from jobservice.batches.render import render_csv, render_json, render_markdown
@@ -77,7 +77,7 @@ def finalize_batch(services: Services, batch: Batch, jobs: dict[tuple[str, int],
     with services.db.session() as session:
         runs_env = runs_environment(session, [r for runs in runs_by_case.values() for r in runs])
         baseline = choose_baseline(session, batch)
-        outcome = judge(batch, runs_by_case, runs_env, baseline)
+        outcome = judge(batch, runs_by_case, runs_env, baseline, history=earlier_results(session, batch))
         done = mark_finished(session, batch.id, baseline_id=baseline.id if baseline else None, **outcome)
     with services.db.session() as session:
         batch = get_batch(session, batch.id)
@@ -88,9 +88,16 @@ def finalize_batch(services: Services, batch: Batch, jobs: dict[tuple[str, int],
 
 
 def judge(
-    batch: Batch, runs_by_case: dict[str, list[RunFacts]], runs_env: dict[str, Any], baseline: Batch | None
+    batch: Batch,
+    runs_by_case: dict[str, list[RunFacts]],
+    runs_env: dict[str, Any],
+    baseline: Batch | None,
+    *,
+    history: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The verdict, results and environment of a batch whose jobs all ended (no I/O).
+    """The verdict, results and environment of a batch whose jobs all ended (no I/O). ``history``:
+    the ``results`` of the spec's earlier good runs, newest first (each case keeps its medians
+    there as ``history``: the drift the comparison allows for).
 
     Never raises: a bug in reading the runs or comparing them (data nobody foresaw) records the
     verdict ``error`` with the reason, instead of leaving the batch running for the tick to retry
@@ -100,6 +107,8 @@ def judge(
     cases: list[dict[str, Any]] = []
     try:
         cases = [case_results(c, runs_by_case.get(c["name"], [])) for c in batch.spec.get("cases") or []]
+        for case in cases:
+            case["history"] = history_medians(case, history or [], spec=batch.spec)
         results: dict[str, Any] = {"cases": cases, "comparison": None}
         if baseline is not None:
             results["comparison"] = compare_results(baseline.results, results, spec=batch.spec)
@@ -291,6 +300,29 @@ def choose_baseline(session: Session, batch: Batch) -> Batch | None:
             )
         ),
     )
+
+
+DRIFT_HISTORY = 10  # earlier good runs whose medians tell how much a spec's figures drift
+
+
+def earlier_results(session: Session, batch: Batch) -> list[dict[str, Any]]:
+    """The ``results`` of the last ``DRIFT_HISTORY`` good runs of the same spec before ``batch``
+    (newest first): the ones that may be baselines, so neither a regression nor a run that could
+    not tell widens the drift that later runs are judged with."""
+    rows = session.scalars(
+        select(Batch.results)
+        .where(
+            Batch.name == batch.name,
+            Batch.tenant == batch.tenant,
+            Batch.id != batch.id,
+            Batch.status == BatchStatus.FINISHED,
+            Batch.verdict.in_(GOOD_VERDICTS),
+            Batch.created_at < batch.created_at,
+        )
+        .order_by(Batch.created_at.desc())
+        .limit(DRIFT_HISTORY)
+    )
+    return [r for r in rows if isinstance(r, dict)]
 
 
 def _usable(session: Session, ids: Iterable[uuid.UUID]) -> Batch | None:

@@ -65,6 +65,7 @@ def _case_metrics(case: dict[str, Any], verdict_of: dict[str, Any], tracked: lis
             "threshold": versus.get("threshold"),
             "detectable": versus.get("detectable"),
             "repeats_needed": versus.get("repeats_needed"),
+            "drift": versus.get("drift") if versus.get("drift_limits") else None,
             "verdict": versus.get("verdict", "n/a"),
             "note": versus.get("note") or ("no baseline" if not verdict_of else "not tracked by the spec"),
         }
@@ -324,6 +325,8 @@ def _limit_text(m: dict[str, Any]) -> str:
         if m.get("detectable") is None:
             return f"noise unknown (one run per side), floor {m.get('floor') or 0:.1%}"
         needed = f", {m['repeats_needed']} repeats would see it" if m.get("repeats_needed") else ""
+        if m.get("drift_limits") and m.get("drift") is not None:
+            needed = f", its median drifts {m['drift']:.1%} from run to run"
         return f"sees only >{m['detectable']:.1%}, floor {m.get('floor') or 0:.1%}{needed}"
     if m.get("threshold") is not None:
         return f"threshold {m['threshold']:.1%}"

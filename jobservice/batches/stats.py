@@ -18,6 +18,14 @@ told from noise (``detectable``). When that is larger than the floor, a change b
 under the floor at the noise measured (the standard error shrinks as 1/sqrt(n)). With one run per
 side the noise is unknown, so anything short of the few-samples floor is inconclusive too.
 
+Repeats within one run do not see what moves a whole run: a host that is slower tonight than last
+night (another tenant's work, thermal state, a busy neighbour VM) shifts every repeat of a batch
+alike. When the spec has a history (``drift``: the robust sigma of the medians of its earlier
+good runs, at least ``DRIFT_MIN_RUNS``), the difference of two runs' medians also varies by
+sqrt(2) x that sigma, and a run cannot detect less than ``k`` of those either: ``detectable`` is
+the larger of the two. More repeats cannot shrink the drift, so when it is what limits a run,
+``repeats_needed`` is None and the reason says so.
+
 Worked example (tests/batches/test_stats.py): generate times of 1000, 1008, 995 ms against 1050,
 1043, 1058 ms: sigma ~ 8.4 ms, three standard errors ~ 2.6 %, so the 3 % floor applies and the
 5 % slowdown is flagged; the same medians with ~3 % noise on each repeat could only have seen a
@@ -37,6 +45,7 @@ MEDIAN_SE = 1.2533  # sqrt(pi / 2): standard error of a median relative to that 
 
 Verdict = Literal["regression", "improvement", "ok", "inconclusive", "n/a"]
 MAX_REPEATS = 50  # what a spec allows per case (jobservice.batches.spec)
+DRIFT_MIN_RUNS = 3  # earlier runs' medians needed before their spread counts
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,11 @@ class Comparison:
     detectable: float | None = None
     floor: float | None = None  # the spec's smallest change worth flagging
     repeats_needed: int | None = None  # per side, to bring ``detectable`` under the floor
+    # The spread of the spec's earlier runs' medians (relative robust sigma) and how many runs it
+    # rests on, when it was known; ``drift_limits``: it, not the repeats' noise, set ``detectable``.
+    drift: float | None = None
+    drift_runs: int | None = None
+    drift_limits: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -122,9 +136,11 @@ def compare_samples(
     relative: float = 0.03,
     k: float = 3.0,
     few_samples_relative: float = 0.10,
+    history: list[float] | None = None,
 ) -> Comparison:
     """Compare the medians of two sets of repeats: a regression or improvement beyond the noise,
-    ``ok`` when the run could have seen a change of ``relative``, else ``inconclusive``."""
+    ``ok`` when the run could have seen a change of ``relative``, else ``inconclusive``.
+    ``history``: the medians of the spec's earlier good runs of the same case (the drift)."""
     nb, nc = len(baseline), len(candidate)
     if not baseline or not candidate:
         side = "baseline" if not baseline else "candidate"
@@ -140,13 +156,20 @@ def compare_samples(
         return Comparison(verdict, mb, mc, None, None, nb, nc, sigma, "baseline median is zero")
     change = (mc - mb) / abs(mb)
     detectable: float | None = None
+    drift = drift_of(history or [], mb)
+    drift_limits = False
     if sigma is None:
         threshold = max(relative, few_samples_relative)
         note = "one run per side: the noise is unknown, so only large changes count"
     else:
         detectable = k * MEDIAN_SE * sigma * math.sqrt(1 / nb + 1 / nc) / abs(mb)
-        threshold = max(relative, detectable)
         note = f"noisy: {k:g} standard errors are {detectable:.1%}" if detectable > relative else ""
+        if drift is not None and k * math.sqrt(2) * drift > max(detectable, relative):
+            detectable = k * math.sqrt(2) * drift
+            drift_limits = True
+            runs = len(history or [])
+            note = f"drifts: its median moved by {drift:.1%} (sigma) between the last {runs} runs"
+        threshold = max(relative, detectable)
     worse = change > threshold if better == "lower" else change < -threshold
     better_now = change < -threshold if better == "lower" else change > threshold
     blind = detectable is None or detectable > relative  # it could not have seen a change of ``relative``
@@ -154,7 +177,7 @@ def compare_samples(
     if worse or better_now:
         verdict = "regression" if worse else "improvement"
     needed = None
-    if verdict == "inconclusive" and sigma is not None:
+    if verdict == "inconclusive" and sigma is not None and not drift_limits:
         needed = repeats_for(sigma, mb, floor=relative, k=k)
     return Comparison(
         verdict,
@@ -169,7 +192,19 @@ def compare_samples(
         detectable=None if detectable is None else round(detectable, 5),
         floor=relative,
         repeats_needed=needed,
+        drift=None if drift is None else round(drift, 5),
+        drift_runs=len(history or []) if drift is not None else None,
+        drift_limits=drift_limits,
     )
+
+
+def drift_of(medians: list[float], reference: float) -> float | None:
+    """The robust sigma of earlier runs' medians relative to ``reference``; None below
+    ``DRIFT_MIN_RUNS`` of them."""
+    if len(medians) < DRIFT_MIN_RUNS or reference == 0:
+        return None
+    sigma = robust_sigma(medians)
+    return None if sigma is None else sigma / abs(reference)
 
 
 def inconclusive_reason(label: str, result: Comparison) -> str:
@@ -182,6 +217,11 @@ def inconclusive_reason(label: str, result: Comparison) -> str:
         )
     text = f"{label}: this run could not tell a change under {result.detectable:.1%} from noise"
     text += f" (floor {floor})"
+    if result.drift_limits and result.drift is not None:
+        return (
+            f"{text}: its median moves by {result.drift:.1%} (sigma) from run to run (the last "
+            f"{result.drift_runs} good runs), which more repeats in one run cannot shrink"
+        )
     if result.repeats_needed is None:
         return text
     text += f"; {result.repeats_needed} repeats per side would see {floor}"

@@ -5,7 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from jobservice.batches.compare import compare_results, gate_exit_code, has_regression, thresholds_for
+from jobservice.batches.compare import (
+    compare_results,
+    gate_exit_code,
+    has_regression,
+    history_medians,
+    thresholds_for,
+)
 from jobservice.batches.finalize import judge
 from jobservice.batches.render import render_comparison_text
 from jobservice.db.tables import Batch
@@ -200,3 +206,24 @@ def test_results_that_cannot_be_judged_finish_as_an_error() -> None:
     outcome = judge(batch, {}, {}, baseline)
     assert outcome["verdict"] == "error" and "KeyError" in outcome["error"]
     assert [c["name"] for c in outcome["results"]["cases"]] == ["x"]
+
+
+def test_the_drift_of_earlier_runs_is_kept_with_each_case_and_judged_by() -> None:
+    """Each case keeps the medians of the spec's earlier good runs that did the same work and
+    measured the same kind of figures; a compare (now, or later from the CLI) reads the drift there."""
+    earlier = [
+        {"cases": [case("x", [v, v + 1, v - 1]), case("y", [10.0, 10.0, 10.0], digest="other")]}
+        for v in (1000.0, 1021.0, 985.0, 1012.0, 1040.0)
+    ]
+    earlier.append({"cases": [case("x", [5.0, 5.0, 5.0], figures="cold")]})  # other figures: skipped
+    new = case("x", [1050, 1052, 1049])
+    history = history_medians(new, earlier, spec=SPEC)
+    assert history["generate_ms"] == [1000.0, 1021.0, 985.0, 1012.0, 1040.0]
+    old = {"cases": [case("x", [1040, 1042, 1039])]}
+    assert compare_results(old, {"cases": [new]}, spec=SPEC)["verdict"] == "passed"
+    judged = compare_results(old, {"cases": [{**new, "history": history}]}, spec=SPEC)
+    assert judged["verdict"] == "inconclusive" and gate_exit_code(judged) == 3
+    (reason,) = judged["cases"][0]["reasons"]
+    assert "from run to run (the last 5 good runs)" in reason
+    text = render_comparison_text(judged, verbose=True)
+    assert "drifts" in text and "from run to run" in text

@@ -111,3 +111,46 @@ def test_summary_and_sigma() -> None:
     summary = summarize([10.0, 12.0, 11.0])
     assert summary.median == 11.0 and summary.n == 3 and summary.minimum == 10.0 and summary.sigma
     assert summarize([]).median is None
+
+
+def test_a_run_that_drifted_as_a_whole_is_inconclusive_when_the_history_shows_drift() -> None:
+    """Issue 25's miss: the baseline run was ~4 % slow as a whole (its repeats quiet), so a 5 %
+    slower model measured +1 % and was called ok. The spec's earlier runs show how far its median
+    moves from run to run; a change under k sqrt(2) of that cannot be told from it."""
+    baseline: list[float] = [1040, 1042, 1039]
+    candidate: list[float] = [1050, 1052, 1049]
+    assert compare_samples(baseline, candidate, better="lower").verdict == "ok"
+    history = [1000.0, 1021.0, 985.0, 1012.0, 1040.0]
+    result = compare_samples(baseline, candidate, better="lower", history=history)
+    assert result.verdict == "inconclusive" and result.drift_limits
+    assert result.drift is not None and result.drift_runs == 5
+    assert result.detectable == pytest.approx(3 * math.sqrt(2) * result.drift, abs=1e-4)
+    assert result.repeats_needed is None, "more repeats cannot shrink a drift between runs"
+    assert "more repeats in one run cannot shrink" in inconclusive_reason("generate time", result)
+    # A 15 % slowdown is larger than the drift allows: still a regression.
+    slow = compare_samples(baseline, [1200, 1203, 1198], better="lower", history=history)
+    assert slow.verdict == "regression"
+
+
+def test_a_history_shorter_than_three_runs_or_quiet_changes_nothing() -> None:
+    baseline: list[float] = [1000, 1008, 995]
+    candidate: list[float] = [1050, 1043, 1058]
+    assert compare_samples(baseline, candidate, better="lower", history=[1000.0, 1040.0]).drift is None
+    quiet = compare_samples(baseline, candidate, better="lower", history=[1000.0, 1001.0, 999.0, 1000.0])
+    assert quiet.verdict == "regression" and not quiet.drift_limits
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_with_a_drift_between_runs_a_five_percent_slowdown_is_never_called_ok(seed: int) -> None:
+    """Each run's median moves by 2 % (sigma) as a whole, its three repeats by 0.5 %: with six
+    earlier runs to read the drift from, a 5 % slower run is regression or inconclusive, never ok,
+    and an unchanged one is never a regression."""
+    rng = random.Random(seed)
+
+    def run(scale: float) -> list[float]:
+        return noisy(1000 * scale * (1 + rng.gauss(0, 0.02)), 0.005, 3, rng.randrange(10**6))
+
+    history = [sorted(run(1.0))[1] for _ in range(6)]
+    baseline = run(1.0)
+    assert compare_samples(baseline, run(1.05), better="lower", history=history).verdict != "ok"
+    assert compare_samples(baseline, run(1.0), better="lower", history=history).verdict != "regression"

@@ -23,7 +23,11 @@ Prints a table and, as its LAST line, one JSON object:
   generate_ms_unchanged{mode}               median generate time of the unchanged model's runs
                                             (baselines and unchanged batches): what the overlap
                                             adds to a run
+  drift_rel{mode}                           how far a whole unchanged batch moves: the robust sigma
+                                            of the unchanged batches' medians over their median
+                                            (what the verdicts allow for once a spec has 3 good runs)
   verdicts{mode}{scenario}                  generate time's verdict counts over the rounds
+                                            (printed lines show "drift" when it set the threshold)
   goals                                     unchanged never regressed; 15 % always regressed;
                                             5 % never ok (undisturbed)
   host{mode}                                medians of the runs' host figures: other_cores,
@@ -187,6 +191,7 @@ def main() -> None:
     noise: dict[str, list[float]] = {m: [] for m in MODES}
     samples: dict[str, list[list[float]]] = {m: [] for m in MODES}  # every batch's generate times
     unchanged: dict[str, list[float]] = {m: [] for m in MODES}  # runs of the unchanged model
+    unchanged_batches: dict[str, list[list[float]]] = {m: [] for m in MODES}  # ... batch by batch
     verdicts: dict[str, dict[str, dict[str, int]]] = {m: {s: {} for s in SCENARIOS} for m in MODES}
     walls: dict[str, list[float]] = {m: [] for m in MODES}
     hosts: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
@@ -204,6 +209,7 @@ def main() -> None:
                     noise[mode].append(_noise(batch["generate_ms"]))
                     samples[mode].append(batch["generate_ms"])
                     unchanged[mode].extend(batch["generate_ms"])
+                    unchanged_batches[mode].append(batch["generate_ms"])
                     walls[mode].append(batch["wall_s"])
                     hosts[mode].extend(batch["hosts"])
                 for scenario, act in SCENARIOS.items():
@@ -214,6 +220,7 @@ def main() -> None:
                     samples[mode].append(batch["generate_ms"])
                     if act == "ok":
                         unchanged[mode].extend(batch["generate_ms"])
+                        unchanged_batches[mode].append(batch["generate_ms"])
                     walls[mode].append(batch["wall_s"])
                     hosts[mode].extend(batch["hosts"])
                     metric = _generate(batch)
@@ -232,6 +239,14 @@ def main() -> None:
     result["pooled_ratio"] = (
         round(pooled["undisturbed"] / pooled["overlapped"], 3) if pooled["overlapped"] else None
     )
+    # How far a whole batch of the unchanged model moves (the drift the verdicts allow for once a
+    # spec has 3 good runs): the robust sigma of its batches' medians, relative.
+    result["drift_rel"] = {
+        m: round((robust_sigma(meds) or 0.0) / statistics.median(meds), 4) if len(meds) > 2 else None
+        for m, meds in (
+            (m, [statistics.median(b) for b in batches if b]) for m, batches in unchanged_batches.items()
+        )
+    }
     result["generate_ms_unchanged"] = {
         m: round(statistics.median(v), 1) if v else None for m, v in unchanged.items()
     }
@@ -269,6 +284,8 @@ def _fmt(metric: dict[str, Any]) -> str:
     change = metric.get("change")
     text = f"{change:+.1%}" if isinstance(change, float) else "n/a"
     limit = metric.get("threshold")
+    drift = metric.get("drift")
+    text += f" (drift {drift:.1%})" if isinstance(drift, float) else ""
     return f"{text} (threshold {limit:.1%}) {metric.get('verdict')}" if isinstance(limit, float) else text
 
 

@@ -11,6 +11,8 @@ ensure_ffmpeg
 command -v espeak-ng >/dev/null || apt_install espeak-ng || true
 # The browser tests drive Debian's chromium (never a downloaded browser); without it they fail.
 [ -x /usr/bin/chromium ] || apt_install chromium || true
+# pg_dump and pg_restore: the backup-and-restore test dumps and restores its database.
+command -v pg_restore >/dev/null || apt_install postgresql-client || true
 # diffusers: the Wan2.1 diffusers back end is tested for real (a tiny random pipeline on the CPU).
 ensure_venv "worker,dev,diffusers,embedded"
 PYBIN="$VENV/bin/python"

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from jobservice.cli.batches import batch_group, beat_command
+from jobservice.cli.check import check_command
 from jobservice.cli.fleet import fleet_group, usage_command
 from jobservice.cli.gc import gc_command
 from jobservice.cli.keys import keys_group
@@ -307,6 +308,7 @@ cli.add_command(tenants_group)
 cli.add_command(fleet_group)
 cli.add_command(usage_command)
 cli.add_command(gc_command)
+cli.add_command(check_command)
 cli.add_command(keys_group)
 cli.add_command(webhooks_group)
 

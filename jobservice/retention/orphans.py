@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import select
 
@@ -42,6 +42,7 @@ STORE_TMP_PREFIX = ".~jobservice-tmp-"  # jobservice.storage.local's temp-then-r
 SPOOL_NAME = re.compile(r"^(upload|resubmit)-(?:(\d+)-)?")
 SCRATCH_NAME = re.compile(r"^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:-(\d+))?$")
 ROW_CHECK_CHUNK = 200
+T = TypeVar("T")
 
 
 @dataclass
@@ -148,7 +149,7 @@ def sweep_store_orphans(services: Services, *, now: datetime, result: OrphanResu
     for top, table in (("jobs/", Job), ("batches/", Batch)):
         try:
             prefixes = _old_prefixes(services, top, now)
-            orphans = list(_without_rows(services, table, prefixes))
+            orphans = list(without_rows(services, table, prefixes))
         except Exception as exc:  # noqa: BLE001 - the store or database is away: next pass
             log.warning("orphans: listing %s failed: %s", top, exc)
             result.failed.append(top)
@@ -169,27 +170,50 @@ def sweep_store_orphans(services: Services, *, now: datetime, result: OrphanResu
             result.prefixes.append(prefix)
 
 
+@dataclass(frozen=True)
+class Prefix:
+    """One ``<top><id>/`` prefix of the store: its owner's id, its objects, and its newest write
+    (None when the store did not say for one of them)."""
+
+    owner: uuid.UUID
+    prefix: str
+    objects: int
+    bytes: int
+    newest: datetime | None
+    keys: frozenset[str]
+
+
+def store_prefixes(services: Services, top: str) -> dict[uuid.UUID, Prefix]:
+    """Every ``<top><uuid>/`` prefix of the store (one listing), by owner id."""
+    found: dict[uuid.UUID, list[ObjectInfo]] = {}
+    for info in services.store.list(top):
+        owner = _owner(top, info)
+        if owner is not None:
+            found.setdefault(owner, []).append(info)
+    prefixes = {}
+    for owner, infos in found.items():
+        times = [i.modified for i in infos]
+        newest = None if any(t is None for t in times) else max(t for t in times if t is not None)
+        prefixes[owner] = Prefix(
+            owner,
+            f"{top}{owner}/",
+            len(infos),
+            sum(i.size for i in infos),
+            newest,
+            frozenset(i.key for i in infos),
+        )
+    return prefixes
+
+
 def _old_prefixes(services: Services, top: str, now: datetime) -> dict[uuid.UUID, tuple[str, int]]:
     """Each ``<top><uuid>/`` whose every object is older than ORPHAN_AGE: id -> (prefix, objects).
 
     An object whose age the store does not report counts as young (never deleted)."""
-    newest: dict[uuid.UUID, datetime | None] = {}
-    counts: dict[uuid.UUID, int] = {}
-    for info in services.store.list(top):
-        owner = _owner(top, info)
-        if owner is None:
-            continue
-        if owner not in counts:
-            counts[owner], newest[owner] = 1, info.modified
-            continue
-        counts[owner] += 1
-        seen = newest[owner]
-        newest[owner] = None if seen is None or info.modified is None else max(seen, info.modified)
     cutoff = now - ORPHAN_AGE
     return {
-        owner: (f"{top}{owner}/", counts[owner])
-        for owner, at in newest.items()
-        if at is not None and at < cutoff
+        owner: (found.prefix, found.objects)
+        for owner, found in store_prefixes(services, top).items()
+        if found.newest is not None and found.newest < cutoff
     }
 
 
@@ -204,9 +228,9 @@ def _owner(top: str, info: ObjectInfo) -> uuid.UUID | None:
         return None
 
 
-def _without_rows(
-    services: Services, table: type[Job] | type[Batch], found: dict[uuid.UUID, tuple[str, int]]
-) -> Iterator[tuple[str, int]]:
+def without_rows(
+    services: Services, table: type[Job] | type[Batch], found: dict[uuid.UUID, T]
+) -> Iterator[T]:
     """The entries of ``found`` whose id has no row in ``table``."""
     ids = sorted(found, key=str)
     for start in range(0, len(ids), ROW_CHECK_CHUNK):

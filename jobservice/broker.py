@@ -17,10 +17,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 from celery import Celery
 from kombu.transport.redis import PRIORITY_STEPS
+from redis.sentinel import Sentinel
 
 from jobservice.settings import Settings
 
@@ -35,6 +37,12 @@ UNACKED_INDEX_KEY = "unacked_index"  # delivery tag -> when it was delivered
 def make_celery(settings: Settings) -> Celery:
     """A Celery app configured for long, exactly-once video jobs."""
     app = Celery("jobservice", broker=settings.broker_url, set_as_current=False)
+    sentinel: dict[str, Any] = {}
+    if settings.broker_url.startswith(SENTINEL):  # kombu asks the sentinels for the primary
+        sentinel = {"master_name": settings.broker_sentinel_master}
+        password = sentinel_parts(settings.broker_url)[2]
+        if password:
+            sentinel["sentinel_kwargs"] = {"password": password}
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -52,6 +60,7 @@ def make_celery(settings: Settings) -> Celery:
             "priority_steps": PRIORITY_STEPS,
             "socket_timeout": 5.0,
             "socket_connect_timeout": settings.publish_timeout_seconds,
+            **sentinel,
         },
         broker_connection_retry_on_startup=True,
         # A worker (or beat) whose broker went away waits for it, however long: it never exits over
@@ -135,8 +144,13 @@ def _job_id_of(raw: bytes | str) -> str | None:
 class BrokerInspector:
     """Reads the Redis broker directly to learn which job ids still have a message."""
 
-    def __init__(self, broker_url: str, *, timeout: float = 5.0) -> None:
-        self._client = redis_client(broker_url, timeout=timeout)
+    def __init__(self, broker_url: str, *, timeout: float = 5.0, sentinel_master: str | None = None) -> None:
+        self._client = redis_client(broker_url, timeout=timeout, sentinel_master=sentinel_master)
+
+    @classmethod
+    def of(cls, settings: Settings, *, timeout: float = 5.0) -> BrokerInspector:
+        """The inspector of ``settings``' broker."""
+        return cls(settings.broker_url, timeout=timeout, sentinel_master=settings.broker_sentinel_master)
 
     def pending_job_ids(
         self, queues: Iterable[str], *, unacked_grace_seconds: float | None = None
@@ -180,8 +194,43 @@ class BrokerInspector:
         self._client.close()
 
 
-def redis_client(broker_url: str, *, timeout: float = 5.0) -> redis.Redis:
-    """A redis-py client for a Celery broker URL (``redis://`` or ``redis+socket://``)."""
+SENTINEL = "sentinel://"
+
+
+def sentinel_parts(broker_url: str) -> tuple[list[tuple[str, int]], int, str | None]:
+    """The sentinels (host, port), the database and the password of a kombu sentinel URL:
+    ``sentinel://[:password@]host:port;sentinel://host2:port2[/db]``."""
+    sentinels: list[tuple[str, int]] = []
+    db, password = 0, None
+    for part in broker_url.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.startswith(SENTINEL):
+            raise ValueError(f"every part of a sentinel broker URL starts with {SENTINEL}, got {part!r}")
+        parsed = urlsplit(part)
+        if not parsed.hostname:
+            raise ValueError(f"a sentinel without a host in {part!r}")
+        sentinels.append((parsed.hostname, parsed.port or 26379))
+        password = parsed.password or password
+        if parsed.path.strip("/"):
+            db = int(parsed.path.strip("/"))
+    if not sentinels:
+        raise ValueError("a sentinel broker URL names no sentinel")
+    return sentinels, db, password
+
+
+def redis_client(broker_url: str, *, timeout: float = 5.0, sentinel_master: str | None = None) -> redis.Redis:
+    """A redis-py client for a Celery broker URL (``redis://``, ``redis+socket://``, or
+    ``sentinel://`` with the monitored name: a client that asks the sentinels for the primary
+    whenever it (re)connects, so it follows a failover)."""
+    if broker_url.startswith(SENTINEL):
+        if not sentinel_master:
+            raise ValueError("a sentinel:// broker needs the name the sentinels monitor")
+        sentinels, db, password = sentinel_parts(broker_url)
+        options = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+        watch = Sentinel(sentinels, sentinel_kwargs={**options, "password": password}, **options)
+        return watch.master_for(sentinel_master, db=db, password=password, **options)
     if broker_url.startswith("redis+socket://"):
         path, _, query = broker_url[len("redis+socket://") :].partition("?")
         db = 0
@@ -193,4 +242,6 @@ def redis_client(broker_url: str, *, timeout: float = 5.0) -> redis.Redis:
         )
     if broker_url.startswith(("redis://", "rediss://", "unix://")):
         return redis.Redis.from_url(broker_url, socket_timeout=timeout, socket_connect_timeout=timeout)
-    raise ValueError(f"only Redis brokers are supported, got {broker_url.split(':', 1)[0]}://")
+    raise ValueError(
+        f"only Redis brokers (or Redis Sentinel) are supported, got {broker_url.split(':', 1)[0]}://"
+    )

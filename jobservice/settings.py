@@ -27,7 +27,14 @@ class Settings(BaseSettings):
         default=Path("var"), description="Root for embedded state (SQLite, objects, spool)."
     )
     database_url: str = Field(default="", description="SQLAlchemy URL; empty means SQLite under var_dir.")
-    broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker (Redis).")
+    broker_url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        description="Celery broker (Redis): redis://, rediss://, redis+socket:// or, behind Redis Sentinel, "
+        "sentinel://host:26379;sentinel://host2:26379/0 (every sentinel, then the database).",
+    )
+    broker_sentinel_master: str = Field(
+        default="jobservice", description="With a sentinel:// broker: the name the sentinels monitor."
+    )
 
     # --- object store ------------------------------------------------------------------
     storage_backend: Literal["local", "s3"] = "local"

@@ -58,6 +58,7 @@ class WorkerRuntime:
         settings = self.services.settings
         config["_runtime"] = {
             "broker_url": settings.broker_url,
+            "broker_sentinel_master": settings.broker_sentinel_master,
             "worker_id": self.worker_id,
             "state_dir": str(settings.var_dir.resolve() / "workers"),
         }

@@ -36,7 +36,7 @@ class Upkeep:
 
     def _pending(self, queues: set[str]) -> set[str]:
         if self._inspector is None:
-            self._inspector = BrokerInspector(self.services.settings.broker_url)
+            self._inspector = BrokerInspector.of(self.services.settings)
         try:
             return self._inspector.pending_job_ids(
                 queues, unacked_grace_seconds=self.services.settings.lease_seconds

@@ -63,7 +63,7 @@ def check_rate(
     limit = limits.requests_per_minute
     now = time.time() if now is None else now
     key = window_key(principal, now)
-    count = _count(settings.broker_url, key)
+    count = _count(settings, key)
     if count is None or count <= limit:
         return
     retry_after = (int(now // WINDOW_SECONDS) + 1) * WINDOW_SECONDS - now
@@ -79,7 +79,7 @@ def check_rate(
 def requests_this_minute(settings: Settings, principal: Principal, *, now: float | None = None) -> int | None:
     """How many requests ``principal`` sent in the current window (None when Redis is away)."""
     now = time.time() if now is None else now
-    client = _client(settings.broker_url)
+    client = _client(settings)
     if client is None:
         return None
     try:
@@ -90,9 +90,10 @@ def requests_this_minute(settings: Settings, principal: Principal, *, now: float
     return int(value) if value is not None else 0
 
 
-def _count(url: str, key: str) -> int | None:
+def _count(settings: Settings, key: str) -> int | None:
     """INCR ``key`` (expiring after two windows) and return its value; None when Redis failed."""
-    client = _client(url)
+    url = settings.broker_url
+    client = _client(settings)
     if client is None:
         return None
     try:
@@ -106,14 +107,17 @@ def _count(url: str, key: str) -> int | None:
     return int(count)
 
 
-def _client(url: str) -> redis.Redis | None:
-    """This process's client for ``url``, or None while Redis is known to be away."""
+def _client(settings: Settings) -> redis.Redis | None:
+    """This process's client for the broker's Redis, or None while it is known to be away."""
+    url = settings.broker_url
     with _lock:
         if _down_until.get(url, 0.0) > time.monotonic():
             return None
         client = _clients.get(url)
         if client is None:
-            client = redis_client(url, timeout=SOCKET_TIMEOUT)
+            client = redis_client(
+                url, timeout=SOCKET_TIMEOUT, sentinel_master=settings.broker_sentinel_master
+            )
             client.set_retry(Retry(NoBackoff(), 0))  # one try: fail open rather than wait
             _clients[url] = client
         return client

@@ -6,9 +6,18 @@ import json
 import time
 import uuid
 
+import pytest
 import redis
 
-from jobservice.broker import BrokerInspector, _job_id_of, group_queue, make_celery, send_job
+from jobservice.broker import (
+    BrokerInspector,
+    _job_id_of,
+    group_queue,
+    make_celery,
+    redis_client,
+    send_job,
+    sentinel_parts,
+)
 from jobservice.settings import Settings
 
 
@@ -54,3 +63,25 @@ def test_a_delivery_held_past_the_grace_is_not_live(clean_redis: str) -> None:
         assert inspector.pending_job_ids({queue}, unacked_grace_seconds=30) == {str(fresh)}
     finally:
         inspector.close()
+
+
+def test_sentinel_urls_name_every_sentinel_the_database_and_the_password() -> None:
+    url = "sentinel://:s3cret@10.0.0.1:26379;sentinel://10.0.0.2:26380;sentinel://h3/2"
+    assert sentinel_parts(url) == ([("10.0.0.1", 26379), ("10.0.0.2", 26380), ("h3", 26379)], 2, "s3cret")
+    assert sentinel_parts("sentinel://a:1")[1:] == (0, None)
+    with pytest.raises(ValueError, match="starts with sentinel://"):
+        sentinel_parts("sentinel://a:1;redis://b:2")
+    with pytest.raises(ValueError, match="the name the sentinels monitor"):
+        redis_client("sentinel://a:1/0", sentinel_master=None)
+    with pytest.raises(ValueError, match="Redis Sentinel"):
+        redis_client("amqp://guest@localhost//")
+
+
+def test_a_sentinel_broker_gives_celery_the_master_name() -> None:
+    settings = Settings(broker_url="sentinel://:pw@a:1;sentinel://b:2/0", broker_sentinel_master="jobs")
+    options = make_celery(settings).conf.broker_transport_options
+    assert options["master_name"] == "jobs" and options["sentinel_kwargs"] == {"password": "pw"}
+    assert (
+        "master_name"
+        not in make_celery(Settings(broker_url="redis://x:6379/0")).conf.broker_transport_options
+    )

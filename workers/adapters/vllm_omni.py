@@ -161,7 +161,7 @@ class VllmOmniAdapter(Adapter):
         if redis is None and runtime.get("broker_url"):
             from jobservice.broker import redis_client
 
-            redis = redis_client(runtime["broker_url"])
+            redis = redis_client(runtime["broker_url"], sentinel_master=runtime.get("broker_sentinel_master"))
         return VllmHandle(
             entry=entry,
             pool=InstancePool(entry.endpoints, redis=redis),

@@ -72,7 +72,7 @@ def readyz() -> Response:
     except Exception as exc:  # noqa: BLE001 - report, don't crash
         checks["database"] = {"ok": False, "error": str(exc).splitlines()[0]}
     try:
-        inspector = BrokerInspector(svc.settings.broker_url, timeout=2.0)
+        inspector = BrokerInspector.of(svc.settings, timeout=2.0)
         try:
             inspector.ping()
         finally:

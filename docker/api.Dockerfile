@@ -2,8 +2,8 @@
 # upgrade`, `jobservice beat` and `jobservice keys` in the compose file (docker/compose.yaml).
 #
 #   docker/wheelhouse.sh      # optional: offline builds (an empty docker/wheelhouse uses the index)
-#   docker build -f docker/api.Dockerfile -t jobservice-api:0.1.0 \
-#     --build-arg VERSION=0.1.0 --build-arg COMMIT=$(git rev-parse HEAD) .
+#   docker build -f docker/api.Dockerfile -t jobservice-api:0.2.0 \
+#     --build-arg VERSION=0.2.0 --build-arg COMMIT=$(git rev-parse HEAD) .
 #
 # Build from the repository root (the context); needs BuildKit (any Docker from 23 on; with 20.10,
 # DOCKER_BUILDKIT=1). No `# syntax=` line on purpose: the builder's own Dockerfile frontend is used,

@@ -1,7 +1,7 @@
 # The worker image: `jobservice worker` with torch, in one of three flavours.
 #
-#   docker build -f docker/worker.Dockerfile --build-arg FLAVOUR=cpu -t jobservice-worker:0.1.0-cpu \
-#     --build-arg VERSION=0.1.0 --build-arg COMMIT=$(git rev-parse HEAD) .
+#   docker build -f docker/worker.Dockerfile --build-arg FLAVOUR=cpu -t jobservice-worker:0.2.0-cpu \
+#     --build-arg VERSION=0.2.0 --build-arg COMMIT=$(git rev-parse HEAD) .
 #
 # FLAVOUR    base image (build argument)                              torch
 # cpu        BASE_IMAGE=debian:bookworm-slim (Debian 12, Python 3.11)  torch==2.13.0 CPU build (wheelhouse

@@ -12,4 +12,4 @@ Rules (checked by import-linter in ./scripts/test.sh): nothing here imports ``wo
 domain packages never import the surfaces; no import cycles.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

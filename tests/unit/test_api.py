@@ -400,6 +400,7 @@ def test_models_health_ready_openapi(client: Any) -> None:
     ready = client.get("/readyz")
     assert ready.status_code == 200, ready.get_json()
     assert all(check["ok"] for check in ready.get_json()["checks"].values())
+    assert ready.get_json()["version"] == __import__("jobservice").__version__
     spec = client.get("/openapi.json").get_json()
     assert spec["openapi"].startswith("3.1")
     for path in [

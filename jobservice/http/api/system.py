@@ -7,6 +7,7 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify
 from sqlalchemy import text
 
+from jobservice import __version__
 from jobservice.broker import BrokerInspector
 from jobservice.fleet.presence import online_workers, stale_after, worker_view
 from jobservice.http.api.jobs import services
@@ -96,6 +97,7 @@ def readyz() -> Response:
     low = storage_problems(svc.settings, svc.store)
     body: dict[str, Any] = {
         "ready": ready,
+        "version": __version__,
         "checks": checks,
         "workers_online": len(workers),
         "accepting_jobs": not low,

@@ -29,7 +29,7 @@ def hostile_services(tmp_path: Path, migrated_sqlite: Path, **overrides: Any) ->
     """Services with auth off, the batch root at ``tmp_path`` and the var folder inside it."""
     var = tmp_path / "var"
     copy_template(migrated_sqlite, var, "jobservice.db")
-    settings = make_settings(var, auth="off", batch_root=tmp_path, **overrides)
+    settings = make_settings(var, **{"auth": "off", "batch_root": tmp_path, **overrides})
     (var / "secret_key").write_text("0" * 64)
     return build_services(settings)
 

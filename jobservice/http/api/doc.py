@@ -52,6 +52,18 @@ def answer(description: str, model: str | None = None) -> Schema:
     return {"description": description, "content": {"application/json": {"schema": ref(model)}}}
 
 
+def follow(*targets: tuple[str, str], **parameters: str) -> Schema:
+    """OpenAPI links from a response to the operations (method, path) its values lead to, e.g.
+    ``follow(("get", "/jobs/{job_id}"), job_id="$response.body#/id")``: what a client (and the
+    stateful fuzzer) does next with the answer."""
+    links = {}
+    for method, path in targets:
+        pointer = path.replace("~", "~0").replace("/", "~1")
+        name = method + "".join(part.strip("{}").title() for part in path.split("/")).replace("_", "")
+        links[name] = {"operationRef": f"#/paths/{pointer}/{method}", "parameters": dict(parameters)}
+    return {"links": links}
+
+
 def refused(description: str) -> Schema:
     """An error response: the ``Error`` shape every refusal has."""
     return answer(description, "Error")

@@ -18,6 +18,7 @@ from jobservice.http.api.doc import (
     Route,
     Schema,
     answer,
+    follow,
     idempotency_key,
     in_path,
     in_query,
@@ -93,6 +94,12 @@ JOB_PAGE = {
     },
 }
 LIMIT = {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}
+# What a client does next with a job it submitted (links in the document, followed by the fuzzer).
+JOB_LINKS = follow(
+    *(("get", JOB + tail) for tail in ("", "/events", "/video", "/report", "/log")),
+    ("post", JOB + "/cancel"),
+    job_id="$response.body#/id",
+)
 ROUTES: tuple[Route, ...] = (
     Route(
         "post",
@@ -101,8 +108,8 @@ ROUTES: tuple[Route, ...] = (
         parameters=(idempotency_key({"type": "string", "maxLength": 255}), PREFER_WAIT),
         body=_job_body,
         responses={
-            "202": answer("Accepted; poll the Location.", "JobView"),
-            "200": answer("Idempotent replay of an earlier submission.", "JobView"),
+            "202": {**answer("Accepted; poll the Location.", "JobView"), **JOB_LINKS},
+            "200": {**answer("Idempotent replay of an earlier submission.", "JobView"), **JOB_LINKS},
             "400": refused("Malformed request."),
             "404": refused("Unknown model."),
             "409": refused("Idempotency-Key reused for a different request."),

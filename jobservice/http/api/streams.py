@@ -51,7 +51,18 @@ from jobservice.wiring import Services
 bp = Blueprint("streams", __name__)
 log = logging.getLogger(__name__)
 
-_SSE = {"text/event-stream": {"schema": {"type": "string"}}}
+# The stream is a sequence of events (``schema``), each (OpenAPI 3.2's ``itemSchema``) a name
+# (status, stage, progress, queue_position, eta, end ...), JSON ``data`` and a resume ``id``.
+_SSE_EVENT = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string", "description": "JSON: the job (or batch) view after the change."},
+        "id": {"type": "string", "description": "Send it back as Last-Event-ID to resume."},
+        "retry": {"type": "integer"},
+    },
+}
+_SSE = {"text/event-stream": {"schema": {"type": "array", "items": _SSE_EVENT}, "itemSchema": _SSE_EVENT}}
 _RESUME = (
     {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string"}},
     in_query("last_event_id", description="The same as the Last-Event-ID header."),

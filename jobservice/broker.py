@@ -29,6 +29,11 @@ from jobservice.settings import Settings
 log = logging.getLogger(__name__)
 
 RUN_JOB_TASK = "jobservice.run_job"
+# The format of a job message, in its ``jobservice_message`` header (none: 1, as before it existed).
+# A release that changes the format raises it, and a worker that meets a message newer than it reads
+# leaves it (workers/tasks.py): the reaper hands the job back and it runs on a worker that reads it.
+MESSAGE_VERSION = 1
+MESSAGE_HEADER = "jobservice_message"
 KOMBU_SEP = "\x06\x16"  # kombu's separator between a queue name and its priority step
 UNACKED_KEY = "unacked"
 UNACKED_INDEX_KEY = "unacked_index"  # delivery tag -> when it was delivered
@@ -99,6 +104,7 @@ def send_job(app: Celery, *, job_id: uuid.UUID, group: str, priority: int = 0) -
         routing_key=queue,
         task_id=str(job_id),
         priority=priority,
+        headers={MESSAGE_HEADER: MESSAGE_VERSION},
     )
 
 

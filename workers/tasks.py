@@ -2,25 +2,52 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from typing import Any
 
-from celery import Celery
+from celery import Celery, Task
 
-from jobservice.broker import RUN_JOB_TASK
+from jobservice.broker import MESSAGE_HEADER, MESSAGE_VERSION, RUN_JOB_TASK
 from workers.run.pipeline import run_job
 from workers.runtime import WorkerRuntime
+
+log = logging.getLogger(__name__)
 
 
 def register_tasks(app: Celery, runtime: Callable[[], WorkerRuntime], *, hard_time_limit: float) -> None:
     """Register ``jobservice.run_job`` on ``app``; ``runtime`` returns this process's WorkerRuntime."""
 
     @app.task(
+        bind=True,
         name=RUN_JOB_TASK,
         acks_late=True,
         reject_on_worker_lost=True,
         ignore_result=True,
         time_limit=hard_time_limit,
     )
-    def run_job_task(job_id: str) -> str:
+    def run_job_task(self: Task, job_id: str) -> str:
+        version = message_version(self.request)
+        if version > MESSAGE_VERSION:
+            # A newer release's message: leave it (acknowledged, the job untouched). The reaper hands
+            # the job back once its message is gone, and the dispatcher places it again.
+            log.warning(
+                "job %s: message format %s is newer than this worker reads (%s); left for a newer worker",
+                job_id,
+                version,
+                MESSAGE_VERSION,
+            )
+            return "left"
         # Failures are recorded in the jobs table by the pipeline; nothing is retried by Celery.
         return run_job(runtime(), job_id)
+
+
+def message_version(request: Any) -> int:
+    """The ``jobservice_message`` header of the message being run (1 when it has none)."""
+    raw = getattr(request, MESSAGE_HEADER, None)
+    if raw is None:
+        raw = (getattr(request, "headers", None) or {}).get(MESSAGE_HEADER)
+    try:
+        return int(raw) if raw is not None else 1
+    except (TypeError, ValueError):
+        return 1

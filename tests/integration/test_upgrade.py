@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import requests
 
-from jobservice import __version__
+from jobservice import __version__, broker
 from tests.conftest import ROOT, free_port
 from tests.integration.conftest import Stack, WorkerProcess, build_stack
 
@@ -184,3 +184,22 @@ def test_the_previous_release_and_this_one_share_a_database_and_a_broker(
     print(
         f"upgrade {previous.ref} ({previous.version}) -> {__version__}: {len(first + second)} jobs, each once"
     )
+
+
+def test_a_message_newer_than_the_worker_reads_is_left_and_the_job_runs_later(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newer release's API sends a message format this worker cannot read: the worker leaves it
+    (the job is neither run nor failed), the reaper hands the job back once the message is gone, and
+    the message this release's dispatcher sends then is run, once."""
+    stack.start_worker("w1")
+    warm = stack.submit(JOB)
+    assert stack.wait(warm).status == "succeeded"
+    monkeypatch.setattr(broker, "MESSAGE_VERSION", broker.MESSAGE_VERSION + 1)  # this process sends newer
+    job_id = stack.submit(JOB)
+    job = stack.wait(job_id, timeout=90)
+    assert job.status == "succeeded" and job.attempts == 1, (job.error_code, job.error_message)
+    log = stack.workers[0].log_text()
+    assert f"job {job_id}: message format {broker.MESSAGE_VERSION} is newer than this worker reads" in log
+    events = stack.events(job_id)
+    assert sum(1 for e in events if e.to_status == "running") == 1

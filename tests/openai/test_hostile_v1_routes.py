@@ -130,8 +130,7 @@ def test_content_of_an_unfinished_failed_or_deleted_video_and_a_bogus_variant(
     with client.get(f"/v1/videos/{done}/content") as served:
         assert served.status_code == 200 and served.mimetype == "video/mp4"
     assert client.delete(f"/v1/videos/{done}").status_code == 200
-    gone = assert_v1_refusal(client.get(f"/v1/videos/{done}/content"), 410, "expired", None)
-    assert "on request" in gone["message"]
+    assert_v1_refusal(client.get(f"/v1/videos/{done}/content"), 404, "video_not_found", "video_id")
 
 
 def test_delete_twice_and_a_running_video(hostile: tuple[FlaskClient, Services]) -> None:
@@ -141,10 +140,10 @@ def test_delete_twice_and_a_running_video(hostile: tuple[FlaskClient, Services])
     assert first.status_code == 200 and first.get_json() == {
         "id": queued, "object": "video.deleted", "deleted": True
     }  # fmt: skip
-    again = client.delete(f"/v1/videos/{queued}")  # idempotent: the same answer, nothing more recorded
-    assert again.status_code == 200 and again.get_json() == first.get_json()
-    view = client.get(f"/v1/videos/{queued}").get_json()
-    assert view["status"] == "failed" and view["error"]["code"] == "canceled"
+    # Deleted is gone from this API, as from OpenAI's: a second delete and a retrieve are 404s.
+    assert_v1_refusal(client.delete(f"/v1/videos/{queued}"), 404, "video_not_found", "video_id")
+    assert_v1_refusal(client.get(f"/v1/videos/{queued}"), 404, "video_not_found", "video_id")
+    assert client.get(f"/jobs/{queued}").get_json()["status"] == "canceled"  # the native API keeps it
     with services.db.session() as session:
         assert claim_job(session, uuid.UUID(running), worker_id="w@h8", lease_seconds=30) is not None
     for _ in range(2):
@@ -163,7 +162,8 @@ def test_remix_refusals(keyed_client: tuple[FlaskClient, dict[str, str]]) -> Non
          "video_not_found", "video_id"),
         (client.post(f"/v1/videos/{uuid.uuid4()}/remix", json={"prompt": "x"}, headers=alice), 404,
          "video_not_found", "video_id"),
-        (client.post(f"/v1/videos/{canceled}/remix", json={"prompt": "x"}, headers=alice), 410, "expired", None),
+        (client.post(f"/v1/videos/{canceled}/remix", json={"prompt": "x"}, headers=alice), 404,
+         "video_not_found", "video_id"),  # deleted: gone from /v1/videos
         (client.post(f"/v1/videos/{mine}/remix", json={}, headers=alice), 400, "missing_prompt", "prompt"),
         (client.post(f"/v1/videos/{mine}/remix", json={"prompt": ["x"]}, headers=alice), 400,
          "missing_prompt", "prompt"),

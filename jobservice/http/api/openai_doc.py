@@ -111,7 +111,7 @@ OPENAI_ROUTES: tuple[Route, ...] = (
     Route(
         "delete",
         VIDEO,
-        "Delete a video: cancel it if unfinished, delete its files once ended (the record stays)",
+        "Delete a video: cancel it if unfinished, delete its files once ended; then it is gone from /v1/videos",
         parameters=(in_path("video_id"),),
         responses={
             "200": answer("Deleted.", "VideoDeleted"),
@@ -134,7 +134,7 @@ OPENAI_ROUTES: tuple[Route, ...] = (
             "302": answer("Redirect to a presigned URL"),
             "400": refused("Unknown variant."),
             "404": refused("No such video, or no content (not completed)."),
-            "410": refused("Its files were deleted (DELETE or retention)."),
+            "410": refused("Its files were deleted by retention (a deleted video is a 404)."),
             "503": refused("The object store or ffmpeg is unavailable."),
         },
     ),
@@ -149,7 +149,7 @@ OPENAI_ROUTES: tuple[Route, ...] = (
             "400": refused("No prompt, or the model takes none (remix_unsupported)."),
             "404": NO_VIDEO,
             "409": refused("Its inputs are gone from the store."),
-            "410": refused("Its files were deleted (DELETE or retention)."),
+            "410": refused("Its files were deleted by retention (a deleted video is a 404)."),
             "413": refused("Request too large."),
             "415": refused("Unsupported content type."),
             "503": refused("A dependency is unavailable."),

@@ -28,9 +28,11 @@ from jobservice.http.api.jobs import POLL_AFTER_MS, job_video, services
 from jobservice.http.api.openai_mapping import check_inputs, model_params, read_video_request, resolve_spec
 from jobservice.http.api.openai_thumbnail import thumbnail_of
 from jobservice.http.api.openai_view import (
+    DELETED_DETAIL,
     REMIX_DETAIL,
     VideoDeleted,
     VideoList,
+    deleted_on_request,
     openai_error_body,
     page_of_videos,
     quoted,
@@ -102,8 +104,8 @@ def load_video(raw_id: str) -> Job:
         raise missing from None
     with services().db.session() as session:
         job = get_job(session, job_id)
-    if job is None or not current_principal().owns(job.tenant):
-        raise missing
+        if job is None or not current_principal().owns(job.tenant) or deleted_on_request(session, job):
+            raise missing
     return job
 
 
@@ -225,11 +227,14 @@ def delete_video(video_id: str) -> Response:
             )
     svc.store.delete_prefix(job_prefix(job.id))
     with svc.db.session() as session:
-        if mark_expired(session, job.id, at=utcnow()):  # its event names retention; this one says why
-            detail = "files deleted on request (DELETE /v1/videos)"
-            session.add(
-                JobEvent(job_id=job.id, attempt=job.attempts, detail=detail, actor=current_principal().actor)
+        # Expired (the row stays for the native API) and, by this event, gone from /v1/videos: a later
+        # retrieve, list, content, remix or delete answers 404, as OpenAI's API does.
+        mark_expired(session, job.id, at=utcnow())
+        session.add(
+            JobEvent(
+                job_id=job.id, attempt=job.attempts, detail=DELETED_DETAIL, actor=current_principal().actor
             )
+        )
     return jsonify(VideoDeleted(id=str(job.id), deleted=True).model_dump(mode="json"))
 
 

@@ -111,7 +111,7 @@ OPENAI_ROUTES: tuple[Route, ...] = (
     Route(
         "delete",
         VIDEO,
-        "Delete a video: cancel it if unfinished, delete its files once ended; then it is gone from /v1/videos",
+        "Delete a video: cancel it if unfinished, delete its files once ended; then it is gone (404)",
         parameters=(in_path("video_id"),),
         responses={
             "200": answer("Deleted.", "VideoDeleted"),

@@ -54,6 +54,15 @@ def previous(tmp_path_factory: pytest.TempPathFactory) -> Release:
     ref = upgrade_from()
     root = tmp_path_factory.mktemp("previous")
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", ref], capture_output=True)
+    if archive.returncode != 0:  # a shallow clone: fetch the history from where it was cloned from
+        shallow = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--is-shallow-repository"], capture_output=True, text=True
+        ).stdout.strip()
+        fetch = ["fetch", "--quiet", "--unshallow"] if shallow == "true" else ["fetch", "--quiet"]
+        subprocess.run(["git", "-C", str(ROOT), *fetch], capture_output=True, timeout=300)
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "--format=tar", ref], capture_output=True
+        )
     if archive.returncode != 0:
         pytest.fail(
             f"release {ref} (scripts/upgrade-from) is not in this clone's history: "

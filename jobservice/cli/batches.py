@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from sqlalchemy.exc import OperationalError
 
 from jobservice.batches.compare import EXIT_INCONCLUSIVE
 from jobservice.batches.states import BatchStatus
+from jobservice.cli.errors import unavailable_database
 from jobservice.errors import Conflict, DomainError
 from jobservice.settings import Settings
 from jobservice.storage import StoreUnavailable
@@ -45,7 +45,8 @@ def clear_errors() -> Iterator[None]:
     from jobservice.batches.spec import SpecError
 
     try:
-        yield
+        with unavailable_database():
+            yield
     except SpecError as exc:
         lines = [exc.message] + [f"  {d['field']}: {d['message']}" for d in exc.details[1:]]
         raise click.ClickException("\n".join(lines)) from None
@@ -53,9 +54,6 @@ def clear_errors() -> Iterator[None]:
         raise click.ClickException(f"{exc.code}: {exc.message}") from None
     except StoreUnavailable as exc:
         raise click.ClickException(f"storage_unavailable: The object store is unavailable: {exc}") from None
-    except OperationalError as exc:
-        hint = " (run `jobservice db upgrade`)" if "no such table" in str(exc.orig) else ""
-        raise click.ClickException(f"the jobs database is unavailable: {exc.orig}{hint}") from None
 
 
 @click.group("batch")

@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 import click
-from sqlalchemy.exc import OperationalError
 
+from jobservice.cli.errors import unavailable_database
 from jobservice.settings import Settings
 
 EXIT_FOUND = 1  # something is inconsistent (after --repair: something is still left)
@@ -33,32 +33,39 @@ def check_command(repair: bool, yes: bool, deep: bool, min_age: float, as_json: 
     """Find orphan objects, jobs whose files are missing, corrupt videos (--deep) and dead leases.
     Exit 0 when consistent, 1 when something was found (or is left after --repair)."""
     from jobservice.retention.consistency import check
-    from jobservice.retention.consistency import repair as settle
     from jobservice.wiring import build_services
 
     services = build_services(Settings())
     try:
-        found = check(services, deep=deep, min_age=timedelta(seconds=min_age))
-        if repair:
-            plan = found.plan()
-            click.echo("plan:" if plan else "plan: nothing to repair", err=as_json)
-            for line in plan:
-                click.echo(f"  {line}", err=as_json)
-            if plan and not yes and not click.confirm("carry it out?", err=True):
-                raise click.Abort()
-            if plan:
-                done = settle(services, found).repaired
-                found = check(services, deep=deep, min_age=timedelta(seconds=min_age))
-                found.repaired = done
-    except OperationalError as exc:
-        hint = " (run `jobservice db upgrade`)" if "no such" in str(exc.orig) else ""
-        raise click.ClickException(f"the jobs database is unavailable: {exc.orig}{hint}") from None
+        with unavailable_database():
+            found = check(services, deep=deep, min_age=timedelta(seconds=min_age))
+            if repair:
+                found = _repair(services, found, yes=yes, deep=deep, min_age=min_age, as_json=as_json)
     finally:
         services.db.dispose()
     shown = found.as_dict()
     click.echo(json.dumps(shown, indent=2) if as_json else describe(shown))
     if not found.consistent:
         raise SystemExit(EXIT_FOUND)
+
+
+def _repair(services: Any, found: Any, *, yes: bool, deep: bool, min_age: float, as_json: bool) -> Any:
+    """Print the plan, ask (unless ``yes``), carry it out and check again."""
+    from jobservice.retention.consistency import check
+    from jobservice.retention.consistency import repair as settle
+
+    plan = found.plan()
+    click.echo("plan:" if plan else "plan: nothing to repair", err=as_json)
+    for line in plan:
+        click.echo(f"  {line}", err=as_json)
+    if not plan:
+        return found
+    if not yes and not click.confirm("carry it out?", err=True):
+        raise click.Abort()
+    done = settle(services, found).repaired
+    found = check(services, deep=deep, min_age=timedelta(seconds=min_age))
+    found.repaired = done
+    return found
 
 
 def describe(found: dict[str, Any]) -> str:

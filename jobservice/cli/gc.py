@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 import click
-from sqlalchemy.exc import OperationalError
 
+from jobservice.cli.errors import unavailable_database
 from jobservice.settings import Settings
 
 
@@ -23,10 +23,8 @@ def gc_command(dry_run: bool, limit: int, as_json: bool) -> None:
     settings = Settings()
     services = build_services(settings)
     try:
-        report = collect(services, dry_run=dry_run, limit=limit, logs_folder=settings.var_dir)
-    except OperationalError as exc:
-        hint = " (run `jobservice db upgrade`)" if "no such" in str(exc.orig) else ""
-        raise click.ClickException(f"the jobs database is unavailable: {exc.orig}{hint}") from None
+        with unavailable_database():
+            report = collect(services, dry_run=dry_run, limit=limit, logs_folder=settings.var_dir)
     finally:
         services.db.dispose()
     shown = report.as_dict()

@@ -16,10 +16,10 @@ from typing import Any
 
 import click
 from sqlalchemy import select
-from sqlalchemy.exc import OperationalError
 
 from jobservice.auth.keys import check_limits
 from jobservice.auth.principal import check_tenant
+from jobservice.cli.errors import unavailable_database
 from jobservice.db.engine import Database
 from jobservice.db.tables import Tenant, utcnow
 from jobservice.errors import DomainError
@@ -32,12 +32,10 @@ from jobservice.settings import Settings
 def refusals() -> Iterator[None]:
     """Refusals and an unreachable database as one-line errors (exit 1), not tracebacks."""
     try:
-        yield
+        with unavailable_database():
+            yield
     except DomainError as exc:
         raise click.ClickException(f"{exc.code}: {exc.message}") from None
-    except OperationalError as exc:
-        hint = " (run `jobservice db upgrade`)" if "no such table" in str(exc.orig) else ""
-        raise click.ClickException(f"the jobs database is unavailable: {exc.orig}{hint}") from None
 
 
 @click.group("tenants")

@@ -13,7 +13,6 @@ import io
 import json
 import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -36,14 +35,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def cli(stack: Stack, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run ``jobservice ...`` as a user would, against the stack."""
-    return subprocess.run(
-        [sys.executable, "-m", "jobservice.cli.main", *args],
-        env=stack.env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return stack.cli(*args, timeout=timeout)
 
 
 def batch_id_of(output: str) -> str:

@@ -28,7 +28,7 @@ from jobservice.db.tables import Job, JobEvent
 from jobservice.http.app import create_app
 from jobservice.jobs.queries import events_of, get_job
 from jobservice.wiring import Services, build_services
-from tests.conftest import ROOT, make_settings
+from tests.conftest import MOTO_CREDENTIALS, ROOT, make_settings
 
 
 class RedisServer:
@@ -146,6 +146,17 @@ class Stack:
         self.workers.append(worker)
         return worker
 
+    def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """Run ``jobservice ...`` as a user or an operator would, against this stack."""
+        return subprocess.run(
+            [sys.executable, "-m", "jobservice.cli.main", *args],
+            env=self.env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
     def submit(self, body: dict[str, Any]) -> str:
         response = self.client.post("/jobs", json=body)
         assert response.status_code == 202, response.get_data(as_text=True)
@@ -200,6 +211,22 @@ def build_stack(tmp: Path, *, server: RedisServer | None = None, **overrides: ob
     env["JOBSERVICE_DATABASE_URL"] = settings.resolved_database_url()
     env["PYTHONPATH"] = str(ROOT)
     return Stack(tmp=tmp, redis=server, services=build_services(settings), env=env)
+
+
+@pytest.fixture
+def prod_stack(tmp_path: Path, pg_url: str, moto_server: str) -> Iterator[Stack]:
+    """A stack on PostgreSQL and S3 (moto's server), as production runs, no worker started yet."""
+    s = build_stack(
+        tmp_path,
+        database_url=pg_url,
+        storage_backend="s3",
+        s3_bucket=f"jobs-{uuid.uuid4().hex[:12]}",
+        s3_endpoint_url=moto_server,
+        s3_access_key_id=MOTO_CREDENTIALS["aws_access_key_id"],
+        s3_secret_access_key=MOTO_CREDENTIALS["aws_secret_access_key"],
+    )
+    yield s
+    s.close()
 
 
 @pytest.fixture

@@ -3,32 +3,13 @@
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
 
-from tests.conftest import MOTO_CREDENTIALS
-from tests.integration.conftest import Stack, build_stack
+from tests.integration.conftest import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres, pytest.mark.slow]
-
-
-@pytest.fixture
-def prod_stack(tmp_path: Path, pg_url: str, moto_server: str) -> Iterator[Stack]:
-    s = build_stack(
-        tmp_path,
-        database_url=pg_url,
-        storage_backend="s3",
-        s3_bucket=f"jobs-{uuid.uuid4().hex[:12]}",
-        s3_endpoint_url=moto_server,
-        s3_access_key_id=MOTO_CREDENTIALS["aws_access_key_id"],
-        s3_secret_access_key=MOTO_CREDENTIALS["aws_secret_access_key"],
-    )
-    yield s
-    s.close()
 
 
 def test_job_on_postgres_and_s3(prod_stack: Stack) -> None:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,28 +15,15 @@ from sqlalchemy import update
 
 from jobservice.db.tables import Job, JobStatus, utcnow
 from jobservice.storage import LocalStore
-from tests.conftest import MOTO_CREDENTIALS, ROOT
-from tests.integration.conftest import Stack, build_stack
+from tests.integration.conftest import Stack
 
 pytestmark = [pytest.mark.integration]
 
 JOB = {"model": "fake-good", "num_frames": 12}
 
 
-def cli(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    """``jobservice ...`` as an operator runs it, against the stack."""
-    return subprocess.run(
-        [sys.executable, "-m", "jobservice.cli.main", *args],
-        env=stack.env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def findings(stack: Stack, *args: str) -> tuple[int, dict[str, Any]]:
-    done = cli(stack, "check", "--json", *args)
+    done = stack.cli("check", "--json", *args)
     assert done.returncode in (0, 1), done.stdout + done.stderr
     return done.returncode, json.loads(done.stdout)
 
@@ -51,35 +36,20 @@ def run_jobs(stack: Stack, count: int) -> list[str]:
     return ids
 
 
-@pytest.fixture
-def pg_s3_stack(tmp_path: Path, pg_url: str, moto_server: str) -> Iterator[Stack]:
-    s = build_stack(
-        tmp_path,
-        database_url=pg_url,
-        storage_backend="s3",
-        s3_bucket=f"jobs-{uuid.uuid4().hex[:12]}",
-        s3_endpoint_url=moto_server,
-        s3_access_key_id=MOTO_CREDENTIALS["aws_access_key_id"],
-        s3_secret_access_key=MOTO_CREDENTIALS["aws_secret_access_key"],
-    )
-    yield s
-    s.close()
-
-
 def test_a_restored_dump_leaves_exactly_the_newer_jobs_as_orphans_and_repair_settles_them(
-    pg_s3_stack: Stack, pg_url: str, tmp_path: Path
+    prod_stack: Stack, pg_url: str, tmp_path: Path
 ) -> None:
     """The backup recipe of the docs: pg_dump, more jobs run, the dump restored (workers stopped):
     the newer jobs' objects are the orphans, exactly; --repair deletes them, the older jobs keep
     their videos, and the service runs on."""
-    stack = pg_s3_stack
+    stack = prod_stack
     dsn = pg_url.replace("postgresql+psycopg://", "postgresql://")
     stack.start_worker("w1")
     kept = run_jobs(stack, 2)
     dump = tmp_path / "jobs.dump"
     subprocess.run(["pg_dump", "--format=custom", "--file", str(dump), dsn], check=True, timeout=60)
     newer = run_jobs(stack, 2)
-    assert cli(stack, "check").returncode == 0, "consistent before the restore"
+    assert stack.cli("check").returncode == 0, "consistent before the restore"
 
     for worker in stack.workers:  # the restore order: stop the service, restore, check, start
         worker.stop()
@@ -96,12 +66,12 @@ def test_a_restored_dump_leaves_exactly_the_newer_jobs_as_orphans_and_repair_set
     assert all(o["objects"] >= 3 and not o["young"] for o in found["orphans"]), found["orphans"]
     assert found["missing"] == [] and found["expired_leases"] == []
     # By default a prefix written in the last 10 minutes may be a submission in flight: told, kept.
-    young = cli(stack, "check", "--repair", "--yes")
+    young = stack.cli("check", "--repair", "--yes")
     assert young.returncode == 1 and "young: may be a submission in flight" in young.stdout
     assert "plan: nothing to repair" in young.stdout
     assert all(any(True for _ in stack.services.store.list(f"jobs/{j}/")) for j in newer)
 
-    repaired = cli(stack, "check", "--repair", "--yes", "--min-age", "0")
+    repaired = stack.cli("check", "--repair", "--yes", "--min-age", "0")
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
     for job_id in newer:
         assert f"delete orphan prefix jobs/{job_id}/" in repaired.stdout
@@ -154,7 +124,7 @@ def test_missing_files_a_tampered_video_and_a_dead_lease_are_found_and_settled(s
     assert [lease["job"] for lease in found["expired_leases"]] == [ghost]
     assert found["orphans"] == []
 
-    repaired = cli(stack, "check", "--repair", "--yes", "--deep")
+    repaired = stack.cli("check", "--repair", "--yes", "--deep")
     assert f"mark job {gone} expired" in repaired.stdout and f"hand job {ghost} back" in repaired.stdout
     assert repaired.returncode == 1, "the tampered video is still there: reported, never changed"
     assert stack.client.get(f"/jobs/{gone}/video").status_code == 410

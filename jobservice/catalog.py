@@ -46,6 +46,9 @@ class ModelParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+MAX_GATE_RETRIES = 10  # the most tries with the next seed a job or a deployment may ask for
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One catalog entry."""
@@ -64,6 +67,9 @@ class ModelSpec:
     execution_mode: str = "resident"
     validation: ValidationPolicy = field(default_factory=ValidationPolicy)
     timeout_seconds: float | None = None
+    # A failed gate runs the job again with the next seed, up to this many times, unless the job
+    # asks otherwise (jobservice.jobs.retries); a deployment file sets it per model.
+    retry_on_validation_failure: int = 0  # at most MAX_GATE_RETRIES
     # --- set by a deployment file (jobservice.backends) for the real model families -----------
     backend: str = "builtin"  # adapter family: builtin, flashhead, flashtalk, omnirt, vllm-omni, diffusers
     config: dict[str, Any] = field(default_factory=dict)  # handed to Adapter.load as ``params``
@@ -89,6 +95,7 @@ class ModelSpec:
             "backend": self.backend,
             "min_memory_gb": self.min_memory_gb,
             "timeout_seconds": self.timeout_seconds,
+            "retry_on_validation_failure": self.retry_on_validation_failure,
             "parameters": self.params.model_json_schema(),
             "validation": self.validation.model_dump(),
         }

@@ -194,6 +194,7 @@ class Deployment:
             execution_mode=execution_mode,
             validation=policy,
             timeout_seconds=entry.timeout,
+            retry_on_validation_failure=entry.retry_on_validation_failure,
             backend=entry.backend,
             config=config,
             min_memory_gb=min_memory,

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from jobservice.catalog import MAX_GATE_RETRIES
+
 
 def resolve_path(value: Any, info: ValidationInfo) -> Any:
     """A relative path, resolved against the deployment file's folder (when reading a file)."""
@@ -47,6 +49,13 @@ class EntryBase(BaseModel):
     min_memory_gb: float | None = Field(default=None, ge=0, description="Free device memory needed to load.")
     memory_scope: Literal["aggregate", "per_card"] = "aggregate"
     timeout: float | None = Field(default=None, gt=0, description="A job's limit in seconds.")
+    retry_on_validation_failure: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_GATE_RETRIES,
+        description="Run a job whose video fails the gate again with the next seed, up to this many "
+        "times (a job may ask for its own count; regression batches never retry).",
+    )
     load_seconds: float | None = Field(
         default=None, ge=0, description="A cold load's seconds, until the service has measured one."
     )

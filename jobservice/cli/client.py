@@ -124,6 +124,13 @@ def describe(job: dict[str, Any], base_url: str) -> str:
         v = job["validation"]
         failed = f" (failed: {', '.join(v['failed_checks'])})" if v.get("failed_checks") else ""
         lines.append(f"  validation: {v['verdict']}{failed}")
+    tries = job.get("validation_attempts") or []
+    if tries:
+        earlier = "; ".join(
+            f"try {t['number']} seed {t['seed']} {t['verdict']} ({', '.join(t['failed_checks']) or '-'})"
+            for t in tries
+        )
+        lines.append(f"  tries: {earlier}; try {len(tries) + 1} seed {job.get('seed_used')}: this one")
     timings = job.get("timings") or {}
     shown = [
         f"{name}={timings[name + '_ms']:.0f}ms"

@@ -163,6 +163,13 @@ def worker(
 @click.option("--audio", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
 @click.option("--prompt", default=None)
 @click.option("-p", "--param", "params", multiple=True, help="Model parameter as key=value (repeatable).")
+@click.option(
+    "--retry-on-validation-failure",
+    "retry",
+    type=click.IntRange(0, 10),
+    default=None,
+    help="When the gate fails the video, run again with the next seed up to N times (default: the model's).",
+)
 @click.option("--wait/--no-wait", default=True, show_default=True)
 @click.option("--timeout", default=3600.0, show_default=True)
 @click.option(
@@ -181,6 +188,7 @@ def submit(
     audio: Path | None,
     prompt: str | None,
     params: tuple[str, ...],
+    retry: int | None,
     wait: bool,
     timeout: float,
     output: Path | None,
@@ -197,6 +205,8 @@ def submit(
         values[key.strip()] = _coerce(raw)
     if prompt is not None:
         values["prompt"] = prompt
+    if retry is not None:
+        values["retry_on_validation_failure"] = retry
     if task is None:
         task = "audio2video" if (image or audio) else ("text2video" if prompt else None)
     job = client.submit(url, task=task, model=model, params=values, image=image, audio=audio)

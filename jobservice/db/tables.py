@@ -173,6 +173,10 @@ class Job(Base):
     dispatched_to: Mapped[str | None] = mapped_column(String(255))
     output_seconds: Mapped[float | None] = mapped_column(Float)
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Retry on a failed gate (jobservice.jobs.retries): how many more tries with the next seed the
+    # job was promised, and each try the gate failed (seed, verdict, files), oldest first.
+    retry_on_validation_failure: Mapped[int] = mapped_column(Integer, server_default="0")
+    validation_attempts: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
 
     __table_args__ = (
         Index("ix_jobs_created_at_id", "created_at", "id"),

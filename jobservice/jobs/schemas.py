@@ -16,8 +16,9 @@ from sqlalchemy.orm import Session
 from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import Malformed
 from jobservice.fleet.eta import Stored, eta_of, running_finish
+from jobservice.jobs import retries
 from jobservice.jobs.queries import queue_position, queue_positions
-from jobservice.jobs.views import ErrorView, JobView, ValidationView
+from jobservice.jobs.views import ErrorView, JobView, TryView, ValidationView
 
 
 def job_view(
@@ -74,9 +75,40 @@ def job_view(
         expires_at=job.expires_at,
         expired=expired,
         usage=job.usage or None,
+        retry_on_validation_failure=int(job.retry_on_validation_failure or 0),
+        validation_attempts=_tries(job, expired),
+        seed_used=retries.seed_of_try(dict(job.params or {}), len(retries.tries_of(job))),
         **(_eta(forecast, job) if forecast is not None else {}),
         links=links,
     )
+
+
+def _tries(job: Job, expired: bool) -> list[TryView]:
+    """The tries the gate failed, each with links to its files (``?try=N`` of the job's own)."""
+    views: list[TryView] = []
+    for tried in retries.tries_of(job):
+        number = int(tried.get("try", len(views) + 1))
+        links: dict[str, str] = {}
+        if not expired:
+            if tried.get("output_key"):
+                links["video"] = f"/jobs/{job.id}/video?try={number}"
+            if tried.get("report_key"):
+                links["report"] = f"/jobs/{job.id}/report?try={number}"
+                links["log"] = f"/jobs/{job.id}/log?try={number}"
+        views.append(
+            TryView(
+                number=number,
+                attempt=int(tried.get("attempt") or 0),
+                seed=tried.get("seed"),
+                verdict=str(tried.get("verdict") or "failed"),
+                failed_checks=list(tried.get("failed_checks") or []),
+                message=str(tried.get("message") or ""),
+                card_seconds=tried.get("card_seconds"),
+                finished_at=tried.get("finished_at"),
+                links=links,
+            )
+        )
+    return views
 
 
 def _eta(forecast: Stored, job: Job) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from jobservice.db.tables import Job, utcnow
 from jobservice.errors import Conflict, DomainError, Invalid, NotFound, invalid_parameters
 from jobservice.fleet.costs import output_seconds
 from jobservice.fleet.dispatch import dispatch_round, free_group_for
+from jobservice.jobs import retries
 from jobservice.jobs.idempotency import scoped_key
 from jobservice.jobs.transitions import record_created
 from jobservice.media.uploads import CheckedUpload, stored_upload
@@ -71,6 +72,9 @@ class Submission:
     # both). ``check_submission`` also takes them from ``params`` ("webhook", "webhook_events_filter").
     webhook: str | None = None
     webhook_events: str | list[str] | None = None
+    # Tries with the next seed when the gate fails (jobservice.jobs.retries; None: the model's
+    # default). ``check_submission`` also takes it from ``params``.
+    retry_on_validation_failure: int | None = None
 
 
 def resolve_model(services: Services, task: str | None, model: str | None) -> ModelSpec:
@@ -110,12 +114,15 @@ def validate_params(spec: ModelSpec, raw: dict[str, Any]) -> dict[str, Any]:
     return resolved
 
 
-def _fingerprint(spec: ModelSpec, raw: dict[str, Any], uploads: dict[str, CheckedUpload]) -> str:
-    body = {
+def _fingerprint(sub: Submission, spec: ModelSpec) -> str:
+    raw, uploads = sub.params, sub.uploads
+    body: dict[str, Any] = {
         "model": spec.id,
         "params": {k: raw[k] for k in sorted(raw) if k not in RESERVED_FIELDS},
         "inputs": {name: up.meta.get("sha256") for name, up in sorted(uploads.items())},
     }
+    if sub.retry_on_validation_failure is not None:  # absent: the fingerprint of earlier releases
+        body[retries.FIELD] = sub.retry_on_validation_failure
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -161,7 +168,7 @@ def check_submission(services: Services, sub: Submission) -> Checked:
         spec = resolve_model(services, sub.task, sub.model)
     except DomainError as exc:
         return Checked(spec=None, params={}, problems=[exc])
-    problems: list[DomainError] = _take_webhook(services, sub)
+    problems: list[DomainError] = _take_webhook(services, sub) + _take_retry(spec, sub)
     params: dict[str, Any] = {}
     try:
         params = validate_params(spec, sub.params)
@@ -179,6 +186,16 @@ def _take_webhook(services: Services, sub: Submission) -> list[DomainError]:
         sub.webhook, sub.webhook_events = check_webhook(
             sub.webhook, sub.webhook_events, services.settings.webhook_allowed_hosts
         )
+    except DomainError as exc:
+        return [exc]
+    return []
+
+
+def _take_retry(spec: ModelSpec, sub: Submission) -> list[DomainError]:
+    """Move the retry count out of the parameters and check it (jobservice.jobs.retries)."""
+    raw = sub.params.pop(retries.FIELD, sub.retry_on_validation_failure)
+    try:
+        sub.retry_on_validation_failure = retries.requested_retries(spec, raw, batch=sub.batch_id is not None)
     except DomainError as exc:
         return [exc]
     return []
@@ -204,7 +221,7 @@ def submit_job(services: Services, sub: Submission, *, checked: Checked | None =
         raise checked.problems[0]
     spec, params = checked.spec, checked.params
     assert spec is not None  # a submission without problems has a model
-    fingerprint = _fingerprint(spec, sub.params, sub.uploads)
+    fingerprint = _fingerprint(sub, spec)
     key = scoped_key(sub.idempotency_key, sub.principal.tenant)
     if key:
         existing = _existing(services, key, fingerprint, sub.principal.tenant)
@@ -277,6 +294,9 @@ def _new_row(
         submitted_by=sub.principal.key_id,
         webhook_url=sub.webhook,
         webhook_events=sub.webhook_events if isinstance(sub.webhook_events, str) else None,
+        retry_on_validation_failure=retries.resolved_retries(
+            spec, sub.retry_on_validation_failure, batch=sub.batch_id is not None
+        ),
         output_seconds=output_seconds(spec, params, {name: up.meta for name, up in sub.uploads.items()}),
     )
 
@@ -376,6 +396,7 @@ def resubmit_job(
             idempotency_key=idempotency_key,
             webhook=job.webhook_url,
             webhook_events=job.webhook_events,
+            retry_on_validation_failure=job.retry_on_validation_failure or None,
         )
         new_job, _ = submit_job(services, sub)
     return new_job

@@ -6,7 +6,8 @@ worker that lost its lease can never move a job twice. SQLite ignores ``SELECT .
 a CAS update is portable (reference/stack-probe.md section 5). Each transition records a JobEvent.
 
     queued ──claim──> running ──> succeeded | failed | canceled
-      │                  └──requeue (worker lost, attempts left)──> queued
+      │                  ├──requeue (worker lost, attempts left)──> queued
+      │                  └──retry (gate failed, tries left: the next seed)──> queued
       └──> canceled (cancel while queued) | failed (reaper gives up, model withdrawn)
 
 Here: the allowed moves (``ALLOWED``), their errors, and the moves themselves: create, claim,
@@ -43,6 +44,7 @@ __all__ = [
     "record_created",
     "request_cancel",
     "requeue_job",
+    "retry_with_next_seed",
     "transition_allowed",
 ]
 
@@ -395,3 +397,55 @@ def requeue_job(session: Session, job_id: uuid.UUID, *, owner: Owner, reason: st
         worker_id=owner.worker_id,
         detail=f"requeued: {reason}",
     )
+
+
+def retry_with_next_seed(session: Session, job_id: uuid.UUID, *, owner: Owner, tried: dict[str, Any]) -> bool:
+    """Put a running job whose video failed the gate back in the queue for a try with the next seed
+    (``jobservice.jobs.retries``), recording the failed try; False (nothing changed) when a cancel
+    was requested meanwhile: the caller then ends the job as failed.
+
+    The reaper's budget for lost workers (``max_attempts``) grows by one, so a gate retry never
+    uses up the attempts that protect the job from a dying worker."""
+    tries = session.scalar(select(Job.validation_attempts).where(Job.id == job_id)) or []
+    ok = _cas(
+        session,
+        job_id,
+        sources=frozenset({JobStatus.RUNNING}),
+        target=JobStatus.QUEUED,
+        owner=owner,
+        values={
+            "stage": Stage.QUEUED.value,
+            "progress": 0.0,
+            "worker_id": None,
+            "lease_expires_at": None,
+            "heartbeat_at": None,
+            "enqueued_at": None,
+            "dispatched_to": None,  # back in the table: the dispatcher places it again
+            "max_attempts": Job.max_attempts + 1,
+            "validation_attempts": [*tries, tried],
+        },
+        extra_where=Job.cancel_requested_at.is_(None),
+    )
+    if not ok:
+        current = session.execute(
+            select(Job.status, Job.worker_id, Job.attempts).where(Job.id == job_id)
+        ).one_or_none()
+        ours = (
+            current is not None
+            and current.status == JobStatus.RUNNING
+            and (current.worker_id, current.attempts) == (owner.worker_id, owner.attempt)
+        )
+        if ours:  # still this run's: only a pending cancel refuses it
+            return False
+        raise _refuse(session, job_id, JobStatus.QUEUED, owner)
+    _event(
+        session,
+        job_id,
+        from_status=JobStatus.RUNNING,
+        to_status=JobStatus.QUEUED,
+        attempt=owner.attempt,
+        worker_id=owner.worker_id,
+        detail=f"the gate failed try {tried['try']} (seed {tried['seed']}: "
+        f"{', '.join(tried['failed_checks']) or 'no check named'}); queued again with the next seed",
+    )
+    return True

@@ -27,6 +27,22 @@ class ValidationView(BaseModel):
     summary: dict[str, Any] = Field(default_factory=dict)
 
 
+class TryView(BaseModel):
+    """A try of the job that the output gate failed before it ran again with the next seed."""
+
+    number: int = Field(description="1 for the job's first try, 2 for its first retry, ...")
+    attempt: int = Field(description="The job's attempt (claim) that ran it.")
+    seed: int | None
+    verdict: str
+    failed_checks: list[str] = Field(default_factory=list)
+    message: str = ""
+    card_seconds: float | None = Field(default=None, description="What the try used (charged).")
+    finished_at: datetime | None = None
+    links: dict[str, str] = Field(
+        default_factory=dict, description="video, report and log of the try (until retention)."
+    )
+
+
 class JobView(BaseModel):
     """The public view of a job (``GET /jobs/<id>``)."""
 
@@ -72,6 +88,19 @@ class JobView(BaseModel):
         description="Card-seconds the job used once an attempt ended: card_seconds (charged: load + "
         "generate + finish, times its cards), phases {load, generate, finish}, cards, card_kind, attempts, "
         "and wasted_card_seconds (attempts the service lost, never charged).",
+    )
+    retry_on_validation_failure: int = Field(
+        default=0, description="Tries with the next seed a failed gate may start (0: none)."
+    )
+    validation_attempts: list[TryView] = Field(
+        default_factory=list,
+        description="The tries the gate failed before the current one, oldest first; each names its "
+        "seed, verdict and files (links.video of the job is the current or last try's).",
+    )
+    seed_used: int | None = Field(
+        default=None,
+        description="The seed of the current (or last) try: params.seed plus the tries before it. The "
+        "video the job kept was made with it.",
     )
     estimated_start_at: datetime | None = Field(
         default=None,

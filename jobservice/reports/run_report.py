@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.2.0"
+SCHEMA_VERSION = "1.3.0"  # 1.3.0: tries (retry on a failed gate)
 
 
 class _Base(BaseModel):
@@ -145,6 +145,19 @@ class ReportError(_Base):
     message: str
 
 
+class GateTries(_Base):
+    """Where a run stands among its job's tries with the next seed (jobservice.jobs.retries)."""
+
+    try_number: int = Field(description="1 for the job's first try, 2 for its first retry, ...")
+    of_at_most: int = Field(description="1 + the retries the job was promised.")
+    seed: int | None = Field(description="The seed this try ran with (the request's seed + try - 1).")
+    earlier: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The earlier tries the gate failed: try, attempt, seed, verdict, failed_checks, "
+        "message, output_key, report_key, card_seconds, finished_at.",
+    )
+
+
 class RunReport(_Base):
     """Everything a run recorded; stored as ``jobs/<id>/report.json``."""
 
@@ -211,6 +224,11 @@ class RunReport(_Base):
     )
     validation: Validation | None = None
     error: ReportError | None = None
+    tries: GateTries | None = Field(
+        default=None,
+        description="A job that may retry a failed gate with the next seed: which try this run was, "
+        "its seed, and the earlier tries the gate failed (null: the job may not retry).",
+    )
 
 
 def summarize_chunks(chunks: list[ChunkTelemetry]) -> dict[str, float]:

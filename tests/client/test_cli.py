@@ -55,3 +55,30 @@ def test_status_follow_falls_back_to_polling_and_status_errors_are_one_line() ->
     assert followed.exit_code == 0, followed.output
     assert "job j1: succeeded" in followed.stdout and "validation: passed" in followed.stdout
     assert missing.exit_code == 1 and "404 job_not_found: There is no job 'nope'." in missing.stderr
+
+
+def test_submit_asks_for_retries_and_the_summary_lists_each_try() -> None:
+    tries = [
+        {"number": n, "attempt": n, "seed": 9 + n, "verdict": "failed", "failed_checks": ["black"]}
+        for n in (1, 2)
+    ]
+    done = {**DONE, "validation_attempts": tries, "seed_used": 12, "attempts": 3}
+
+    def respond(seen: Seen, index: int) -> Reply:
+        if seen.method == "POST":
+            return json_reply(job(), 202)
+        return Reply(200, [sse(("1", "end", done))], STREAM)
+
+    with fake_api(respond) as api:
+        result = CliRunner().invoke(
+            cli,
+            ["submit", "--url", api.url, "--prompt", "hills", "--retry-on-validation-failure", "3"],
+            env={},
+        )
+    assert result.exit_code == 0, result.output
+    assert json.loads(api.seen[0].body)["retry_on_validation_failure"] == 3
+    assert (
+        "try 1 seed 10 failed (black); try 2 seed 11 failed (black); try 3 seed 12: this one" in result.stdout
+    )
+    refused = CliRunner().invoke(cli, ["submit", "--url", "http://x", "--retry-on-validation-failure", "11"])
+    assert refused.exit_code == 2 and "0<=x<=10" in refused.output

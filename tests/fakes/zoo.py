@@ -35,6 +35,13 @@ class FakeParams(ModelParams):
     step_seconds: float = Field(default=0.0, ge=0, le=5)
 
 
+class SeededParams(FakeParams):
+    """A fake with a seed: its video is black for every seed below ``good_from_seed``."""
+
+    seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
+    good_from_seed: int = Field(default=0, ge=0, le=2**32)
+
+
 def moving(frame_index: int, size: int) -> np.ndarray:
     """A bright frame with a bar that moves every frame (never black, never frozen)."""
     frame = np.full((size, size, 3), 140, dtype=np.uint8)
@@ -76,7 +83,7 @@ class FakeAdapter(Adapter):
                 raise AdapterError("out_of_memory", "The fake model ran out of device memory.")
             if self.behaviour == "exits" and i == n // 2:
                 os._exit(3)
-            if self.behaviour == "black":
+            if self.behaviour == "black" or (self.behaviour == "seeded" and p["seed"] < p["good_from_seed"]):
                 frame = np.zeros((size, size, 3), dtype=np.uint8)
             elif self.behaviour == "frozen":
                 frame = moving(0, size)
@@ -94,7 +101,7 @@ def _spec(name: str, behaviour: str, **extra: Any) -> ModelSpec:
         title=f"Fake ({behaviour})",
         summary=f"Test model whose failure mode is: {behaviour}.",
         maturity="reference",
-        params=FakeParams,
+        params=extra.pop("params", FakeParams),
         adapter=f"tests.fakes.zoo:{behaviour.title().replace('_', '')}Adapter",
         requires=("numpy",),
         **extra,
@@ -120,6 +127,7 @@ BEHAVIOURS = [
     "raises_in_load",
     "slow",
     "heavy",
+    "seeded",
 ]
 for _b in BEHAVIOURS:
     globals()[f"{_b.title().replace('_', '')}Adapter"] = _adapter_class(_b)
@@ -128,7 +136,10 @@ for _b in BEHAVIOURS:
 def specs() -> list[ModelSpec]:
     """The zoo's catalog entries."""
     strict = ValidationPolicy(max_black_seconds=0.0, max_freeze_seconds=0.0, freeze_min_seconds=1.0)
-    out = [_spec(b.replace("_", "-"), b, validation=strict) for b in BEHAVIOURS if b not in {"slow", "heavy"}]
+    plain = [b for b in BEHAVIOURS if b not in {"slow", "heavy", "seeded"}]
+    out = [_spec(b.replace("_", "-"), b, validation=strict) for b in plain]
+    # A model with a seed whose video is black below a chosen seed: retries of a failed gate.
+    out.append(_spec("seeded", "seeded", validation=strict, params=SeededParams))
     out.append(_spec("slow", "slow", timeout_seconds=4.0))
     # Two models that each need 3 GB and take 2 s to load: a 4 GB card group holds one at a time
     # (tests/integration/test_fleet_e2e.py).

@@ -152,3 +152,41 @@ def test_resubmit_refuses_when_inputs_are_gone(
     assert {o.key for o in services.store.list("jobs/")} == before
     with pytest.raises(Exception, match="no longer in the object store"):
         resubmit_job(services, job)
+
+
+def test_the_form_asks_for_retries_and_the_page_lists_each_try(browser: Browser, services: Any) -> None:
+    import uuid
+
+    from jobservice.jobs import retries
+    from jobservice.jobs.transitions import Owner, claim_job, retry_with_next_seed
+
+    form = browser.text("/?task=text2video")
+    assert 'name="retry_on_validation_failure"' in form and "Retries on a failed gate" in form
+    refused = browser.post(
+        "/ui/jobs", {"task": "text2video", "model": "reference-t2v", "prompt": "x", retries.FIELD: "12"}
+    )
+    assert refused.status_code == 422 and "from 0 to 10" in refused.get_data(as_text=True)
+    job_id = submit(browser, seed="7", **{retries.FIELD: "2"})
+    jid = uuid.UUID(job_id)
+    assert load(services, job_id).retry_on_validation_failure == 2
+    with services.db.session() as session:
+        job = claim_job(session, jid, worker_id="w1@test", lease_seconds=30)
+        assert job is not None
+        tried = retries.try_record(
+            job,
+            verdict="failed",
+            failed_checks=["black"],
+            message="black frames",
+            output_key=f"jobs/{jid}/output.mp4",
+            report_key=f"jobs/{jid}/report.json",
+            card_seconds=1.5,
+            finished_at="2026-12-03T10:00:00+00:00",
+        )
+        assert retry_with_next_seed(session, jid, owner=Owner("w1@test", 1), tried=tried)
+    html = browser.text(f"/ui/jobs/{job_id}")
+    assert 'id="tries"' in html and "up to 2 times" in html
+    first = html.split('data-try="1"', 1)[1].split("</tr>", 1)[0]
+    assert "<td>7</td>" in first and "black" in first and "1.5" in first
+    assert f'href="/jobs/{job_id}/video?try=1"' in first
+    second = html.split('data-try="2"', 1)[1].split("</tr>", 1)[0]
+    assert "<td>8</td>" in second and "queued" in second

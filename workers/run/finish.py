@@ -57,16 +57,16 @@ def is_outage(exc: BaseException) -> bool:
 
 
 def already_done(session: Session, job_id: uuid.UUID, owner: Owner, target: JobStatus) -> bool:
-    """Whether the job already stands where this run's final write was taking it, by this run."""
+    """Whether the job already stands where this run's final write was taking it, by this run (a
+    job queued again for a retry with the next seed lists this run's attempt among its tries)."""
     row = session.execute(
-        select(Job.status, Job.worker_id, Job.attempts).where(Job.id == job_id)
+        select(Job.status, Job.worker_id, Job.attempts, Job.validation_attempts).where(Job.id == job_id)
     ).one_or_none()
-    return (
-        row is not None
-        and row.status == target
-        and row.worker_id == owner.worker_id
-        and row.attempts == owner.attempt
-    )
+    if row is None or row.status != target:
+        return False
+    if target == JobStatus.QUEUED:
+        return any(t.get("attempt") == owner.attempt for t in row.validation_attempts or [])
+    return row.worker_id == owner.worker_id and row.attempts == owner.attempt
 
 
 def write_final(

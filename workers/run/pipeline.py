@@ -29,12 +29,14 @@ from jobservice.db.tables import Job, JobStatus, Stage, utcnow
 from jobservice.fleet import costs as fleet_costs
 from jobservice.fleet import groups
 from jobservice.fleet.usage import Phases, record_attempt
+from jobservice.jobs import retries
 from jobservice.jobs.transitions import (
     Owner,
     claim_job,
     mark_canceled,
     mark_failed,
     mark_succeeded,
+    retry_with_next_seed,
 )
 from jobservice.logs import job_log_context
 from jobservice.reports.run_report import HostActivity, RunReport, Validation
@@ -281,7 +283,7 @@ class JobRun:
         return JobInputs(
             job_id=str(self.job.id),
             model=self.job.model,
-            params=dict(self.job.params),
+            params=retries.run_params(self.job),  # the request's, with this try's seed
             files=files,
             scratch=self.scratch,
             meta={name: dict(meta) for name, meta in (self.job.input_meta or {}).items()},
@@ -443,24 +445,54 @@ class JobRun:
             ),
             "cold_start": self.cold,
         }
+        tried = None
+        if not passed and retries.retries_left(self.job):
+            tried = self._tried(report, error, report_key)
+        outcome = "succeeded" if passed else "validation_failed"
 
         def transition(session: Session) -> None:
+            nonlocal outcome
             if passed:
                 mark_succeeded(session, self.job.id, **common)
+            elif tried and retry_with_next_seed(session, self.job.id, owner=self.owner, tried=tried):
+                outcome = "retrying"
             else:
                 assert error is not None
                 mark_failed(session, self.job.id, code=error[0], message=error[1], **common)
             self._account(session, "succeeded" if passed else "failed")
 
-        if not self._finish(transition, report, JobStatus.SUCCEEDED if passed else JobStatus.FAILED):
+        target = JobStatus.SUCCEEDED if passed else JobStatus.QUEUED if tried else JobStatus.FAILED
+        if not self._finish(transition, report, target):
             return "lease_lost"
+        if outcome == "retrying":
+            self.member.dispatch()  # the card may be idle by now: hand the next try out at once
         log.info(
             "job %s: %s in %.0f ms",
             self.job.id,
-            "succeeded" if passed else "failed validation",
+            {
+                "succeeded": "succeeded",
+                "validation_failed": "failed validation",
+                "retrying": "failed validation; queued again with the next seed",
+            }[outcome],
             report.timings["total_ms"],
         )
-        return "succeeded" if passed else "validation_failed"
+        return outcome
+
+    def _tried(
+        self, report: RunReport, error: tuple[str, str] | None, report_key: str | None
+    ) -> dict[str, Any]:
+        """What the job keeps of this try when the gate failed it and it may try again."""
+        assert self.validation is not None
+        return retries.try_record(
+            self.job,
+            verdict=self.validation.verdict,
+            failed_checks=[c.name for c in self.validation.failed_checks],
+            message=error[1] if error else "",
+            output_key=self.key("output.mp4"),
+            report_key=report_key,
+            card_seconds=(report.usage or {}).get("card_seconds"),
+            finished_at=utcnow().isoformat(),
+        )
 
     def _failed(self, code: str, message: str) -> str:
         if self.ctx is not None:

@@ -10,8 +10,10 @@ from typing import Any, Protocol
 
 from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, utcnow
+from jobservice.jobs import retries
 from jobservice.reports.run_report import (
     Artifact,
+    GateTries,
     HostActivity,
     ReportError,
     RunReport,
@@ -124,7 +126,7 @@ def build_report(
         finished_at=utcnow(),
         # read at the last frame: a handed-over run is reported while the card runs the next job
         memory={**(run.generate_memory or memory_report(device)), **(ctx.memory if ctx else {})},
-        config_resolved=dict(job.params or {}),
+        config_resolved=retries.run_params(job),
         device_placement={"device": device.label, "torch_device": device.torch_device},
         artifacts=_artifacts(run, video_path),
         input_digests={
@@ -138,6 +140,21 @@ def build_report(
         host=run.host,
         validation=run.validation,
         error=ReportError(code=error[0], message=error[1]) if error else None,
+        tries=_tries(job),
+    )
+
+
+def _tries(job: Job) -> GateTries | None:
+    """Which try of its job the run is, for a job that may retry a failed gate."""
+    earlier = retries.tries_of(job)
+    promised = int(job.retry_on_validation_failure or 0)
+    if not promised and not earlier:
+        return None
+    return GateTries(
+        try_number=len(earlier) + 1,
+        of_at_most=promised + 1,
+        seed=retries.seed_of_try(dict(job.params or {}), len(earlier)),
+        earlier=earlier,
     )
 
 

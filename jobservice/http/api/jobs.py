@@ -16,6 +16,7 @@ from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.auth import current_principal
 from jobservice.http.api.prefer import applied, held
 from jobservice.http.api.submission import parse_submission
+from jobservice.jobs import retries
 from jobservice.jobs.lookup import read_job
 from jobservice.jobs.queries import count_ahead, count_ahead_of_new, events_of
 from jobservice.jobs.schemas import JobList, job_view, job_views, list_jobs
@@ -63,6 +64,25 @@ def files_of(job: Job) -> Job:
             "its record stays.",
         )
     return job
+
+
+def files_of_try(job: Job) -> tuple[str | None, str | None]:
+    """(video key, report key) of the job's current try, or of the earlier try ``?try=N`` names (a
+    try the gate failed before the job ran again with the next seed, ``jobservice.jobs.retries``)."""
+    raw = request.args.get("try")
+    if raw is None:
+        return job.output_key, job.report_key
+    tries = retries.tries_of(job)
+    if not (raw.isascii() and raw.isdecimal() and 1 <= int(raw) <= len(tries) + 1):
+        raise NotFound(
+            "try_not_found",
+            f"Job {job.id} has no try '{raw}'; its tries are numbered 1 to {len(tries) + 1}.",
+        )
+    number = int(raw)
+    if number == len(tries) + 1:
+        return job.output_key, job.report_key
+    tried = tries[number - 1]
+    return tried.get("output_key"), tried.get("report_key")
 
 
 def render(job: Job, status: int = 200, *, new: bool = False) -> Response:
@@ -176,14 +196,16 @@ def job_events(job_id: str) -> Response:
 
 @bp.get("/jobs/<job_id>/video")
 def job_video(job_id: str) -> Any:
-    """The output video: streamed with Range support (local store) or a presigned redirect (S3)."""
+    """The output video (``?try=N``: an earlier try's): streamed with Range support (local store)
+    or a presigned redirect (S3)."""
     job = files_of(load_job(job_id))
-    if not job.output_key:
+    output_key, _ = files_of_try(job)
+    if not output_key:
         raise NotFound("video_not_ready", f"Job {job.id} has no video yet (it is {job.status}).")
     store = services().store
     download = request.args.get("download") in {"1", "true", "yes"}
-    name = f"{job.id}.mp4"
-    path = store.local_path(job.output_key)
+    name = f"{job.id}.mp4" if output_key == job.output_key else f"{job.id}-try-{request.args['try']}.mp4"
+    path = store.local_path(output_key)
     if path is not None:
         if not path.exists():
             raise NotFound("video_missing", "The video is recorded but missing from the object store.")
@@ -195,7 +217,7 @@ def job_video(job_id: str) -> Any:
             download_name=name,
             max_age=3600,
         )
-    url = store.presigned_url(job.output_key, filename=name if download else None)
+    url = store.presigned_url(output_key, filename=name if download else None)
     if url is None:
         raise NotFound("video_missing", "The object store cannot hand out this video.")
     return redirect(url, code=302)
@@ -203,13 +225,15 @@ def job_video(job_id: str) -> Any:
 
 @bp.get("/jobs/<job_id>/log")
 def job_log(job_id: str) -> Response:
-    """The log of the job's last run: the worker's notes and the model process's stdout/stderr."""
+    """The log of the job's last run (``?try=N``: an earlier try's): the worker's notes and the
+    model process's stdout/stderr."""
     job = files_of(load_job(job_id))
-    if not job.report_key:
+    _, report_key = files_of_try(job)
+    if not report_key:
         raise NotFound("log_not_ready", f"Job {job.id} has no log yet (it is {job.status}).")
     try:
         # A run stores its log beside its report (jobs/<id>/ or jobs/<id>/attempt-<n>/).
-        data = services().store.get_bytes(job.report_key.rsplit("/", 1)[0] + "/log.txt")
+        data = services().store.get_bytes(report_key.rsplit("/", 1)[0] + "/log.txt")
     except ObjectNotFound:
         raise NotFound("log_missing", "This run kept no log.") from None
     except StoreUnavailable as exc:
@@ -220,12 +244,14 @@ def job_log(job_id: str) -> Response:
 
 @bp.get("/jobs/<job_id>/report")
 def job_report(job_id: str) -> Response:
-    """The RunReport JSON of the job's last run (deployment details for admins only)."""
+    """The RunReport JSON of the job's last run (``?try=N``: an earlier try's; deployment details
+    for admins only)."""
     job = files_of(load_job(job_id))
-    if not job.report_key:
+    _, report_key = files_of_try(job)
+    if not report_key:
         raise NotFound("report_not_ready", f"Job {job.id} has no report yet (it is {job.status}).")
     try:
-        data = services().store.get_bytes(job.report_key)
+        data = services().store.get_bytes(report_key)
     except ObjectNotFound:
         raise NotFound(
             "report_missing", "The report is recorded but missing from the object store."

@@ -31,6 +31,7 @@ from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.openai_view import quoted
 from jobservice.http.api.openai_vllm import vllm_omni_extras
 from jobservice.http.api.submission import FORM_TYPES
+from jobservice.jobs import retries
 from jobservice.media.uploads import FILE_CHECKS, CheckedUpload, SpoolFile, spool_of
 from jobservice.settings import Settings
 from jobservice.wiring import Services
@@ -46,8 +47,9 @@ FILE_FIELDS = {
 URL_KEYS = {"input_reference": "image_url", "image_reference": "image_url", "audio_reference": "audio_url",
             "image": "image_url", "audio": "audio_url"}  # fmt: skip
 IGNORED_FIELDS = {"user"}  # OpenAI's end-user id: nothing of ours to set from it
-# Left in the parameters: check_submission takes the webhook fields out (jobservice.webhooks).
-PASSED_ON = ("webhook", "webhook_events_filter")
+# Left in the parameters: check_submission takes the webhook fields (jobservice.webhooks) and the
+# retry count (jobservice.jobs.retries) out.
+PASSED_ON = ("webhook", "webhook_events_filter", retries.FIELD)
 SIZE = re.compile(r"^\s*(\d{1,5})\s*[xX*]\s*(\d{1,5})\s*$")
 DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?(;[\w=.+-]+)*;base64,", re.ASCII)
 # A JSON body is parsed in memory, data: URLs and all: two 16 MB data URLs (as a form's fields may be)

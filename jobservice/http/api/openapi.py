@@ -86,6 +86,12 @@ def _job_body(catalog: Catalog) -> Schema:
 
 JOB = "/jobs/{job_id}"
 NO_JOB = refused("No such job.")
+TRY = in_query(
+    "try",
+    {"type": "integer", "minimum": 1},
+    description="An earlier try's file (a try the gate failed before the job ran again with the next "
+    "seed: validation_attempts[].number); default: the current or last try's.",
+)
 JOB_PAGE = {
     "type": "object",
     "properties": {
@@ -165,7 +171,7 @@ ROUTES: tuple[Route, ...] = (
         "get",
         JOB + "/video",
         "The output video (Range requests locally; 302 to a presigned URL on S3)",
-        parameters=(in_path("job_id"), in_query("download", {"type": "boolean"})),
+        parameters=(in_path("job_id"), in_query("download", {"type": "boolean"}), TRY),
         responses={
             "200": {"description": "MP4", "content": {"video/mp4": {}}},
             "206": {"description": "Partial content", "content": {"video/mp4": {}}},
@@ -178,7 +184,7 @@ ROUTES: tuple[Route, ...] = (
         "get",
         JOB + "/report",
         "The RunReport",
-        parameters=(in_path("job_id"),),
+        parameters=(in_path("job_id"), TRY),
         responses={
             "200": answer("RunReport", "RunReport"),
             "404": refused("No report yet."),
@@ -190,7 +196,7 @@ ROUTES: tuple[Route, ...] = (
         "get",
         JOB + "/log",
         "The run's log: the worker's notes and the model process's stdout/stderr",
-        parameters=(in_path("job_id"),),
+        parameters=(in_path("job_id"), TRY),
         responses={
             "200": {"description": "Plain text.", "content": {"text/plain": {"schema": {"type": "string"}}}},
             "404": refused("No log yet, or the run kept none."),

@@ -39,6 +39,11 @@ class JobCreate(BaseModel):
     webhook_events_filter: Any = Field(
         None, description='Which events: a list (or comma string) of "start", "completed"; default both.'
     )
+    retry_on_validation_failure: Any = Field(
+        None,
+        description="When the output gate fails the video, run the job again with the next seed, up to "
+        "this many times (0-10; default: the model's, usually 0). Needs a model with a seed.",
+    )
 
     def submission(self) -> Submission:
         """The submission this body asks for (every field, task and model included, as parameters)."""

@@ -16,6 +16,7 @@ from flask import request
 from jobservice.catalog import ModelSpec
 from jobservice.errors import DomainError
 from jobservice.http.api.submission import FormRules, read_form
+from jobservice.jobs import retries
 from jobservice.jobs.submit import Checked, Submission, check_submission
 from jobservice.settings import Settings
 from jobservice.wiring import Services
@@ -214,15 +215,36 @@ def file_fields(spec: ModelSpec, settings: Settings) -> list[FileField]:
     return out
 
 
+def retry_field(spec: ModelSpec) -> list[ParamField]:
+    """The retry count's input (jobservice.jobs.retries), for a model with a seed to vary."""
+    if "seed" not in spec.params.model_fields:
+        return []
+    return [
+        ParamField(
+            name=retries.FIELD,
+            label="Retries on a failed gate",
+            kind="number",
+            default=spec.retry_on_validation_failure,
+            minimum=0,
+            maximum=retries.MAX_RETRIES,
+            step="1",
+            description="When the output gate fails the video, run the job again with the next seed.",
+            hint=f"default {spec.retry_on_validation_failure} · 0 to {retries.MAX_RETRIES}",
+        )
+    ]
+
+
 def model_form(spec: ModelSpec, settings: Settings) -> ModelForm:
-    """The form for ``spec``."""
-    return ModelForm(spec=spec, files=file_fields(spec, settings), params=param_fields(spec))
+    """The form for ``spec``: its files, its parameters and the retry count."""
+    return ModelForm(
+        spec=spec, files=file_fields(spec, settings), params=param_fields(spec) + retry_field(spec)
+    )
 
 
 def errors_of(exc: DomainError, spec: ModelSpec | None = None) -> dict[str, str]:
     """A refusal as messages by form field: its details' fields, its own field, or the whole form."""
     inputs = set(spec.inputs) if spec is not None else set(FILE_MISSING)
-    params = set(spec.params.model_fields) if spec is not None else set()
+    params = {*spec.params.model_fields, retries.FIELD} if spec is not None else set()
     out: dict[str, str] = {}
     for detail in exc.details:
         name = str(detail.get("field") or "")

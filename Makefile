@@ -12,12 +12,12 @@ test: ## set up and run the whole suite (lint, types, import rules, unit and int
 
 lint: ## ruff, mypy and the import rules
 	$(VENV)/bin/ruff check jobservice workers tests scripts docs
-	$(VENV)/bin/ruff format --check jobservice workers tests scripts docs
+	$(VENV)/bin/ruff format --check jobservice workers tests scripts docs/hooks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 format: ## ruff format and autofix
-	$(VENV)/bin/ruff format jobservice workers tests scripts docs
+	$(VENV)/bin/ruff format jobservice workers tests scripts docs/hooks
 	$(VENV)/bin/ruff check --fix jobservice workers tests scripts docs
 
 docs: ## build the manual strictly into var/site (mkdocs; `.venv/bin/mkdocs serve` to read it live)

@@ -55,7 +55,7 @@ fi
 
 say "lint and types"
 "$VENV/bin/ruff" check jobservice workers tests scripts docs
-"$VENV/bin/ruff" format --check jobservice workers tests scripts docs
+"$VENV/bin/ruff" format --check jobservice workers tests scripts docs/hooks  # not docs/*.md: examples keep their layout
 "$VENV/bin/mypy"
 "$VENV/bin/lint-imports"  # import rules: [tool.importlinter] in pyproject.toml
 # The manual, strictly: a broken link or anchor, or a page missing from the nav, fails (mkdocs.yml).

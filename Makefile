@@ -20,7 +20,7 @@ format: ## ruff format and autofix
 	$(VENV)/bin/ruff format jobservice workers tests scripts docs/hooks
 	$(VENV)/bin/ruff check --fix jobservice workers tests scripts docs
 
-docs: ## build the manual strictly into var/site (mkdocs; `.venv/bin/mkdocs serve` to read it live)
+docs: ## build the manual strictly into var/site (mkdocs; `.venv/bin/mkdocs serve -a 127.0.0.1:8001` to read it live)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: ## service overhead around warm reference jobs (scripts/bench_overhead.py)

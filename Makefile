@@ -11,14 +11,17 @@ test: ## set up and run the whole suite (lint, types, import rules, unit and int
 	./scripts/test.sh
 
 lint: ## ruff, mypy and the import rules
-	$(VENV)/bin/ruff check jobservice workers tests scripts
-	$(VENV)/bin/ruff format --check jobservice workers tests scripts
+	$(VENV)/bin/ruff check jobservice workers tests scripts docs
+	$(VENV)/bin/ruff format --check jobservice workers tests scripts docs/hooks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 format: ## ruff format and autofix
-	$(VENV)/bin/ruff format jobservice workers tests scripts
-	$(VENV)/bin/ruff check --fix jobservice workers tests scripts
+	$(VENV)/bin/ruff format jobservice workers tests scripts docs/hooks
+	$(VENV)/bin/ruff check --fix jobservice workers tests scripts docs
+
+docs: ## build the manual strictly into var/site (mkdocs; `.venv/bin/mkdocs serve -a 127.0.0.1:8001` to read it live)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: ## service overhead around warm reference jobs (scripts/bench_overhead.py)
 	$(VENV)/bin/python scripts/bench_overhead.py
@@ -29,4 +32,4 @@ up: ## the embedded stack (API on :8000, one CPU worker)
 samples: ## remake samples/portrait.png and samples/speech.wav
 	$(VENV)/bin/python scripts/make_samples.py
 
-.PHONY: help quickstart test lint format bench up samples
+.PHONY: help quickstart test lint format docs bench up samples

@@ -14,7 +14,8 @@ command -v espeak-ng >/dev/null || apt_install espeak-ng || true
 # pg_dump and pg_restore: the backup-and-restore test dumps and restores its database.
 command -v pg_restore >/dev/null || apt_install postgresql-client || true
 # diffusers: the Wan2.1 diffusers back end is tested for real (a tiny random pipeline on the CPU).
-ensure_venv "worker,dev,diffusers,embedded"
+# docs: MkDocs and its Material theme build the manual (docs/) below.
+ensure_venv "worker,dev,diffusers,embedded,docs"
 PYBIN="$VENV/bin/python"
 SERVICES="$ROOT/var/test-services"
 mkdir -p "$SERVICES"
@@ -53,10 +54,12 @@ if [ -z "${JOBSERVICE_TEST_PG_URL:-}" ]; then
 fi
 
 say "lint and types"
-"$VENV/bin/ruff" check jobservice workers tests scripts
-"$VENV/bin/ruff" format --check jobservice workers tests scripts
+"$VENV/bin/ruff" check jobservice workers tests scripts docs
+"$VENV/bin/ruff" format --check jobservice workers tests scripts docs/hooks  # not docs/*.md: examples keep their layout
 "$VENV/bin/mypy"
 "$VENV/bin/lint-imports"  # import rules: [tool.importlinter] in pyproject.toml
+# The manual, strictly: a broken link or anchor, or a page missing from the nav, fails (mkdocs.yml).
+NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "$ROOT/var/site"
 
 if [ "$#" -gt 0 ]; then  # a chosen subset: one run against the real services
   say "tests (Redis: $JOBSERVICE_TEST_REDIS_URL; PostgreSQL: ${JOBSERVICE_TEST_PG_URL%%@*}@...)"

@@ -24,7 +24,7 @@ MODEL = "soulx-flashhead-1.3b"
 
 
 def entry(checkout: FakeCheckout, python: Path, **extra: Any) -> dict[str, Any]:
-    """The deployment entry the README shows, for this checkout."""
+    """The deployment entry the manual shows (docs/models.md, OmniRT), for this checkout."""
     return {
         "backend": "omnirt",
         "python": str(python),

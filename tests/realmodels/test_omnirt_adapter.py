@@ -234,10 +234,10 @@ def test_server_mode_through_a_shared_folder_and_a_path_map(
     assert ctx.timings["omnirt_denoise_loop_ms"] > 0 and ctx.cold_start is False
 
 
-def test_the_readmes_omnirt_entries_load(tmp_path: Path) -> None:
+def test_the_manuals_omnirt_entries_load(tmp_path: Path) -> None:
     from jobservice.backends.deployment import load_deployment
 
-    text = (ROOT / "README.md").read_text().split("### OmniRT", 1)[1]
+    text = (ROOT / "docs" / "models.md").read_text().split("\n## OmniRT\n", 1)[1]
     block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "deploy.yaml"
     path.write_text(block)

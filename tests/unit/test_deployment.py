@@ -268,9 +268,9 @@ def test_the_api_process_never_imports_torch_with_a_deployment() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_the_readme_examples_are_valid_deployment_files(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Real models and deployment files") :]
+def test_the_manuals_examples_are_valid_deployment_files(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "deployment.md").read_text()
+    section = page[page.index("\n## The deployment file\n") :]
     yaml_block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     toml_block = section.split("```toml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "a.yaml").write_text(yaml_block)

@@ -89,7 +89,7 @@ class Settings(BaseSettings):
     deployment_file: Path | None = Field(
         default=None,
         description="YAML or TOML naming the enabled real models, their paths and endpoints, and the "
-        "card groups of the workers (README: Real models and deployment files).",
+        "card groups of the workers (docs/deployment.md).",
     )
 
     # --- workers -------------------------------------------------------------------------

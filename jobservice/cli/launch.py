@@ -52,7 +52,7 @@ def serve_api(settings: Settings, *, host: str, port: int, workers: int, threads
                 "worker_class": "gthread",
                 "threads": threads,
                 # gunicorn has no timeout for a request body that trickles in: a proxy in front should
-                # buffer bodies and time out slow clients (README: Security). These bound the rest.
+                # buffer bodies and time out slow clients (docs/security.md). These bound the rest.
                 "timeout": 120,  # a worker silent this long is restarted
                 "graceful_timeout": 20,
                 "keepalive": 5,  # seconds an idle keep-alive connection is kept

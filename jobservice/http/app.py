@@ -16,6 +16,7 @@ from jobservice.http.api import (
     jobs,
     metrics,
     openai_videos,
+    openapi,
     quota,
     system,
 )
@@ -61,6 +62,7 @@ def create_app(
     auth.init_app(app, services)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(system.bp)
+    app.register_blueprint(openapi.bp)  # GET /openapi.json
     app.register_blueprint(batches_api.bp)
     streams_api.init_app(app, services)  # live events and Prefer: wait share one watcher
     app.register_blueprint(quota.bp)

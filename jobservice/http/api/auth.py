@@ -31,7 +31,7 @@ CACHE_SIZE = 4096
 SESSION_KEY_ID = "key_id"
 # Endpoints anyone may call: liveness, readiness (details for admins only), the API document,
 # static files and the sign-in page itself.
-PUBLIC = {"system.healthz", "system.readyz", "system.openapi", "web.sign_in", "web.sign_in_submit"}
+PUBLIC = {"system.healthz", "system.readyz", "openapi.openapi", "web.sign_in", "web.sign_in_submit"}
 WEB_BLUEPRINTS = {"web", "batches_web"}
 
 _cache: dict[str, tuple[float, Principal | None]] = {}

@@ -6,6 +6,7 @@ per-field details, an unknown batch a 404, an action that does not fit its state
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
@@ -16,7 +17,7 @@ from jobservice.batches.compare import compare_results
 from jobservice.batches.finalize import refresh_batch
 from jobservice.batches.plan import plan_batch, private_paths
 from jobservice.batches.render import render_csv, render_json, render_markdown
-from jobservice.batches.schemas import batch_jobs, batch_view, list_batches, list_views
+from jobservice.batches.schemas import BatchView, batch_jobs, batch_view, list_batches, list_views
 from jobservice.batches.service import cancel_batch, create_batch, parse_batch_id, pin_batch, resume_batch
 from jobservice.batches.spec import (
     MAX_SPEC_BYTES,
@@ -28,16 +29,29 @@ from jobservice.batches.spec import (
     resolve_under,
 )
 from jobservice.batches.states import BatchStatus
+from jobservice.catalog import Catalog
 from jobservice.db.tables import Batch
 from jobservice.errors import Conflict, DomainError, Invalid, Malformed, NotFound, TooLarge, Unsupported
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.auth import current_principal
 from jobservice.http.api.bodies import json_object, read_body
+from jobservice.http.api.doc import (
+    RouteTable,
+    Schema,
+    View,
+    answer,
+    idempotency_key,
+    in_path,
+    in_query,
+    ref,
+    refused,
+)
 from jobservice.http.api.jobs import services
 from jobservice.jobs.idempotency import parse_idempotency_key
 from jobservice.jobs.schemas import batch_jobs_page, job_views
 
 bp = Blueprint("batches", __name__)
+api = RouteTable(bp)
 
 # Not text/plain: a browser sends that from any site without asking first (a "simple" request).
 YAML_TYPES = {"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"}
@@ -68,6 +82,35 @@ CREATE_PROBLEMS = {
     "spec_yaml": "'spec_yaml' must be a string of YAML.",
     "spec_path": "'spec_path' must be a path under the batch root.",
 }
+
+
+# --- what the routes read and answer (/openapi.json) ---------------------------------------------
+BATCH_MODELS: tuple[type[BaseModel], ...] = (BatchView, BatchCreate)
+BATCH = "/batches/{batch_id}"
+NO_BATCH = refused("No such batch.")
+
+
+def _spec_body(_catalog: Catalog) -> Schema:
+    return {
+        "application/yaml": {"schema": {"type": "string"}},
+        "application/json": {"schema": ref("BatchCreate")},
+    }
+
+
+def _action(name: str, summary: str, ok: str, conflict: str) -> Callable[[View], View]:
+    """Register and describe a ``POST /batches/{batch_id}/<name>`` that answers the batch."""
+    return api.route(
+        "post",
+        f"{BATCH}/{name}",
+        summary,
+        parameters=(in_path("batch_id"),),
+        responses={
+            "200": answer(ok, "BatchView"),
+            "202": answer(ok, "BatchView"),
+            "404": NO_BATCH,
+            "409": refused(conflict),
+        },
+    )
 
 
 def _spec_error(exc: SpecError) -> DomainError:
@@ -139,7 +182,24 @@ def load_batch(raw_id: str) -> Batch:
     return refresh_batch(svc, batch_id)
 
 
-@bp.post("/batches")
+@api.route(
+    "post",
+    "/batches",
+    "Create a nightly batch from a spec (its jobs queue below interactive ones)",
+    parameters=(idempotency_key({"type": "string", "minLength": 1, "maxLength": 255}),),
+    body=_spec_body,
+    responses={
+        "202": answer("Created; its jobs are queued.", "BatchView"),
+        "200": answer("Idempotent replay.", "BatchView"),
+        "400": refused("Malformed JSON, or a bad Idempotency-Key."),
+        "409": refused("Idempotency-Key reused for another spec."),
+        "413": refused("The body is larger than 2 MB."),
+        "415": refused("Send YAML or JSON."),
+        "422": refused("Invalid spec (details name each field)."),
+        "503": refused("A dependency is unavailable."),
+        "507": refused("Too little free space in the store or spool (insufficient_storage)."),
+    },
+)
 def create() -> Response:
     """Create a batch from a spec: 202 with its summary, or 200 for an idempotent replay."""
     svc = services()
@@ -163,7 +223,17 @@ def create() -> Response:
     return response
 
 
-@bp.get("/batches")
+@api.route(
+    "get",
+    "/batches",
+    "Batches, newest first",
+    parameters=(
+        in_query("name"),
+        in_query("status"),
+        in_query("limit", {"type": "integer", "minimum": 1, "maximum": 100}),
+    ),
+    responses={"200": answer("A list of batches."), "422": refused("Bad filter.")},
+)
 def index() -> Response:
     """Batches newest first, by spec name and status."""
     limit = parse_limit(request.args.get("limit", "20"))
@@ -179,7 +249,18 @@ def index() -> Response:
     return jsonify({"object": "list", "batches": views})
 
 
-@bp.get("/batches/compare")
+@api.route(
+    "get",
+    "/batches/compare",
+    "A candidate batch against a baseline, worst cases first",
+    parameters=(in_query("baseline", required=True), in_query("candidate", required=True)),
+    responses={
+        "200": answer("Verdicts."),
+        "404": NO_BATCH,
+        "409": refused("Not finished."),
+        "422": refused("A batch id is missing."),
+    },
+)
 def compare() -> Response:
     """``?baseline=A&candidate=B``: B's cases against A's, worst first."""
     ids = {k: request.args.get(k) for k in ("baseline", "candidate")}
@@ -200,13 +281,34 @@ def _finished(raw_id: str) -> Batch:
     return batch
 
 
-@bp.get("/batches/<batch_id>")
+@api.route(
+    "get",
+    BATCH,
+    "A batch's progress, and once finished each case's verdict",
+    parameters=(in_path("batch_id"),),
+    responses={"200": answer("The batch.", "BatchView"), "404": NO_BATCH},
+)
 def show(batch_id: str) -> Response:
     """The batch's progress, and once finished its verdict and each case's."""
     return _render(load_batch(batch_id))
 
 
-@bp.get("/batches/<batch_id>/jobs")
+@api.route(
+    "get",
+    BATCH + "/jobs",
+    "The batch's jobs, oldest first: all, or with limit a page at a time (next_cursor)",
+    parameters=(
+        in_path("batch_id"),
+        in_query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
+        in_query("cursor"),
+    ),
+    responses={
+        "200": answer("Jobs, and the cursor of the next page (null on the last)."),
+        "400": refused("A cursor this API did not make (invalid_cursor)."),
+        "404": NO_BATCH,
+        "422": refused("limit is not a whole number from 1 to 1000 (invalid_limit)."),
+    },
+)
 def jobs(batch_id: str) -> Response:
     """The batch's jobs (retries included), oldest first: all of them, or with ``?limit=`` (1-1000)
     a page at a time, the next one from ``next_cursor``."""
@@ -231,7 +333,23 @@ def jobs(batch_id: str) -> Response:
     return jsonify({"object": "list", "jobs": views, "next_cursor": next_cursor})
 
 
-@bp.get("/batches/<batch_id>/report")
+@api.route(
+    "get",
+    BATCH + "/report",
+    "The report of a finished batch",
+    parameters=(
+        in_path("batch_id"),
+        in_query("format", {"enum": ["json", "csv", "md"], "default": "json"}),
+    ),
+    responses={
+        "200": {
+            "description": "The report.",
+            "content": {"application/json": {}, "text/csv": {}, "text/markdown": {}},
+        },
+        "404": NO_BATCH,
+        "409": refused("Not finished yet."),
+    },
+)
 def report(batch_id: str) -> Response:
     """The report: ``?format=json`` (default), ``csv`` or ``md``."""
     fmt = request.args.get("format", "json")
@@ -245,25 +363,25 @@ def report(batch_id: str) -> Response:
     return response
 
 
-@bp.post("/batches/<batch_id>/cancel")
+@_action("cancel", "Cancel the batch's unfinished jobs", "Canceled.", "Already ended.")
 def cancel(batch_id: str) -> Response:
     """Cancel the batch's unfinished jobs."""
     return _render(cancel_batch(services(), load_batch(batch_id).id), 202)
 
 
-@bp.post("/batches/<batch_id>/resume")
+@_action("resume", "Queue what the batch has not run yet", "Resumed.", "Finished: nothing to resume.")
 def resume(batch_id: str) -> Response:
     """Queue the slots with no job yet (or a canceled one); finished cases are not run again."""
     return _render(resume_batch(services(), load_batch(batch_id).id), 202)
 
 
-@bp.post("/batches/<batch_id>/pin")
+@_action("pin", "Pin as its spec's baseline", "Pinned.", "Not finished.")
 def pin(batch_id: str) -> Response:
     """Make this finished batch the baseline of its spec."""
     return _render(pin_batch(services(), load_batch(batch_id).id, pinned=True))
 
 
-@bp.post("/batches/<batch_id>/unpin")
+@_action("unpin", "Stop using as the baseline", "Unpinned.", "-")
 def unpin(batch_id: str) -> Response:
     """Stop using this batch as the pinned baseline."""
     return _render(pin_batch(services(), load_batch(batch_id).id, pinned=False))

@@ -1,15 +1,20 @@
 """The vocabulary of the route tables that ``/openapi.json`` is built from.
 
-Each operation is one ``Route`` (method, path, summary, what it reads, what it answers), written
-next to the others of its domain; ``jobservice.http.api.openapi`` turns the tables into the document
-and ``tests/unit/test_openapi_routes.py`` checks that the tables and the app's URL map agree.
+Each operation is declared once, on its view: ``@api.route("get", "/jobs/{job_id}", "A job",
+responses=...)`` (``api`` being the blueprint's ``RouteTable``) registers the view with Flask and
+describes it for the document, so a route cannot exist undescribed, nor be described and not exist.
+``jobservice.http.api.openapi`` turns the tables into the document; ``tests/unit/test_openapi_routes.py``
+still checks that the document and the app's URL map agree.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+from flask import Blueprint
 
 from jobservice.catalog import Catalog
 
@@ -38,6 +43,42 @@ class Route:
             op["requestBody"] = {"required": True, "content": self.body(catalog)}
         op["responses"] = {**every_operation(), **self.responses}
         return op
+
+
+View = TypeVar("View", bound=Callable[..., Any])
+
+
+class RouteTable:
+    """The documented operations of one blueprint, in the order they are declared."""
+
+    def __init__(self, blueprint: Blueprint) -> None:
+        self.blueprint = blueprint
+        self.routes: list[Route] = []
+
+    def route(
+        self,
+        method: str,
+        path: str,
+        summary: str,
+        *,
+        responses: dict[str, Schema],
+        parameters: tuple[Schema, ...] = (),
+        body: Callable[[Catalog], Schema] | None = None,
+    ) -> Callable[[View], View]:
+        """Register the decorated view for ``method path`` (OpenAPI form, the blueprint's prefix
+        included) and describe it."""
+        prefix = self.blueprint.url_prefix or ""
+        if not path.startswith(prefix):
+            raise ValueError(f"{path} is outside the blueprint's prefix {prefix}")
+        rule = re.sub(r"{([^{}]+)}", r"<\1>", path[len(prefix) :])
+        described = Route(method, path, summary, responses, parameters, body)
+
+        def register(view: View) -> View:
+            self.blueprint.add_url_rule(rule, view_func=view, methods=[method.upper()])
+            self.routes.append(described)
+            return view
+
+        return register
 
 
 def ref(model: str) -> Schema:

@@ -15,60 +15,31 @@ from jobservice.fleet.status import fleet_status
 from jobservice.fleet.usage import BUCKETS, GROUPINGS, usage_report
 from jobservice.fleet.views import FleetView, UsageRowView, UsageView
 from jobservice.http.api.auth import current_principal
-from jobservice.http.api.doc import Route, answer, in_query, refused
+from jobservice.http.api.doc import RouteTable, answer, in_query, refused
 from jobservice.http.api.jobs import services
 
 bp = Blueprint("fleet", __name__)
+api = RouteTable(bp)
 
 MAX_HOURS = 48.0  # the Fleet page's window at most
 MAX_SPAN = timedelta(days=400)  # a usage report's period at most
 
 FLEET_MODELS = (FleetView, UsageView)
-FLEET_ROUTES: tuple[Route, ...] = (
-    Route(
-        "get",
-        "/fleet",
-        "Card groups: what each may serve, holds and runs, and its ledger over the last hours",
-        parameters=(
-            in_query(
-                "hours",
-                {"type": "number", "minimum": 0.1, "maximum": MAX_HOURS},
-                description="The ledger's window (default 24).",
-            ),
+
+
+@api.route(
+    "get",
+    "/fleet",
+    "Card groups: what each may serve, holds and runs, and its ledger over the last hours",
+    parameters=(
+        in_query(
+            "hours",
+            {"type": "number", "minimum": 0.1, "maximum": MAX_HOURS},
+            description="The ledger's window (default 24).",
         ),
-        responses={"200": answer("The fleet.", "FleetView"), "400": refused("A bad `hours`.")},
     ),
-    Route(
-        "get",
-        "/usage",
-        "Card-seconds used, by tenant and model per hour or day (JSON, or CSV with Accept: text/csv)",
-        parameters=(
-            in_query(
-                "group_by", description=f"Comma-separated: {', '.join(GROUPINGS)} (default tenant,model)."
-            ),
-            in_query("bucket", {"type": "string", "enum": list(BUCKETS)}, description="Default day."),
-            in_query(
-                "from", {"type": "string", "format": "date-time"}, description="Default: 24 h before `to`."
-            ),
-            in_query("to", {"type": "string", "format": "date-time"}, description="Default: now."),
-            in_query("tenant", description="Admins: one tenant only. Others see their own tenant only."),
-        ),
-        responses={
-            "200": {
-                "description": "Usage rows: charged card-seconds by phase; the service's own losses apart.",
-                "content": {
-                    "application/json": {"schema": {"$ref": "#/components/schemas/UsageView"}},
-                    "text/csv": {"schema": {"type": "string"}},
-                },
-            },
-            "400": refused("A bad `group_by`, `bucket`, `from` or `to` (invalid_parameters)."),
-            "403": refused("Another tenant's usage (not_your_tenant)."),
-        },
-    ),
+    responses={"200": answer("The fleet.", "FleetView"), "400": refused("A bad `hours`.")},
 )
-
-
-@bp.get("/fleet")
 def get_fleet() -> Response:
     """Every card group and model now; job ids are shown to admins only."""
     hours = _number("hours", 24.0, low=0.1, high=MAX_HOURS)
@@ -85,7 +56,29 @@ def get_fleet() -> Response:
     return Response(status.model_dump_json() + "\n", mimetype="application/json")
 
 
-@bp.get("/usage")
+@api.route(
+    "get",
+    "/usage",
+    "Card-seconds used, by tenant and model per hour or day (JSON, or CSV with Accept: text/csv)",
+    parameters=(
+        in_query("group_by", description=f"Comma-separated: {', '.join(GROUPINGS)} (default tenant,model)."),
+        in_query("bucket", {"type": "string", "enum": list(BUCKETS)}, description="Default day."),
+        in_query("from", {"type": "string", "format": "date-time"}, description="Default: 24 h before `to`."),
+        in_query("to", {"type": "string", "format": "date-time"}, description="Default: now."),
+        in_query("tenant", description="Admins: one tenant only. Others see their own tenant only."),
+    ),
+    responses={
+        "200": {
+            "description": "Usage rows: charged card-seconds by phase; the service's own losses apart.",
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/UsageView"}},
+                "text/csv": {"schema": {"type": "string"}},
+            },
+        },
+        "400": refused("A bad `group_by`, `bucket`, `from` or `to` (invalid_parameters)."),
+        "403": refused("Another tenant's usage (not_your_tenant)."),
+    },
+)
 def get_usage() -> Response:
     """Card-seconds per bucket and key; a user sees its own tenant, an admin every tenant (or one)."""
     principal = current_principal()

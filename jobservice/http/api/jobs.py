@@ -10,11 +10,23 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, redirect, request, send_file
 
 from jobservice.auth.principal import Principal
+from jobservice.catalog import Catalog
 from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import Conflict, Gone, Invalid, NotFound
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.auth import current_principal
-from jobservice.http.api.prefer import applied, held
+from jobservice.http.api.doc import (
+    RouteTable,
+    Schema,
+    answer,
+    follow,
+    idempotency_key,
+    in_path,
+    in_query,
+    ref,
+    refused,
+)
+from jobservice.http.api.prefer import PREFER_WAIT, applied, held
 from jobservice.http.api.submission import parse_submission
 from jobservice.jobs import retries
 from jobservice.jobs.lookup import read_job
@@ -27,9 +39,56 @@ from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.wiring import Services
 
 bp = Blueprint("jobs", __name__)
+api = RouteTable(bp)
 log = logging.getLogger(__name__)
 
 POLL_AFTER_MS = "1000"
+
+
+# --- what the routes read and answer (/openapi.json) ---------------------------------------------
+def _job_body(catalog: Catalog) -> Schema:
+    """text2video as JSON (JobCreate and one model's parameters), audio2video as multipart."""
+    t2v = [ref(spec.params.__name__) for spec in catalog.all() if spec.task == "text2video"]
+    audio = {"type": "string", "format": "binary", "description": "WAV, MP3, FLAC, OGG or M4A speech."}
+    a2v = {
+        "type": "object",
+        "required": ["image", "audio"],
+        "properties": {
+            "task": {"const": "audio2video"},
+            "model": {"type": "string", "default": "reference-talking-head"},
+            "image": {"type": "string", "format": "binary", "description": "PNG, JPEG or WebP portrait."},
+            "audio": audio,
+        },
+        "additionalProperties": {"type": "string", "description": "Model parameters (see /models)."},
+    }
+    return {
+        "application/json": {"schema": {"allOf": [ref("JobCreate"), {"oneOf": t2v} if t2v else {}]}},
+        "multipart/form-data": {"schema": a2v},
+    }
+
+
+JOB = "/jobs/{job_id}"
+NO_JOB = refused("No such job.")
+TRY = in_query(
+    "try",
+    {"type": "integer", "minimum": 1},
+    description="An earlier try's file (a try the gate failed before the job ran again with the next "
+    "seed: validation_attempts[].number); default: the current or last try's.",
+)
+JOB_PAGE = {
+    "type": "object",
+    "properties": {
+        "jobs": {"type": "array", "items": ref("JobView")},
+        "next_cursor": {"type": ["string", "null"]},
+    },
+}
+LIMIT = {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}
+# What a client does next with a job it submitted (links in the document, followed by the fuzzer).
+JOB_LINKS = follow(
+    *(("get", JOB + tail) for tail in ("", "/events", "/video", "/report", "/log")),
+    ("post", JOB + "/cancel"),
+    job_id="$response.body#/id",
+)
 
 
 def services() -> Services:
@@ -102,7 +161,25 @@ def render(job: Job, status: int = 200, *, new: bool = False) -> Response:
     return response
 
 
-@bp.post("/jobs")
+@api.route(
+    "post",
+    "/jobs",
+    "Submit a job",
+    parameters=(idempotency_key({"type": "string", "maxLength": 255}), PREFER_WAIT),
+    body=_job_body,
+    responses={
+        "202": {**answer("Accepted; poll the Location.", "JobView"), **JOB_LINKS},
+        "200": {**answer("Idempotent replay of an earlier submission.", "JobView"), **JOB_LINKS},
+        "400": refused("Malformed request."),
+        "404": refused("Unknown model."),
+        "409": refused("Idempotency-Key reused for a different request."),
+        "413": refused("Upload too large."),
+        "415": refused("Unsupported content or file type."),
+        "422": refused("Invalid parameters or input files."),
+        "503": refused("A dependency is unavailable."),
+        "507": refused("Too little free space in the store or spool (insufficient_storage)."),
+    },
+)
 def create_job() -> Response:
     """Accept a job: 202 with its view and Location, or 200 for an idempotent replay."""
     sub = parse_submission(request, services().settings, source="api")
@@ -116,14 +193,35 @@ def create_job() -> Response:
     return response
 
 
-@bp.get("/jobs/<job_id>")
+@api.route(
+    "get",
+    JOB,
+    "A job",
+    parameters=(in_path("job_id"), PREFER_WAIT),
+    responses={"200": answer("The job.", "JobView"), "404": NO_JOB},
+)
 def show_job(job_id: str) -> Response:
     """The job's current view (with ``Prefer: wait=N``, once it ended or N seconds passed)."""
     job, wait = held(load_job(job_id), request)
     return applied(render(job), wait)
 
 
-@bp.get("/jobs")
+@api.route(
+    "get",
+    "/jobs",
+    "List jobs, newest first",
+    parameters=(
+        in_query("status", description="Comma-separated."),
+        in_query("model"),
+        in_query("limit", LIMIT),
+        in_query("cursor"),
+    ),
+    responses={
+        "200": {"description": "A page of jobs.", "content": {"application/json": {"schema": JOB_PAGE}}},
+        "400": refused("A cursor this API did not make (invalid_cursor)."),
+        "422": refused("Bad filter or limit."),
+    },
+)
 def index_jobs() -> Response:
     """Jobs newest first, filtered by status and model, with cursor pagination."""
     statuses: list[JobStatus] = []
@@ -156,7 +254,17 @@ def index_jobs() -> Response:
     return Response(page.model_dump_json() + "\n", mimetype="application/json")  # one pydantic pass
 
 
-@bp.post("/jobs/<job_id>/cancel")
+@api.route(
+    "post",
+    JOB + "/cancel",
+    "Cancel a job (queued: at once; running: at the next step or chunk)",
+    parameters=(in_path("job_id"),),
+    responses={
+        "202": answer("Canceled or cancel requested.", "JobView"),
+        "404": NO_JOB,
+        "409": refused("Already finished."),
+    },
+)
 def cancel_job(job_id: str) -> Response:
     """Cancel a queued job at once, or ask a running one to stop at its next boundary."""
     job = load_job(job_id)
@@ -169,7 +277,13 @@ def cancel_job(job_id: str) -> Response:
     return render(load_job(job_id), 202)
 
 
-@bp.get("/jobs/<job_id>/events")
+@api.route(
+    "get",
+    JOB + "/events",
+    "A job's transitions",
+    parameters=(in_path("job_id"),),
+    responses={"200": answer("Events."), "404": NO_JOB},
+)
 def job_events(job_id: str) -> Response:
     """The job's audit trail: every transition with its time, attempt and worker."""
     job = load_job(job_id)
@@ -194,7 +308,19 @@ def job_events(job_id: str) -> Response:
     )
 
 
-@bp.get("/jobs/<job_id>/video")
+@api.route(
+    "get",
+    JOB + "/video",
+    "The output video (Range requests locally; 302 to a presigned URL on S3)",
+    parameters=(in_path("job_id"), in_query("download", {"type": "boolean"}), TRY),
+    responses={
+        "200": {"description": "MP4", "content": {"video/mp4": {}}},
+        "206": {"description": "Partial content", "content": {"video/mp4": {}}},
+        "302": answer("Redirect to a presigned URL"),
+        "404": refused("No video yet."),
+        "410": refused("Its files were deleted by retention (expired)."),
+    },
+)
 def job_video(job_id: str) -> Any:
     """The output video (``?try=N``: an earlier try's): streamed with Range support (local store)
     or a presigned redirect (S3)."""
@@ -223,7 +349,18 @@ def job_video(job_id: str) -> Any:
     return redirect(url, code=302)
 
 
-@bp.get("/jobs/<job_id>/log")
+@api.route(
+    "get",
+    JOB + "/log",
+    "The run's log: the worker's notes and the model process's stdout/stderr",
+    parameters=(in_path("job_id"), TRY),
+    responses={
+        "200": {"description": "Plain text.", "content": {"text/plain": {"schema": {"type": "string"}}}},
+        "404": refused("No log yet, or the run kept none."),
+        "410": refused("Its files were deleted by retention (expired)."),
+        "503": refused("The object store is unavailable."),
+    },
+)
 def job_log(job_id: str) -> Response:
     """The log of the job's last run (``?try=N``: an earlier try's): the worker's notes and the
     model process's stdout/stderr."""
@@ -242,7 +379,18 @@ def job_log(job_id: str) -> Response:
     return Response(data, mimetype="text/plain")
 
 
-@bp.get("/jobs/<job_id>/report")
+@api.route(
+    "get",
+    JOB + "/report",
+    "The RunReport",
+    parameters=(in_path("job_id"), TRY),
+    responses={
+        "200": answer("RunReport", "RunReport"),
+        "404": refused("No report yet."),
+        "410": refused("Its files were deleted by retention (expired)."),
+        "503": refused("The object store is unavailable."),
+    },
+)
 def job_report(job_id: str) -> Response:
     """The RunReport JSON of the job's last run (``?try=N``: an earlier try's; deployment details
     for admins only)."""

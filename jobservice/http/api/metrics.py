@@ -12,33 +12,30 @@ from flask import Blueprint, Flask, Response, current_app, g, request
 
 from jobservice.errors import Forbidden
 from jobservice.http.api.auth import current_principal
-from jobservice.http.api.doc import Route, refused
+from jobservice.http.api.doc import RouteTable, refused
 from jobservice.metrics.collector import JobsCollector
 from jobservice.metrics.process import exposition, http_metrics
 from jobservice.wiring import Services
 
 bp = Blueprint("metrics", __name__)
+api = RouteTable(bp)
 UNMATCHED = "<unmatched>"  # no URL rule (a 404 or 405): one label value, not one per raw path
 
-METRICS_ROUTES: tuple[Route, ...] = (
-    Route(
-        "get",
-        "/metrics",
-        "Prometheus metrics: jobs, queues, stage times, QC failures, workers, HTTP (admin only)",
-        responses={
-            "200": {
-                "description": "The Prometheus text exposition format 0.0.4.",
-                "content": {"text/plain": {"schema": {"type": "string"}}},
-            },
-            "401": refused("No valid API key."),
-            "403": refused("The key is not an admin key (admin_only)."),
-            "429": refused("Over the request rate."),
+
+@api.route(
+    "get",
+    "/metrics",
+    "Prometheus metrics: jobs, queues, stage times, QC failures, workers, HTTP (admin only)",
+    responses={
+        "200": {
+            "description": "The Prometheus text exposition format 0.0.4.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
         },
-    ),
+        "401": refused("No valid API key."),
+        "403": refused("The key is not an admin key (admin_only)."),
+        "429": refused("Over the request rate."),
+    },
 )
-
-
-@bp.get("/metrics")
 def get_metrics() -> Response:
     """Every metric: this server's processes' HTTP figures, and the database-derived job figures."""
     if not current_principal().is_admin:

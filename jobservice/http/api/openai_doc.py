@@ -1,11 +1,12 @@
-"""The ``/v1/videos`` routes in ``/openapi.json`` (the OpenAI-compatible surface, ``openai_videos``)."""
+"""What the ``/v1/videos`` routes read and answer in ``/openapi.json`` (their declarations are on the
+views, ``openai_videos``): the request bodies, the refusals and the response models."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
 from jobservice.catalog import Catalog
-from jobservice.http.api.doc import Route, Schema, answer, idempotency_key, in_path, in_query, refused
+from jobservice.http.api.doc import Schema, refused
 from jobservice.http.api.openai_view import VideoDeleted, VideoList, VideoView
 
 OPENAI_MODELS: tuple[type[BaseModel], ...] = (VideoView, VideoList, VideoDeleted)
@@ -34,7 +35,7 @@ REFERENCES: Schema = {
 }
 
 
-def _create_body(_catalog: Catalog) -> Schema:
+def create_body(_catalog: Catalog) -> Schema:
     """Multipart as the SDK and vLLM-Omni's examples send it; JSON with files as data URLs."""
     form = {
         "input_reference": {**FILE, "description": "The portrait (audio2video)."},
@@ -62,7 +63,7 @@ def _create_body(_catalog: Catalog) -> Schema:
     }
 
 
-def _remix_body(_catalog: Catalog) -> Schema:
+def remix_body(_catalog: Catalog) -> Schema:
     schema = {"type": "object", "required": ["prompt"], "properties": {"prompt": {"type": "string"}}}
     return {"application/json": {"schema": schema}, "multipart/form-data": {"schema": schema}}
 
@@ -78,82 +79,3 @@ VIDEO_REFUSALS = {
     "503": refused("A dependency is unavailable."),
     "507": refused("Too little free space in the store or spool (insufficient_storage)."),
 }
-OPENAI_ROUTES: tuple[Route, ...] = (
-    Route(
-        "post",
-        "/v1/videos",
-        "Create a video (OpenAI Videos API; vLLM-Omni form fields)",
-        parameters=(idempotency_key({"type": "string", "maxLength": 255}),),
-        body=_create_body,
-        responses={"200": answer("The new video (or an idempotent replay).", "VideoView"), **VIDEO_REFUSALS},
-    ),
-    Route(
-        "get",
-        "/v1/videos",
-        "List videos (cursor: after, limit, order)",
-        parameters=(
-            in_query("after"),
-            in_query("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
-            in_query("order", {"type": "string", "enum": ["asc", "desc"], "default": "desc"}),
-        ),
-        responses={
-            "200": answer("A page of videos.", "VideoList"),
-            "400": refused("Bad limit, order or after."),
-        },
-    ),
-    Route(
-        "get",
-        VIDEO,
-        "A video",
-        parameters=(in_path("video_id"),),
-        responses={"200": answer("The video.", "VideoView"), "404": NO_VIDEO},
-    ),
-    Route(
-        "delete",
-        VIDEO,
-        "Delete a video: cancel it if unfinished, delete its files once ended; then it is gone (404)",
-        parameters=(in_path("video_id"),),
-        responses={
-            "200": answer("Deleted.", "VideoDeleted"),
-            "404": NO_VIDEO,
-            "409": refused("Still stopping (cancel_pending), or part of a batch (in_batch)."),
-            "503": refused("The object store is unavailable."),
-        },
-    ),
-    Route(
-        "get",
-        VIDEO + "/content",
-        "The MP4, or a JPEG thumbnail (variant=thumbnail)",
-        parameters=(
-            in_path("video_id"),
-            in_query("variant", {"type": "string", "enum": ["video", "thumbnail"], "default": "video"}),
-        ),
-        responses={
-            "200": {"description": "MP4 or JPEG", "content": {"video/mp4": {}, "image/jpeg": {}}},
-            "206": {"description": "Partial content", "content": {"video/mp4": {}}},
-            "302": answer("Redirect to a presigned URL"),
-            "400": refused("Unknown variant."),
-            "404": refused("No such video, or no content (not completed)."),
-            "410": refused("Its files were deleted by retention (a deleted video is a 404)."),
-            "503": refused("The object store or ffmpeg is unavailable."),
-        },
-    ),
-    Route(
-        "post",
-        VIDEO + "/remix",
-        "Remix: a new video with the same model, inputs and seed, and a new prompt",
-        parameters=(in_path("video_id"),),
-        body=_remix_body,
-        responses={
-            "200": answer("The new video.", "VideoView"),
-            "400": refused("No prompt, or the model takes none (remix_unsupported)."),
-            "404": NO_VIDEO,
-            "409": refused("Its inputs are gone from the store."),
-            "410": refused("Its files were deleted by retention (a deleted video is a 404)."),
-            "413": refused("Request too large."),
-            "415": refused("Unsupported content type."),
-            "503": refused("A dependency is unavailable."),
-            "507": refused("Too little free space."),
-        },
-    ),
-)

@@ -23,8 +23,10 @@ from jobservice.errors import Conflict, DomainError, Gone, Invalid, NotFound, To
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.auth import current_principal
 from jobservice.http.api.bodies import json_object, read_body
+from jobservice.http.api.doc import RouteTable, answer, idempotency_key, in_path, in_query, refused
 from jobservice.http.api.errors import HTTP_CODES, refusal_of
 from jobservice.http.api.jobs import POLL_AFTER_MS, job_video, services
+from jobservice.http.api.openai_doc import NO_VIDEO, VIDEO, VIDEO_REFUSALS, create_body, remix_body
 from jobservice.http.api.openai_mapping import check_inputs, model_params, read_video_request, resolve_spec
 from jobservice.http.api.openai_thumbnail import thumbnail_of
 from jobservice.http.api.openai_view import (
@@ -48,6 +50,7 @@ from jobservice.retention.sweep import job_prefix, mark_expired
 from jobservice.storage import ObjectNotFound
 
 bp = Blueprint("openai_videos", __name__, url_prefix="/v1")
+api = RouteTable(bp)
 
 SOURCE = "openai"  # Job.source of videos created here (a label of the jobs metrics)
 POLL_HEADER = "openai-poll-after-ms"  # read by the SDK's videos.poll / create_and_poll
@@ -133,7 +136,14 @@ def render(job: Job, *, remixed_from: str | None = None, look_up: bool = True) -
     return response
 
 
-@bp.post("/videos")
+@api.route(
+    "post",
+    "/v1/videos",
+    "Create a video (OpenAI Videos API; vLLM-Omni form fields)",
+    parameters=(idempotency_key({"type": "string", "maxLength": 255}),),
+    body=create_body,
+    responses={"200": answer("The new video (or an idempotent replay).", "VideoView"), **VIDEO_REFUSALS},
+)
 def create_video() -> Response:
     """Create a video: a job of the named catalog model (200 with the video object)."""
     svc = services()
@@ -161,7 +171,13 @@ def create_video() -> Response:
     return response
 
 
-@bp.get("/videos/<video_id>")
+@api.route(
+    "get",
+    VIDEO,
+    "A video",
+    parameters=(in_path("video_id"),),
+    responses={"200": answer("The video.", "VideoView"), "404": NO_VIDEO},
+)
 def retrieve_video(video_id: str) -> Response:
     """The video object."""
     return render(load_video(video_id))
@@ -177,7 +193,20 @@ def _list_args() -> tuple[int, str, str | None]:
     return int(raw_limit), order, request.args.get("after") or None
 
 
-@bp.get("/videos")
+@api.route(
+    "get",
+    "/v1/videos",
+    "List videos (cursor: after, limit, order)",
+    parameters=(
+        in_query("after"),
+        in_query("limit", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
+        in_query("order", {"type": "string", "enum": ["asc", "desc"], "default": "desc"}),
+    ),
+    responses={
+        "200": answer("A page of videos.", "VideoList"),
+        "400": refused("Bad limit, order or after."),
+    },
+)
 def list_videos() -> Response:
     """The caller's videos (every job of its tenant), newest first unless ``order=asc``; a page
     continues ``after`` a video id."""
@@ -206,7 +235,18 @@ def list_videos() -> Response:
     return jsonify(page.model_dump(mode="json"))
 
 
-@bp.delete("/videos/<video_id>")
+@api.route(
+    "delete",
+    VIDEO,
+    "Delete a video: cancel it if unfinished, delete its files once ended; then it is gone (404)",
+    parameters=(in_path("video_id"),),
+    responses={
+        "200": answer("Deleted.", "VideoDeleted"),
+        "404": NO_VIDEO,
+        "409": refused("Still stopping (cancel_pending), or part of a batch (in_batch)."),
+        "503": refused("The object store is unavailable."),
+    },
+)
 def delete_video(video_id: str) -> Response:
     """Cancel the video if it is unfinished, and delete its files once it has ended."""
     job = load_video(video_id)
@@ -238,7 +278,24 @@ def delete_video(video_id: str) -> Response:
     return jsonify(VideoDeleted(id=str(job.id), deleted=True).model_dump(mode="json"))
 
 
-@bp.get("/videos/<video_id>/content")
+@api.route(
+    "get",
+    VIDEO + "/content",
+    "The MP4, or a JPEG thumbnail (variant=thumbnail)",
+    parameters=(
+        in_path("video_id"),
+        in_query("variant", {"type": "string", "enum": ["video", "thumbnail"], "default": "video"}),
+    ),
+    responses={
+        "200": {"description": "MP4 or JPEG", "content": {"video/mp4": {}, "image/jpeg": {}}},
+        "206": {"description": "Partial content", "content": {"video/mp4": {}}},
+        "302": answer("Redirect to a presigned URL"),
+        "400": refused("Unknown variant."),
+        "404": refused("No such video, or no content (not completed)."),
+        "410": refused("Its files were deleted by retention (a deleted video is a 404)."),
+        "503": refused("The object store or ffmpeg is unavailable."),
+    },
+)
 def video_content(video_id: str) -> Any:
     """The MP4 (``variant=video``, the default) or a JPEG thumbnail (``variant=thumbnail``)."""
     variant = request.args.get("variant", "video")
@@ -258,7 +315,24 @@ def video_content(video_id: str) -> Any:
     return Response(data, mimetype="image/jpeg", headers={"Cache-Control": "max-age=3600"})
 
 
-@bp.post("/videos/<video_id>/remix")
+@api.route(
+    "post",
+    VIDEO + "/remix",
+    "Remix: a new video with the same model, inputs and seed, and a new prompt",
+    parameters=(in_path("video_id"),),
+    body=remix_body,
+    responses={
+        "200": answer("The new video.", "VideoView"),
+        "400": refused("No prompt, or the model takes none (remix_unsupported)."),
+        "404": NO_VIDEO,
+        "409": refused("Its inputs are gone from the store."),
+        "410": refused("Its files were deleted by retention (a deleted video is a 404)."),
+        "413": refused("Request too large."),
+        "415": refused("Unsupported content type."),
+        "503": refused("A dependency is unavailable."),
+        "507": refused("Too little free space."),
+    },
+)
 def remix_video(video_id: str) -> Response:
     """A new video: the same model, inputs and parameters (seed too) with a new prompt."""
     source = files_of_video(load_video(video_id))

@@ -6,11 +6,12 @@ from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, Field
 
 from jobservice.http.api.auth import current_principal
-from jobservice.http.api.doc import Route, answer, refused
+from jobservice.http.api.doc import RouteTable, answer, refused
 from jobservice.http.api.jobs import services
 from jobservice.quotas.summary import quota_summary
 
 bp = Blueprint("quota", __name__)
+api = RouteTable(bp)
 
 
 class QuotaLimits(BaseModel):
@@ -41,21 +42,18 @@ class QuotaView(BaseModel):
 
 
 QUOTA_MODELS: tuple[type[BaseModel], ...] = (QuotaView,)
-QUOTA_ROUTES: tuple[Route, ...] = (
-    Route(
-        "get",
-        "/quota",
-        "The caller's limits and current usage",
-        responses={
-            "200": answer("Limits and usage.", "QuotaView"),
-            "401": refused("No valid API key."),
-            "429": refused("Over the request rate."),
-        },
-    ),
+
+
+@api.route(
+    "get",
+    "/quota",
+    "The caller's limits and current usage",
+    responses={
+        "200": answer("Limits and usage.", "QuotaView"),
+        "401": refused("No valid API key."),
+        "429": refused("Over the request rate."),
+    },
 )
-
-
-@bp.get("/quota")
 def get_quota() -> Response:
     """The caller's tenant, limits and usage."""
     svc = services()

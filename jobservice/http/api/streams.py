@@ -31,7 +31,7 @@ from jobservice.batches.states import BatchStatus
 from jobservice.errors import Unavailable
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.batches import load_batch
-from jobservice.http.api.doc import Route, in_path, in_query, refused
+from jobservice.http.api.doc import RouteTable, in_path, in_query, refused
 from jobservice.http.api.jobs import load_job, services
 from jobservice.http.api.prefer import Holds, holds_of, install_watcher, watcher_of
 from jobservice.jobs.queries import get_job
@@ -49,6 +49,7 @@ from jobservice.jobs.watch import (
 from jobservice.wiring import Services
 
 bp = Blueprint("streams", __name__)
+api = RouteTable(bp)
 log = logging.getLogger(__name__)
 
 # The stream is a sequence of events (``schema``), each (OpenAPI 3.2's ``itemSchema``) a name
@@ -68,30 +69,7 @@ _RESUME = (
     in_query("last_event_id", description="The same as the Last-Event-ID header."),
 )
 _BUSY = refused("The process holds stream_limit streams already (too_many_streams); see Retry-After.")
-STREAM_ROUTES: tuple[Route, ...] = (
-    Route(
-        "get",
-        "/jobs/{job_id}/stream",
-        "A job's live events (Server-Sent Events: status, stage, progress, queue_position, end)",
-        parameters=(in_path("job_id"), *_RESUME),
-        responses={
-            "200": {"description": "Events, each with the full JobView as data.", "content": _SSE},
-            "404": refused("No such job (job_not_found)."),
-            "503": _BUSY,
-        },
-    ),
-    Route(
-        "get",
-        "/batches/{batch_id}/stream",
-        "A batch's live events (Server-Sent Events: status, progress, end)",
-        parameters=(in_path("batch_id"), *_RESUME),
-        responses={
-            "200": {"description": "Events, each with the full BatchView as data.", "content": _SSE},
-            "404": refused("No such batch (batch_not_found)."),
-            "503": _BUSY,
-        },
-    ),
-)
+
 
 RETRY_MS = 1000
 KEEP_ALIVE = ": keep-alive\n\n"
@@ -272,7 +250,17 @@ def event_stream(events: Generator[str, None, None]) -> Response:
     return response
 
 
-@bp.get("/jobs/<job_id>/stream")
+@api.route(
+    "get",
+    "/jobs/{job_id}/stream",
+    "A job's live events (Server-Sent Events: status, stage, progress, queue_position, end)",
+    parameters=(in_path("job_id"), *_RESUME),
+    responses={
+        "200": {"description": "Events, each with the full JobView as data.", "content": _SSE},
+        "404": refused("No such job (job_not_found)."),
+        "503": _BUSY,
+    },
+)
 def job_stream(job_id: str) -> Response:
     """The job's live events (404 JSON, before any event, for a job the caller cannot see)."""
     job = load_job(job_id)
@@ -282,7 +270,17 @@ def job_stream(job_id: str) -> Response:
     return event_stream(events)
 
 
-@bp.get("/batches/<batch_id>/stream")
+@api.route(
+    "get",
+    "/batches/{batch_id}/stream",
+    "A batch's live events (Server-Sent Events: status, progress, end)",
+    parameters=(in_path("batch_id"), *_RESUME),
+    responses={
+        "200": {"description": "Events, each with the full BatchView as data.", "content": _SSE},
+        "404": refused("No such batch (batch_not_found)."),
+        "503": _BUSY,
+    },
+)
 def batch_stream(batch_id: str) -> Response:
     """The batch's live events (404 JSON, before any event, for a batch the caller cannot see)."""
     batch = load_batch(batch_id)

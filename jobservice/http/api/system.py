@@ -1,4 +1,4 @@
-"""``/models``, ``/healthz``, ``/readyz`` and ``/openapi.json``."""
+"""``/models``, ``/healthz`` and ``/readyz``."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from sqlalchemy import text
 from jobservice import __version__
 from jobservice.broker import BrokerInspector
 from jobservice.fleet.presence import online_workers, stale_after, worker_view
+from jobservice.http.api.doc import RouteTable, answer
 from jobservice.http.api.jobs import services
-from jobservice.http.api.openapi import build_openapi
 from jobservice.quotas.disk import storage_problems
 
 bp = Blueprint("system", __name__)
+api = RouteTable(bp)
 
 
 def _is_admin() -> bool:
@@ -29,7 +30,12 @@ def _workers() -> list[dict[str, Any]]:
         return [worker_view(w) for w in online_workers(session, stale_after_seconds=silence)]
 
 
-@bp.get("/models")
+@api.route(
+    "get",
+    "/models",
+    "The model catalog with parameter schemas and worker presence",
+    responses={"200": answer("Models.")},
+)
 def list_models() -> Response:
     """The catalog: each model's parameter schema, defaults and limits, and whether a worker serves it."""
     try:
@@ -55,13 +61,18 @@ def list_models() -> Response:
     return jsonify({"object": "list", "models": models})
 
 
-@bp.get("/healthz")
+@api.route("get", "/healthz", "Process up", responses={"200": answer("OK")})
 def healthz() -> Response:
     """The process is up."""
     return jsonify({"ok": True})
 
 
-@bp.get("/readyz")
+@api.route(
+    "get",
+    "/readyz",
+    "Database, broker and object store reachable",
+    responses={"200": answer("Ready"), "503": answer("Not ready")},
+)
 def readyz() -> Response:
     """Database, broker and object store reachable (503 otherwise), plus the workers online."""
     checks: dict[str, dict[str, Any]] = {}
@@ -110,9 +121,3 @@ def readyz() -> Response:
     response = jsonify(body)
     response.status_code = 200 if ready else 503
     return response
-
-
-@bp.get("/openapi.json")
-def openapi() -> Response:
-    """An OpenAPI 3.1 description of this API."""
-    return jsonify(build_openapi(services().catalog))

@@ -7,11 +7,12 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 
 from jobservice.db.tables import WebhookDelivery
-from jobservice.http.api.doc import Route, answer, in_path, refused
+from jobservice.http.api.doc import RouteTable, answer, in_path, refused
 from jobservice.http.api.jobs import load_job, services
 from jobservice.webhooks.outbox import deliveries_of_job
 
 bp = Blueprint("webhooks", __name__)
+api = RouteTable(bp)
 
 
 def _iso(value: Any) -> str | None:
@@ -36,7 +37,13 @@ def delivery_view(row: WebhookDelivery) -> dict[str, Any]:
     }
 
 
-@bp.get("/jobs/<job_id>/webhooks")
+@api.route(
+    "get",
+    "/jobs/{job_id}/webhooks",
+    "The job's webhook deliveries: each event's status, attempts and last answer",
+    parameters=(in_path("job_id"),),
+    responses={"200": answer("A list of deliveries, oldest first."), "404": refused("No such job.")},
+)
 def job_webhooks(job_id: str) -> Response:
     """The job's webhook deliveries, oldest first (another tenant's job is a 404)."""
     job = load_job(job_id)
@@ -44,14 +51,3 @@ def job_webhooks(job_id: str) -> Response:
         rows = deliveries_of_job(session, job.id)
         data = [delivery_view(r) for r in rows]
     return jsonify({"object": "list", "webhook": job.webhook_url, "data": data})
-
-
-WEBHOOK_ROUTES: tuple[Route, ...] = (
-    Route(
-        "get",
-        "/jobs/{job_id}/webhooks",
-        "The job's webhook deliveries: each event's status, attempts and last answer",
-        parameters=(in_path("job_id"),),
-        responses={"200": answer("A list of deliveries, oldest first."), "404": refused("No such job.")},
-    ),
-)

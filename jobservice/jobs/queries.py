@@ -22,6 +22,7 @@ from sqlalchemy import ColumnElement, Connection, func, literal, select, tuple_
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobEvent, JobStatus, QueueCount
+from jobservice.jobs.pages import position_of, position_sql
 
 
 def get_job(session: Session, job_id: uuid.UUID) -> Job | None:
@@ -41,7 +42,7 @@ def _key_of(job: Job) -> ColumnElement[tuple[int, datetime, uuid.UUID]]:
 
 def _time_key(job: Job) -> ColumnElement[tuple[datetime, uuid.UUID]]:
     """``job``'s place within its priority, ``(created_at, id)``, as SQL values typed like the columns."""
-    return tuple_(literal(job.created_at, Job.created_at.type), literal(job.id, Job.id.type))
+    return position_sql(position_of(job))
 
 
 def _in_queue_of(model: str) -> list[ColumnElement[bool]]:

@@ -60,8 +60,8 @@ from jobservice.cli.embedded import Child, start_redis, wait_http  # noqa: E402
 from jobservice.db.engine import Database  # noqa: E402
 from jobservice.db.migrate import upgrade  # noqa: E402
 from jobservice.db.tables import Job  # noqa: E402
+from jobservice.jobs.pages import encode_cursor  # noqa: E402
 from jobservice.jobs.reaper import reap  # noqa: E402
-from jobservice.jobs.schemas import encode_cursor  # noqa: E402
 from jobservice.settings import Settings  # noqa: E402
 
 GOALS = {

@@ -1,4 +1,7 @@
-"""Reading jobs: a job's row, its audit trail and its place in the queue.
+"""Reading jobs: a job's row in a session, its audit trail and its place in the queue.
+
+``get_job`` runs the one SELECT of a job's row (``jobservice.jobs.lookup``, which says why the
+polling path reads it without a session) and lets the ORM load it into the session.
 
 Read-only helpers over the jobs and job events tables; every change of status goes through
 ``jobservice.jobs.transitions``, and the lease and queue-message bookkeeping through
@@ -22,11 +25,17 @@ from sqlalchemy import ColumnElement, Connection, func, literal, select, tuple_
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobEvent, JobStatus, QueueCount
+from jobservice.jobs.lookup import JOB_BY_ID
+from jobservice.jobs.pages import position_of, position_sql
+
+_LOAD_BY_ID = select(Job).from_statement(JOB_BY_ID)  # the polling path's SELECT, loaded by the ORM
 
 
 def get_job(session: Session, job_id: uuid.UUID) -> Job | None:
-    """The job row, freshly read."""
-    return session.get(Job, job_id, populate_existing=True)
+    """The job row, freshly read into ``session`` (``jobservice.jobs.lookup.JOB_BY_ID``; a copy
+    already in the session is refreshed, after its pending changes were flushed)."""
+    fresh = {"populate_existing": True}
+    return session.scalars(_LOAD_BY_ID, {"job_id": job_id}, execution_options=fresh).one_or_none()
 
 
 def _queue_key(job: Job) -> tuple[int, datetime, uuid.UUID]:
@@ -41,7 +50,7 @@ def _key_of(job: Job) -> ColumnElement[tuple[int, datetime, uuid.UUID]]:
 
 def _time_key(job: Job) -> ColumnElement[tuple[datetime, uuid.UUID]]:
     """``job``'s place within its priority, ``(created_at, id)``, as SQL values typed like the columns."""
-    return tuple_(literal(job.created_at, Job.created_at.type), literal(job.id, Job.id.type))
+    return position_sql(position_of(job))
 
 
 def _in_queue_of(model: str) -> list[ColumnElement[bool]]:

@@ -1,22 +1,19 @@
-"""How a job looks from outside: the JSON view shared by the API, the CLI and the web pages."""
+"""How a job looks from outside: the JSON view shared by the API, the CLI and the web pages, and the
+filters of the lists of jobs (paged by ``jobservice.jobs.pages``)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import literal, select, tuple_
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobStatus
-from jobservice.errors import Malformed
 from jobservice.fleet.eta import Stored, eta_of, running_finish
 from jobservice.jobs import retries
+from jobservice.jobs.pages import after_cursor, page_of_jobs
 from jobservice.jobs.queries import queue_position, queue_positions
 from jobservice.jobs.views import ErrorView, JobView, TryView, ValidationView
 
@@ -137,30 +134,6 @@ def job_views(session: Session, jobs: list[Job], *, forecast: Stored | None = No
     return [job_view(job, position=positions.get(job.id), forecast=forecast) for job in jobs]
 
 
-def encode_cursor(job: Job) -> str:
-    """An opaque cursor pointing just after ``job`` in newest-first order."""
-    raw = json.dumps([job.created_at.isoformat(), str(job.id)]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    """Parse a cursor made by ``encode_cursor``; a malformed one is a 400."""
-    try:  # ours are ~100 characters of base64url holding [iso-time, uuid]; anything else is refused
-        if len(cursor) > 200 or not cursor.isascii():
-            raise ValueError("not ours")
-        padded = cursor + "=" * (-len(cursor) % 4)
-        created, job_id = json.loads(base64.b64decode(padded.encode(), altchars=b"-_", validate=True))
-        if not (isinstance(created, str) and isinstance(job_id, str)):
-            raise ValueError("not ours")
-        moment = datetime.fromisoformat(created)
-        # In UTC here, not in the query: a time at the edge of the calendar (year 1 at +14:00)
-        # cannot be converted, and that is a malformed cursor, not a server error.
-        moment = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
-        return moment, uuid.UUID(job_id)
-    except (ValueError, TypeError, binascii.Error, RecursionError, OverflowError):
-        raise Malformed("invalid_cursor", "The cursor is not one this API produced.") from None
-
-
 def list_jobs(
     session: Session,
     *,
@@ -170,7 +143,8 @@ def list_jobs(
     cursor: str | None = None,
     tenant: str | None = None,
 ) -> tuple[list[Job], str | None]:
-    """Jobs newest first with optional filters (``tenant``: only its jobs); the page and next cursor."""
+    """Jobs newest first with optional filters (``tenant``: only its jobs); the page and next cursor
+    (``jobservice.jobs.pages``)."""
     query = select(Job)
     if tenant is not None:
         query = query.where(Job.tenant == tenant)
@@ -178,14 +152,7 @@ def list_jobs(
         query = query.where(Job.status.in_(statuses))
     if model:
         query = query.where(Job.model == model)
-    if cursor:
-        created, job_id = decode_cursor(cursor)
-        # A row-value comparison: one range of the (…, created_at, id) indexes, however deep the page.
-        after = tuple_(literal(created, Job.created_at.type), literal(job_id, Job.id.type))
-        query = query.where(tuple_(Job.created_at, Job.id) < after)
-    rows = list(session.scalars(query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)))
-    next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
-    return rows[:limit], next_cursor
+    return page_of_jobs(session, query, after=after_cursor(cursor), limit=limit, newest_first=True)
 
 
 def batch_jobs_page(
@@ -194,10 +161,4 @@ def batch_jobs_page(
     """A batch's jobs oldest first, ``limit`` at a time from ``cursor`` (one range of the index
     ``(batch_id, created_at, id)``); the page and the cursor of the next one."""
     query = select(Job).where(Job.batch_id == batch_id)
-    if cursor:
-        created, job_id = decode_cursor(cursor)
-        after = tuple_(literal(created, Job.created_at.type), literal(job_id, Job.id.type))
-        query = query.where(tuple_(Job.created_at, Job.id) > after)
-    rows = list(session.scalars(query.order_by(Job.created_at, Job.id).limit(limit + 1)))
-    next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
-    return rows[:limit], next_cursor
+    return page_of_jobs(session, query, after=after_cursor(cursor), limit=limit, newest_first=False)

@@ -13,13 +13,14 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import and_, exists, or_, select
+from sqlalchemy import exists, or_, select
 from sqlalchemy.orm import Session
 
 from jobservice.catalog import Catalog
 from jobservice.db.tables import Job, JobEvent, JobStatus
 from jobservice.errors import DomainError
 from jobservice.fleet.eta import Stored, eta_of, running_finish
+from jobservice.jobs.pages import page_of_jobs, position_of
 
 STATUS = {
     JobStatus.QUEUED: "queued",
@@ -215,28 +216,12 @@ def page_of_videos(
     session: Session, *, tenant: str | None, after: Job | None, limit: int, order: str
 ) -> tuple[list[Job], bool]:
     """One page of jobs by creation time (``order`` asc or desc), those after ``after``, without the
-    videos deleted on request; and whether more follow. ``tenant`` None: every tenant's (an admin)."""
+    videos deleted on request; and whether more follow. ``tenant`` None: every tenant's (an admin).
+    Paged as the native lists are (``jobservice.jobs.pages``)."""
     deleted = exists().where(JobEvent.job_id == Job.id, JobEvent.detail == DELETED_DETAIL)
     query = select(Job).where(or_(Job.expired_at.is_(None), ~deleted))
     if tenant is not None:
         query = query.where(Job.tenant == tenant)
-    if order == "asc":
-        if after is not None:
-            query = query.where(
-                or_(
-                    Job.created_at > after.created_at,
-                    and_(Job.created_at == after.created_at, Job.id > after.id),
-                )
-            )
-        query = query.order_by(Job.created_at.asc(), Job.id.asc())
-    else:
-        if after is not None:
-            query = query.where(
-                or_(
-                    Job.created_at < after.created_at,
-                    and_(Job.created_at == after.created_at, Job.id < after.id),
-                )
-            )
-        query = query.order_by(Job.created_at.desc(), Job.id.desc())
-    rows = list(session.scalars(query.limit(limit + 1)))
-    return rows[:limit], len(rows) > limit
+    position = position_of(after) if after is not None else None
+    rows, next_cursor = page_of_jobs(session, query, after=position, limit=limit, newest_first=order != "asc")
+    return rows, next_cursor is not None

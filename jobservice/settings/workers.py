@@ -12,7 +12,9 @@ class WorkerSettings(BaseModel):
     """Workers.
 
     Read by a worker process (`workers.bootstrap`, `workers.runtime`, a run's pipeline) and by
-    `jobservice worker`, which starts one.
+    `jobservice worker`, which starts one. Its options (`--devices`, `--models`, `--name`,
+    `--memory-gb`, `--preload`) hand the Celery process the worker_* values marked "set by
+    `jobservice worker`".
     """
 
     worker_devices: str = Field(
@@ -27,11 +29,26 @@ class WorkerSettings(BaseModel):
     worker_group: str | None = Field(
         default=None, description="The deployment file's card group this worker runs (by its name)."
     )
+    worker_node: str | None = Field(
+        default=None,
+        description="The card group's id (its row, its queue); unset: <devices>@<hostname>. Set by "
+        "`jobservice worker` (`--name`).",
+    )
     worker_memory_gb: float | None = Field(
         default=None,
         gt=0,
         description="Memory of each of the worker's cards in GB, when the deployment file's group does not "
         "say it and the cards cannot tell (a CPU worker that should hold only what fits; `--memory-gb`).",
+    )
+    worker_preload: bool = Field(
+        default=False,
+        description="Load the worker's models when it starts rather than on their first job. Set by "
+        "`jobservice worker` (`--preload`).",
+    )
+    worker_skipped: dict[str, str] = Field(
+        default_factory=dict,
+        description="Models the worker was asked for but cannot serve, with why (a JSON object shown by "
+        "/models and /readyz). Set by `jobservice worker`.",
     )
     worker_overlap_finish: bool = Field(
         default=True,

@@ -7,7 +7,6 @@ parent only runs the maintenance thread (presence + reaper). See reference/stack
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any
@@ -43,7 +42,7 @@ class WorkerProcess:
     def runtime(self) -> WorkerRuntime:
         """This process's runtime, built on first use (after fork in a prefork child)."""
         if self._runtime is None or self._runtime_pid != os.getpid():
-            self._runtime = WorkerRuntime.create(self.services, node=os.environ.get("JOBSERVICE_WORKER_NODE"))
+            self._runtime = WorkerRuntime.create(self.services, node=self.services.settings.worker_node)
             if self.services.settings.worker_overlap_finish:
                 self._runtime.finisher = Finisher()
             self._runtime_pid = os.getpid()
@@ -55,13 +54,14 @@ class WorkerProcess:
         runtime = self.runtime()
         runtime.member.forget_residency("worker child started")
         versions()  # cached per process: keep git/ffmpeg/driver probes off the first job's tail
-        threads = self.services.settings.torch_threads
-        if threads or os.environ.get("JOBSERVICE_WORKER_PRELOAD") == "1":
+        settings = self.services.settings
+        threads = settings.torch_threads
+        if threads or settings.worker_preload:
             import torch  # noqa: PLC0415 - only in the child, never in the parent
 
             if threads:
                 torch.set_num_threads(threads)
-        if os.environ.get("JOBSERVICE_WORKER_PRELOAD") == "1":
+        if settings.worker_preload:
             for model_id in runtime.models:
                 spec = self.services.catalog.get(model_id)
                 if spec is None:
@@ -86,7 +86,7 @@ class WorkerProcess:
     def on_ready(self, **_: Any) -> None:
         """Parent set up, before the broker connection: announce the worker, start the maintenance loop."""
         settings = self.services.settings
-        node = os.environ.get("JOBSERVICE_WORKER_NODE")
+        node = settings.worker_node
         device = parse_devices(settings.worker_devices)
         forkguard.install(self.services.db)  # before the maintenance thread's first query
         self._register_group(node or default_node(device), device)
@@ -100,7 +100,7 @@ class WorkerProcess:
                 "host": inventory(),
                 "pid": os.getpid(),
                 # Models this worker was asked for but cannot serve, with why (set by the launcher).
-                "skipped": json.loads(os.environ.get("JOBSERVICE_WORKER_SKIPPED") or "{}"),
+                "skipped": dict(settings.worker_skipped),
             },
         )
         self.maintenance.start()

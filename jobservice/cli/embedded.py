@@ -233,7 +233,7 @@ def exported(settings: Settings) -> dict[str, str]:
             continue
         if hasattr(value, "get_secret_value"):
             value = value.get_secret_value()
-        if isinstance(value, list):
+        if isinstance(value, (list, dict)):
             out[name] = json.dumps(value)
         else:
             out[name] = str(value)

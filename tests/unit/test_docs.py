@@ -32,7 +32,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
-GENERATED = {"api-reference.md"}  # written by docs/hooks/openapi_reference.py at build time
+# Written at build time: by docs/hooks/openapi_reference.py and docs/hooks/settings_reference.py.
+GENERATED = {"api-reference.md", "configuration-reference.md"}
 MARKER = "# runs-in-ci"
 SHELLS = {"bash", "sh", "shell"}
 PLACEHOLDER = re.compile(r"<[A-Za-z][\w .,'-]*>")

@@ -1,0 +1,23 @@
+"""Settings of the fleet: fair share and ETAs (jobservice.fleet)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class FleetSettings(BaseModel):
+    """The fleet.
+
+    Read by `jobservice.fleet` (dispatch, fair share, the ETA forecast; docs/fleet.md).
+    """
+
+    fair_share_half_life_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Fair share weighs a tenant's card-seconds by age: halved every this many seconds.",
+    )
+    forecast_interval_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often the queued jobs' ETAs are worked out again (by one process at a time).",
+    )

@@ -366,8 +366,12 @@ def request_cancel(session: Session, job_id: uuid.UUID, *, actor: str | None = N
     return JobStatus(current)
 
 
-def requeue_job(session: Session, job_id: uuid.UUID, *, owner: Owner, reason: str) -> None:
-    """Put a running job whose worker was lost back in the queue for another attempt."""
+def _back_in_queue(
+    session: Session, job_id: uuid.UUID, *, owner: Owner, detail: str, also: dict[str, Any] | None = None
+) -> bool:
+    """Move this run's job from running back to queued (``also``: more columns to set) and record
+    why; False when the job is not this run's any more or a cancel arrived meanwhile (a cancel wins:
+    the job is not requeued)."""
     ok = _cas(
         session,
         job_id,
@@ -382,21 +386,28 @@ def requeue_job(session: Session, job_id: uuid.UUID, *, owner: Owner, reason: st
             "heartbeat_at": None,
             "enqueued_at": None,
             "dispatched_to": None,  # back in the table: the dispatcher places it again
+            **(also or {}),
         },
-        # A cancel that arrived meanwhile wins: the reaper cancels the run instead of requeueing it.
         extra_where=Job.cancel_requested_at.is_(None),
     )
-    if not ok:
+    if ok:
+        _event(
+            session,
+            job_id,
+            from_status=JobStatus.RUNNING,
+            to_status=JobStatus.QUEUED,
+            attempt=owner.attempt,
+            worker_id=owner.worker_id,
+            detail=detail,
+        )
+    return ok
+
+
+def requeue_job(session: Session, job_id: uuid.UUID, *, owner: Owner, reason: str) -> None:
+    """Put a running job whose worker was lost back in the queue for another attempt (a cancel that
+    arrived meanwhile wins: the reaper cancels the run instead of requeueing it)."""
+    if not _back_in_queue(session, job_id, owner=owner, detail=f"requeued: {reason}"):
         raise _refuse(session, job_id, JobStatus.QUEUED, owner)
-    _event(
-        session,
-        job_id,
-        from_status=JobStatus.RUNNING,
-        to_status=JobStatus.QUEUED,
-        attempt=owner.attempt,
-        worker_id=owner.worker_id,
-        detail=f"requeued: {reason}",
-    )
 
 
 def retry_with_next_seed(session: Session, job_id: uuid.UUID, *, owner: Owner, tried: dict[str, Any]) -> bool:
@@ -407,45 +418,21 @@ def retry_with_next_seed(session: Session, job_id: uuid.UUID, *, owner: Owner, t
     The reaper's budget for lost workers (``max_attempts``) grows by one, so a gate retry never
     uses up the attempts that protect the job from a dying worker."""
     tries = session.scalar(select(Job.validation_attempts).where(Job.id == job_id)) or []
-    ok = _cas(
-        session,
-        job_id,
-        sources=frozenset({JobStatus.RUNNING}),
-        target=JobStatus.QUEUED,
-        owner=owner,
-        values={
-            "stage": Stage.QUEUED.value,
-            "progress": 0.0,
-            "worker_id": None,
-            "lease_expires_at": None,
-            "heartbeat_at": None,
-            "enqueued_at": None,
-            "dispatched_to": None,  # back in the table: the dispatcher places it again
-            "max_attempts": Job.max_attempts + 1,
-            "validation_attempts": [*tries, tried],
-        },
-        extra_where=Job.cancel_requested_at.is_(None),
+    detail = (
+        f"the gate failed try {tried['try']} (seed {tried['seed']}: "
+        f"{', '.join(tried['failed_checks']) or 'no check named'}); queued again with the next seed"
     )
-    if not ok:
-        current = session.execute(
-            select(Job.status, Job.worker_id, Job.attempts).where(Job.id == job_id)
-        ).one_or_none()
-        ours = (
-            current is not None
-            and current.status == JobStatus.RUNNING
-            and (current.worker_id, current.attempts) == (owner.worker_id, owner.attempt)
-        )
-        if ours:  # still this run's: only a pending cancel refuses it
-            return False
-        raise _refuse(session, job_id, JobStatus.QUEUED, owner)
-    _event(
-        session,
-        job_id,
-        from_status=JobStatus.RUNNING,
-        to_status=JobStatus.QUEUED,
-        attempt=owner.attempt,
-        worker_id=owner.worker_id,
-        detail=f"the gate failed try {tried['try']} (seed {tried['seed']}: "
-        f"{', '.join(tried['failed_checks']) or 'no check named'}); queued again with the next seed",
+    also = {"max_attempts": Job.max_attempts + 1, "validation_attempts": [*tries, tried]}
+    if _back_in_queue(session, job_id, owner=owner, detail=detail, also=also):
+        return True
+    current = session.execute(
+        select(Job.status, Job.worker_id, Job.attempts).where(Job.id == job_id)
+    ).one_or_none()
+    ours = (
+        current is not None
+        and current.status == JobStatus.RUNNING
+        and (current.worker_id, current.attempts) == (owner.worker_id, owner.attempt)
     )
-    return True
+    if ours:  # still this run's: only a pending cancel refuses it
+        return False
+    raise _refuse(session, job_id, JobStatus.QUEUED, owner)

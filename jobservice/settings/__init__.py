@@ -80,21 +80,7 @@ class Settings(
         return (self.scratch_dir or self.var_dir / "scratch").resolve()
 
 
-# The groups in the order the configuration reference shows them (each is a base of Settings).
-GROUPS: tuple[type[BaseModel], ...] = (
-    CoreSettings,
-    DeploymentSettings,
-    StorageSettings,
-    QueueSettings,
-    MediaSettings,
-    ApiSettings,
-    AuthSettings,
-    QuotaSettings,
-    RetentionSettings,
-    FleetSettings,
-    BatchSettings,
-    WebhookSettings,
-    WorkerSettings,
-)
+# The groups in the order the configuration reference shows them: the bases of Settings.
+GROUPS: tuple[type[BaseModel], ...] = tuple(base for base in Settings.__bases__ if base is not BaseSettings)
 
 __all__ = ["ENV_PREFIX", "GROUPS", "Settings"]

@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -95,6 +96,14 @@ def http_metrics() -> tuple[Counter, Histogram]:
             )
             _http = (counter, histogram)
         return _http
+
+
+def observe_request(method: str, route: str, status: int, started: float | None) -> None:
+    """Count one answered request and, when its start is known (``time.perf_counter()``), its time."""
+    requests, latency = http_metrics()
+    requests.labels(method, route, str(status)).inc()
+    if started is not None:
+        latency.labels(method, route).observe(time.perf_counter() - started)
 
 
 class _Local(Collector):

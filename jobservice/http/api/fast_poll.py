@@ -28,7 +28,6 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import Row
 from sqlalchemy.exc import SQLAlchemyError
-from werkzeug.datastructures import Headers
 from werkzeug.wrappers import Request
 
 from jobservice.db.tables import JobStatus
@@ -37,7 +36,7 @@ from jobservice.fleet.eta import Stored
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.errors import respond
 from jobservice.http.api.jobs import view_response, visible_row
-from jobservice.http.api.policy import DECIDED, Checked, policy_of
+from jobservice.http.api.policy import DECIDED, Checked, HeaderList, policy_of
 from jobservice.jobs.lookup import job_of
 from jobservice.wiring import Services
 
@@ -93,7 +92,7 @@ class FastPoll:
         return self.next(environ, start_response)
 
     def _answer(self, environ: dict[str, Any], start_response: StartResponse, raw_id: str) -> Iterable[bytes]:
-        req = Request(environ)  # werkzeug's reading of the environ, as Flask's request is
+        req = Request(environ, populate_request=False)  # werkzeug's reading of it, as Flask's request is
         checked = Checked(ENDPOINT, self.blueprint, self.route)
         try:
             self.policy.check(req, checked)
@@ -113,9 +112,9 @@ class FastPoll:
         shown = self._shown(row) if row is not None else None
         if shown is None:
             return self._to_flask(environ, start_response, checked)
-        headers = Headers(shown.headers)
+        headers = HeaderList(shown.headers)
         self.policy.finish(req, checked, 200, headers)
-        start_response("200 OK", headers.to_wsgi_list())
+        start_response("200 OK", list(headers))
         return [shown.body]
 
     def _to_flask(

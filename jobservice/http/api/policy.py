@@ -29,10 +29,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from flask import Flask, Response, g, redirect, request, session, url_for
-from werkzeug.datastructures import Headers
 from werkzeug.wrappers import Request
 from werkzeug.wrappers import Response as WerkzeugResponse
 
@@ -65,8 +64,29 @@ class Checked:
     refusal: Exception | None = None  # what a step raised on the fast path, for Flask to answer
 
 
+class ResponseHeaders(Protocol):
+    """What an after-step may do to an answer's headers: werkzeug's ``Headers`` (Flask's answers) or
+    a ``HeaderList`` (the fast path's)."""
+
+    def setdefault(self, key: str, default: Any) -> Any:
+        """``key``'s value, after adding it with ``default`` when missing."""
+
+
+class HeaderList(list[tuple[str, str]]):
+    """An answer's headers as the WSGI list of pairs, with ``Headers.setdefault`` (case-insensitive)."""
+
+    def setdefault(self, key: str, default: Any) -> Any:
+        """``key``'s value, after adding it with ``default`` when missing."""
+        lowered = key.lower()
+        for name, value in self:
+            if name.lower() == lowered:
+                return value
+        self.append((key, str(default)))
+        return default
+
+
 Step = Callable[[Request, Checked], None]
-AfterStep = Callable[[Request, Checked, int, Headers], None]
+AfterStep = Callable[[Request, Checked, int, ResponseHeaders], None]
 
 
 class Policy:
@@ -102,7 +122,7 @@ class Policy:
 
     def refuse_nul_in_url(self, req: Request, checked: Checked) -> None:
         """400 for a NUL character in the path or a query value."""
-        bodies.refuse_nul_in_url(req.path, req.args.items(multi=True))
+        bodies.refuse_nul_in_url(req.path, req.args.items(multi=True) if req.query_string else ())
 
     def identify(self, req: Request, checked: Checked) -> None:
         """The caller, or a 401 (the sign-in page for a browser's page) when an endpoint needs one."""
@@ -113,11 +133,11 @@ class Policy:
         """The key's request rate: counted, and a 429 over it."""
         auth.count_rate(self.services, checked.principal, checked.endpoint)
 
-    def nosniff(self, req: Request, checked: Checked, status: int, headers: Headers) -> None:
+    def nosniff(self, req: Request, checked: Checked, status: int, headers: ResponseHeaders) -> None:
         """Browsers must not guess a type: a stored upload or a log served as text stays text."""
         headers.setdefault("X-Content-Type-Options", "nosniff")
 
-    def observe(self, req: Request, checked: Checked, status: int, headers: Headers) -> None:
+    def observe(self, req: Request, checked: Checked, status: int, headers: ResponseHeaders) -> None:
         """The HTTP metrics: one request counted, and timed, under its URL rule."""
         observe_request(req.method, checked.route or UNMATCHED, status, checked.started)
 
@@ -128,7 +148,7 @@ class Policy:
         for step in self.steps:
             step(req, checked)
 
-    def finish(self, req: Request, checked: Checked, status: int, headers: Headers) -> None:
+    def finish(self, req: Request, checked: Checked, status: int, headers: ResponseHeaders) -> None:
         """Run every after-step on an answer of ``status`` with ``headers`` (changed in place)."""
         for step in self.after_steps:
             step(req, checked, status, headers)

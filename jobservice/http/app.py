@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from flask import Flask, Response
+from flask import Flask
 
 from jobservice.catalog import Catalog
 from jobservice.http import web
+from jobservice.http.api import batches as batches_api
 from jobservice.http.api import (
-    auth,
-    bodies,
-    cross_site,
     errors,
     fast_poll,
     fleet,
@@ -17,10 +15,10 @@ from jobservice.http.api import (
     metrics,
     openai_videos,
     openapi,
+    policy,
     quota,
     system,
 )
-from jobservice.http.api import batches as batches_api
 from jobservice.http.api import streams as streams_api
 from jobservice.http.api import webhooks as webhooks_api
 from jobservice.http.web import batches as batches_web
@@ -55,11 +53,11 @@ def create_app(
     app.request_class = _request_class(settings)
     app.extensions["jobservice"] = services
 
-    metrics.init_app(app, services)  # first: its timer wraps every other hook
+    # First: the request policy (Host, Origin, caller, rate, metrics, nosniff) is the app's request
+    # hooks, its clock wrapping everything else; the fast path below runs the same steps.
+    policy.install(app, services)
+    metrics.init_app(app, services)
     errors.init_app(app)
-    cross_site.init_app(app, settings)
-    app.before_request(bodies.refuse_nul_in_url)
-    auth.init_app(app, services)
     app.register_blueprint(jobs.bp)
     app.register_blueprint(system.bp)
     app.register_blueprint(openapi.bp)  # GET /openapi.json
@@ -71,15 +69,8 @@ def create_app(
     app.register_blueprint(webhooks_api.bp)  # GET /jobs/<id>/webhooks
     app.register_blueprint(batches_web.bp)
     web.init_app(app)
-    app.after_request(_nosniff)
     fast_poll.install(app, services)  # plain GET /jobs/<id> polls, answered beneath Flask
     return app
-
-
-def _nosniff(response: Response) -> Response:
-    # Browsers must not guess a type: a stored upload or a log served as text stays text.
-    response.headers.setdefault("X-Content-Type-Options", "nosniff")
-    return response
 
 
 def _request_class(settings: Settings) -> type[UploadRequest]:

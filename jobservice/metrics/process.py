@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -41,6 +42,7 @@ disable_created_metrics()  # no *_created series: multiprocess mode has none eit
 _local = CollectorRegistry(auto_describe=True)
 _lock = threading.Lock()
 _http: tuple[Counter, Histogram] | None = None
+_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}  # (method, route, status): its series
 
 
 def prepare_multiprocess(folder: Path | None = None) -> Path:
@@ -95,6 +97,20 @@ def http_metrics() -> tuple[Counter, Histogram]:
             )
             _http = (counter, histogram)
         return _http
+
+
+def observe_request(method: str, route: str, status: int, started: float | None) -> None:
+    """Count one answered request and, when its start is known (``time.perf_counter()``), its time."""
+    series = _series.get((method, route, status))
+    if series is None:  # prometheus-client's own lookup validates the labels each time: once here
+        requests, latency = http_metrics()
+        series = _series[(method, route, status)] = (
+            requests.labels(method, route, str(status)),
+            latency.labels(method, route),
+        )
+    series[0].inc()
+    if started is not None:
+        series[1].observe(time.perf_counter() - started)
 
 
 class _Local(Collector):

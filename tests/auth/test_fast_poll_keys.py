@@ -9,6 +9,7 @@ from flask import Flask
 
 from jobservice.db.tables import ApiKey
 from jobservice.http.api import auth
+from jobservice.quotas.rate import requests_this_minute
 from tests.auth.conftest import Keys, bearer
 from tests.factories import new_job
 from tests.unit.test_fast_poll import STATES, Counted, set_row
@@ -55,3 +56,44 @@ def poll_counts(client: Any, keys: Keys) -> dict[str, float]:
         for line in text.splitlines()
         if line.startswith(prefix)
     }
+
+
+def test_a_poll_flask_answers_after_the_fast_path_is_counted_once(
+    keyed_app: Flask, keyed_services: Any, keys: Keys
+) -> None:
+    """A queued job (its position needs a query) and another tenant's job are answered by Flask after
+    the fast path ran the policy: the key's request rate counts each poll once, not twice."""
+    client = keyed_app.test_client()
+    calls = Counted(keyed_app.wsgi_app)  # type: ignore[arg-type]
+    running = new_job(keyed_services.db)
+    set_row(keyed_services.db, running, tenant="acme", **STATES["running"])
+    queued = new_job(keyed_services.db)
+    set_row(keyed_services.db, queued, tenant="acme")
+    settings = keyed_services.settings
+    alice = auth.principal_for_secret(keyed_services, keys.alice)
+    bob = auth.principal_for_secret(keyed_services, keys.bob)
+    assert alice is not None and bob is not None
+    for secret, who, path, status in (
+        (keys.alice, alice, f"/jobs/{queued}", 200),
+        (keys.bob, bob, f"/jobs/{running}", 404),
+        (keys.alice, alice, f"/jobs/{running}", 200),  # beneath Flask
+    ):
+        before = requests_this_minute(settings, who) or 0
+        assert client.get(path, headers=bearer(secret)).status_code == status
+        assert requests_this_minute(settings, who) == before + 1, path
+    assert calls.calls == 2
+
+
+def test_the_fast_paths_refusal_carries_what_every_answer_does(
+    keyed_app: Flask, keyed_services: Any, keys: Keys
+) -> None:
+    client = keyed_app.test_client()
+    calls = Counted(keyed_app.wsgi_app)  # type: ignore[arg-type]
+    job_id = new_job(keyed_services.db)
+    set_row(keyed_services.db, job_id, tenant="acme", **STATES["running"])
+    with keyed_services.db.session() as session:
+        session.get(ApiKey, keys.ids["alice"]).limits = {"requests_per_minute": 1}
+    auth.forget_cached()
+    answers = [client.get(f"/jobs/{job_id}", headers=bearer(keys.alice)) for _ in range(2)]
+    assert [a.status_code for a in answers] == [200, 429] and calls.calls == 0
+    assert all(a.headers["X-Content-Type-Options"] == "nosniff" for a in answers)

@@ -1,21 +1,29 @@
 """``GET /jobs/<id>`` beneath Flask (jobservice.http.api.fast_poll): the same bytes as Flask's answer,
-never a stale one, and every case it does not own left to Flask untouched."""
+never a stale one, every case it does not own left to Flask untouched, and the premise of its kept
+answers (rendering reads the job's row and the forecast, nothing else) watched."""
 
 from __future__ import annotations
 
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import timedelta
+from datetime import date, timedelta
+from types import FrameType
 from typing import Any
 
 import pytest
-from flask import Flask
+from flask import Flask, g
 from werkzeug.test import Client
 
+from jobservice.auth.principal import anonymous
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job
-from jobservice.http.api.fast_poll import FastPoll
+from jobservice.fleet.eta import Stored
+from jobservice.fleet.eta import parse as parse_forecast
+from jobservice.http.api.fast_poll import FastPoll, shown_of
 from jobservice.http.app import create_app
+from jobservice.jobs.lookup import read_job_row
 from jobservice.jobs.transitions import utcnow
 from jobservice.settings import Settings
 from jobservice.wiring import build_services
@@ -178,3 +186,113 @@ def test_the_fast_answer_is_flasks_answer_on_postgres(tmp_path: Any, pg_url: str
             assert calls.calls == 0, state
     finally:
         services.db.dispose()
+
+
+# --- the kept answers' premise: an answer is a function of the job's row and the forecast alone --
+# Python code an answer may run: the view, the row and its ORM instance, pydantic, werkzeug's response
+# (not werkzeug.local: no request, g or app; not the database, the clock, the settings or os.environ).
+RENDERING_MODULES = {
+    "enum",
+    "uuid",
+    "pydantic.main",
+    "jobservice.db.tables",
+    "jobservice.fleet.eta",
+    "jobservice.http.api.fast_poll",
+    "jobservice.http.api.jobs",
+    "jobservice.jobs.lookup",
+    "jobservice.jobs.retries",
+    "jobservice.jobs.schemas",
+    "sqlalchemy.engine.result",
+    "sqlalchemy.engine.row",
+    "sqlalchemy.orm.attributes",
+    "sqlalchemy.orm.instrumentation",
+    "sqlalchemy.orm.state",
+    "werkzeug.datastructures.headers",
+    "werkzeug.sansio.response",
+    "werkzeug.utils",
+    "werkzeug.wrappers.response",
+}
+CLOCK_READS = {"now", "utcnow", "today"}
+
+
+def forecasts(job_id: uuid.UUID) -> list[Stored | None]:
+    """No forecast, one that places the job, and one that knows only its model's speed."""
+    at = NOW.timestamp()
+    run_s = {"reference-t2v": [1.5, 2.0]}
+    return [
+        None,
+        parse_forecast({"at": at, "jobs": {str(job_id): [at + 10, at + 70]}, "run_s": run_s}),
+        parse_forecast({"at": at, "run_s": run_s}),
+    ]
+
+
+def module_of(frame: FrameType | None) -> str | None:
+    """The module running ``frame`` (code made by exec counts as its maker's)."""
+    while frame is not None:
+        name = frame.f_globals.get("__name__")
+        if name is not None:
+            return str(name)
+        frame = frame.f_back
+    return None
+
+
+def reads_while(render: Callable[..., object], *args: Any) -> tuple[set[str | None], set[str]]:
+    """(the modules of every Python function, and every C function outside builtins and plain
+    types' methods or reading the clock) called while ``render(*args)`` runs."""
+    modules: set[str | None] = set()
+    outside: set[str] = set()
+
+    def watch(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            modules.add(module_of(frame))
+        elif event == "c_call" and arg.__name__ != "setprofile":
+            owner = getattr(arg, "__self__", None)
+            module = getattr(arg, "__module__", None)
+            if module not in (None, "builtins") or type(owner).__module__ in ("random", "_random"):
+                outside.add(f"{module}.{arg.__name__}")
+            elif isinstance(owner, type) and issubclass(owner, date) and arg.__name__ in CLOCK_READS:
+                outside.add(f"{owner.__name__}.{arg.__name__}")
+
+    sys.setprofile(watch)
+    try:
+        render(*args)
+    finally:
+        sys.setprofile(None)
+    return modules, outside
+
+
+@pytest.mark.parametrize("state", list(STATES))
+def test_a_kept_answer_reads_nothing_but_the_row_and_the_forecast(services: Any, state: str) -> None:
+    """The fast path gives a kept answer again while the row and the forecast are unchanged; that is
+    only right while rendering reads nothing else (the clock, the request, the database, settings)."""
+    job_id = new_job(services.db, params={"prompt": "a cat", "seed": 7})
+    set_row(services.db, job_id, **STATES[state])
+    row = read_job_row(services.db, job_id)
+    assert row is not None
+    for forecast in forecasts(job_id):
+        shown_of(row, forecast)  # first use: imports and caches settle
+        modules, outside = reads_while(shown_of, row, forecast)
+        assert modules - RENDERING_MODULES == set(), (
+            "rendering a job's answer runs code that may read more than its row"
+        )
+        assert outside == set(), "rendering a job's answer calls outside Python (the clock, the OS)"
+
+
+def test_the_same_row_gives_the_same_answer_whatever_else_changed(
+    app: Flask, services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = new_job(services.db, params={"prompt": "a cat", "seed": 7})
+    set_row(services.db, job_id, **STATES["running"])
+    row = read_job_row(services.db, job_id)
+    assert row is not None
+    for forecast in forecasts(job_id):
+        first = shown_of(row, forecast)
+        set_row(services.db, job_id, progress=0.9, stage="encoding")  # the job moved on
+        monkeypatch.setattr(time, "time", lambda: 4_000_000_000.0)  # 2096
+        with app.test_request_context(f"/jobs/{job_id}", headers={"Host": "other.localhost"}):
+            g.principal = anonymous("another-tenant")
+            again = shown_of(row, forecast)
+        monkeypatch.undo()
+        assert first is not None and again is not None
+        assert (again.body, again.headers) == (first.body, first.headers)
+        set_row(services.db, job_id, **STATES["running"])

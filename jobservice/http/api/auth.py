@@ -2,7 +2,8 @@
 
 With ``JOBSERVICE_AUTH=keys`` a request without a valid key is refused (401 ``unauthorized``, or
 for a web page a redirect to the sign-in page); with ``off`` the caller is the admin of the
-default tenant. The verified caller is ``g.principal`` (``current_principal()``).
+default tenant. The verified caller is ``g.principal`` (``current_principal()``). These checks are
+steps of the request policy (``jobservice.http.api.policy``), which runs them on every request.
 
 Verified keys are cached per process for ``CACHE_SECONDS``, so a revoked key stops working within
 that time everywhere (at once in the process that revoked it).
@@ -12,10 +13,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
+from typing import Any
 
-from flask import Flask, g, redirect, request, session, url_for
-from werkzeug.wrappers import Response as WerkzeugResponse
+from flask import g
 
 from jobservice.auth.keys import hash_secret, principal_of, verify
 from jobservice.auth.principal import Principal, anonymous
@@ -23,7 +24,6 @@ from jobservice.db.tables import ApiKey
 from jobservice.errors import Unauthorized
 from jobservice.quotas.limits import Limits, recent_limits
 from jobservice.quotas.rate import check_rate
-from jobservice.settings import Settings
 from jobservice.wiring import Services
 
 CACHE_SECONDS = 5.0
@@ -93,8 +93,13 @@ def limits_for(services: Services, principal: Principal) -> Limits:
     return recent_limits(services.db, services.settings, principal)
 
 
-def _bearer() -> str | None:
-    header = request.headers.get("Authorization")
+def is_public(endpoint: str | None) -> bool:
+    """Whether anyone may call ``endpoint`` (None: no route matched; its 404 or 405 is anyone's too)."""
+    return endpoint is None or endpoint in PUBLIC or endpoint.endswith(".static")
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The key in an ``Authorization`` header (None: no header); any other scheme, or none, is a 401."""
     if header is None:
         return None
     scheme, _, token = header.strip().partition(" ")
@@ -103,43 +108,55 @@ def _bearer() -> str | None:
     return token.strip()
 
 
-def _identify(services: Services) -> Principal | None:
-    token = _bearer()
+def caller(
+    services: Services, authorization: str | None, session: MutableMapping[str, Any] | None
+) -> Principal | None:
+    """Who sends a request: the key in its ``Authorization`` header, else the signed-in browser of
+    its ``session`` (None: the request carries no cookie), else nobody (None), except that with auth
+    off everybody is the default tenant's admin. A bad header or, with keys on, a key that is not
+    valid is a 401; a revoked key's session forgets it."""
+    principal = _identified(services, authorization, session)
+    if principal is None and services.settings.auth == "off":
+        principal = anonymous(services.settings.default_tenant)
+    return principal
+
+
+def _identified(
+    services: Services, authorization: str | None, session: MutableMapping[str, Any] | None
+) -> Principal | None:
+    token = bearer_token(authorization)
     if token is not None:
         principal = principal_for_secret(services, token)
         if principal is None and services.settings.auth == "keys":
             raise Unauthorized("unauthorized", "The API key is not valid (unknown or revoked).")
         return principal
-    key_id = session.get(SESSION_KEY_ID) if request.cookies else None
-    if isinstance(key_id, str):
-        principal = principal_for_key_id(services, key_id)
-        if principal is None:
-            session.pop(SESSION_KEY_ID, None)  # revoked since sign-in
-        return principal
-    return None
+    key_id = session.get(SESSION_KEY_ID) if session is not None else None
+    if session is None or not isinstance(key_id, str):
+        return None
+    principal = principal_for_key_id(services, key_id)
+    if principal is None:
+        session.pop(SESSION_KEY_ID, None)  # revoked since sign-in
+    return principal
 
 
-def init_app(app: Flask, services: Services) -> None:
-    """Install the hook that identifies every request's caller."""
-    settings: Settings = services.settings
+class SignInFirst(Unauthorized):
+    """Nobody asked for a web page: the browser goes to the sign-in page (a 401 where not caught)."""
 
-    @app.before_request
-    def identify() -> WerkzeugResponse | None:
-        principal = _identify(services)
-        if principal is None and settings.auth == "off":
-            principal = anonymous(settings.default_tenant)
-        g.principal = principal
-        public = (
-            request.endpoint is None or request.endpoint in PUBLIC or request.endpoint.endswith(".static")
-        )
-        if principal is not None:
-            if not public and principal.key_id is not None:  # request rates are counted per key
-                check_rate(settings, principal, limits_for(services, principal))  # 429 rate_limited
-            return None
-        if public:
-            return None
-        if request.blueprint in WEB_BLUEPRINTS and request.method == "GET":
-            return redirect(url_for("web.sign_in", next=request.full_path.rstrip("?")))
-        raise Unauthorized(
-            "unauthorized", "This service needs an API key: send 'Authorization: Bearer <key>'."
-        )
+
+def refuse_nobody(
+    principal: Principal | None, endpoint: str | None, blueprint: str | None, method: str
+) -> None:
+    """401 for a request that nobody sent (``caller`` None) to an endpoint that is not public;
+    ``SignInFirst`` for a page a browser GETs."""
+    if principal is not None or is_public(endpoint):
+        return
+    if blueprint in WEB_BLUEPRINTS and method == "GET":
+        raise SignInFirst("unauthorized", "Sign in first.")
+    raise Unauthorized("unauthorized", "This service needs an API key: send 'Authorization: Bearer <key>'.")
+
+
+def count_rate(services: Services, principal: Principal | None, endpoint: str | None) -> None:
+    """Count one request of a key's caller (not of a public endpoint); 429 ``rate_limited`` over
+    its rate (``jobservice.quotas.rate``)."""
+    if principal is not None and principal.key_id is not None and not is_public(endpoint):
+        check_rate(services.settings, principal, limits_for(services, principal))

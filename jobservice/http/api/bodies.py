@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
-from flask import Request, request
+from flask import Request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from jobservice.errors import DomainError, Invalid, Malformed
@@ -82,13 +83,14 @@ def check_text(value: Any, where: str = "", depth: int = 0) -> None:
             check_text(item, f"{where}[{index}]", depth + 1)
 
 
-def refuse_nul_in_url() -> None:
-    """A ``before_request`` hook: a NUL character in the path or a query value is a 400 ``invalid_text``.
+def refuse_nul_in_url(path: str, args: Iterable[tuple[str, str]]) -> None:
+    """400 ``invalid_text`` for a NUL character in the path or a query value (``args``: the query's
+    pairs, decoded), a step of the request policy (``jobservice.http.api.policy``).
 
     Query values reach database filters (PostgreSQL cannot hold a NUL even in a comparison), so one
     check for every route instead of one per filter.
     """
     # A cursor has its own stricter parser (and its own code, invalid_cursor).
-    query = ((k, v) for k, v in request.args.items(multi=True) if k != "cursor")
-    if "\x00" in request.path or any("\x00" in k + v for k, v in query):
+    query = ((k, v) for k, v in args if k != "cursor")
+    if "\x00" in path or any("\x00" in k + v for k, v in query):
         raise Malformed("invalid_text", "The address holds a NUL character; no path or filter needs one.")

@@ -8,13 +8,15 @@ DNS rebinding: a page on ``evil.example`` whose name is re-pointed at 127.0.0.1 
 with this service as far as the browser knows, so it could read every answer; but its requests
 still carry ``Host: evil.example``. Only host names on an allow-list are answered (421
 ``host_not_allowed`` otherwise), health checks included: what they say is the attacker's to read too.
+
+Both are steps of the request policy (``jobservice.http.api.policy``), which runs them on every request.
 """
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from flask import Flask, request
+from werkzeug.datastructures import Headers
 
 from jobservice.errors import Forbidden, Misdirected
 from jobservice.settings import Settings
@@ -58,35 +60,36 @@ def allowed_hosts(settings: Settings) -> frozenset[str] | None:
     return LOOPBACK_NAMES | {"*.localhost"}
 
 
-def init_app(app: Flask, settings: Settings) -> None:
-    """Install both checks on ``app`` (``allowed_origins`` and ``allowed_hosts`` of ``settings``)."""
-    trusted = {host for host in (_origin_host(o) for o in settings.allowed_origins) if host}
-    hosts = allowed_hosts(settings)
+def trusted_origins(settings: Settings) -> frozenset[str]:
+    """The hosts of ``allowed_origins``: other sites whose browsers' posts are taken."""
+    return frozenset(host for host in (_origin_host(o) for o in settings.allowed_origins) if host)
 
-    @app.before_request
-    def refuse_unknown_host() -> None:
-        name = host_name(request.host)
-        if not host_allowed(name, hosts):
-            raise Misdirected(
-                "host_not_allowed",
-                f"This service does not answer for the host '{name[:100]}'; list it in "
-                "JOBSERVICE_ALLOWED_HOSTS (a JSON list of host names) to allow it.",
-            )
 
-    @app.before_request
-    def refuse_cross_site() -> None:
-        if request.method not in UNSAFE_METHODS:
-            return
-        origin = request.headers.get("Origin")
-        fetch_site = request.headers.get("Sec-Fetch-Site")
-        if origin is None and fetch_site in (None, "same-origin", "none"):
-            return  # not a browser, or a browser saying it is this site
-        host = _origin_host(origin) if origin and origin != "null" else None
-        # Compare hosts only: behind a TLS proxy the scheme we see differs from the browser's.
-        if host is not None and (host == request.host.lower() or host in trusted):
-            return
-        raise Forbidden(
-            "cross_site_request",
-            "This request came from another site; send it from this service's own pages or a non-browser "
-            "client (set JOBSERVICE_ALLOWED_ORIGINS to trust another site).",
+def refuse_unknown_host(host: str, allowed: frozenset[str] | None) -> None:
+    """421 ``host_not_allowed`` unless the ``Host`` header's name is answered (``allowed_hosts``)."""
+    name = host_name(host)
+    if not host_allowed(name, allowed):
+        raise Misdirected(
+            "host_not_allowed",
+            f"This service does not answer for the host '{name[:100]}'; list it in "
+            "JOBSERVICE_ALLOWED_HOSTS (a JSON list of host names) to allow it.",
         )
+
+
+def refuse_cross_site(method: str, host: str, headers: Headers, trusted: frozenset[str]) -> None:
+    """403 ``cross_site_request`` for an unsafe method a browser sent on behalf of another site
+    (``host``: the ``Host`` header; ``headers``: the request's, for ``Origin`` and ``Sec-Fetch-Site``)."""
+    if method not in UNSAFE_METHODS:
+        return
+    origin, fetch_site = headers.get("Origin"), headers.get("Sec-Fetch-Site")
+    if origin is None and fetch_site in (None, "same-origin", "none"):
+        return  # not a browser, or a browser saying it is this site
+    origin_host = _origin_host(origin) if origin and origin != "null" else None
+    # Compare hosts only: behind a TLS proxy the scheme we see differs from the browser's.
+    if origin_host is not None and (origin_host == host.lower() or origin_host in trusted):
+        return
+    raise Forbidden(
+        "cross_site_request",
+        "This request came from another site; send it from this service's own pages or a non-browser "
+        "client (set JOBSERVICE_ALLOWED_ORIGINS to trust another site).",
+    )

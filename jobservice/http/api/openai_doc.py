@@ -64,6 +64,7 @@ def create_body(_catalog: Catalog) -> Schema:
 
 
 def remix_body(_catalog: Catalog) -> Schema:
+    """A remix's body: the new prompt, as JSON or a form."""
     schema = {"type": "object", "required": ["prompt"], "properties": {"prompt": {"type": "string"}}}
     return {"application/json": {"schema": schema}, "multipart/form-data": {"schema": schema}}
 

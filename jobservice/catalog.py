@@ -7,7 +7,7 @@ whose worker looks up the adapter named here. Parameter schemas are pydantic mod
 
 A leaf: the data types only (``ModelSpec``, ``ModelParams``, ``ValidationPolicy``, ``WorkerGroup``,
 ``Catalog``); it imports nothing of the project, and anything may import it. The models
-themselves come from ``jobservice.backends`` (the built-in ones and a deployment file's).
+themselves come from ``jobservice.families`` (the built-in ones and a deployment file's).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class ModelSpec:
     # A failed gate runs the job again with the next seed, up to this many times, unless the job
     # asks otherwise (jobservice.jobs.retries); a deployment file sets it per model.
     retry_on_validation_failure: int = 0  # at most MAX_GATE_RETRIES
-    # --- set by a deployment file (jobservice.backends) for the real model families -----------
+    # --- set by a deployment file (jobservice.families) for the real model families -----------
     backend: str = "builtin"  # adapter family: builtin, flashhead, flashtalk, omnirt, vllm-omni, diffusers
     config: dict[str, Any] = field(default_factory=dict)  # handed to Adapter.load as ``params``
     min_memory_gb: float | None = None  # free device memory needed before loading

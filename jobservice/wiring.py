@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from jobservice.backends.deployment import build_catalog
 from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
+from jobservice.families.deployment import build_catalog
 from jobservice.settings import Settings
 from jobservice.storage import ObjectStore, make_store
 

@@ -49,8 +49,8 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobservice.backends.deployment import default_catalog  # noqa: E402
 from jobservice.db.engine import Database  # noqa: E402
+from jobservice.families.deployment import default_catalog  # noqa: E402
 from jobservice.jobs.queries import get_job  # noqa: E402
 from scripts.bench_lib.duty import measure_duty, pct  # noqa: E402
 from scripts.bench_lib.same_work import SameWorkSite  # noqa: E402

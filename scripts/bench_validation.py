@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobservice.catalog import ValidationPolicy  # noqa: E402
 from jobservice.media.probe import probe_media  # noqa: E402
-from workers.media import StreamingEncoder  # noqa: E402
 from workers.validation import Expectation, validate_file, validate_streamed  # noqa: E402
+from workers.video import StreamingEncoder  # noqa: E402
 
 SIZE, FPS, SECONDS = 512, 25, 10
 FRAMES = FPS * SECONDS

@@ -35,7 +35,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 def _document(root: Path) -> Schema:
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))  # this checkout's jobservice, even beside another install
-    from jobservice.backends.deployment import build_catalog
+    from jobservice.families.deployment import build_catalog
     from jobservice.http.api.openapi import build_openapi
 
     return build_openapi(build_catalog())

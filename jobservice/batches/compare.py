@@ -21,7 +21,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobservice.batches.metrics import METRICS, Metric
+from jobservice.batches.figures import METRICS, Metric
 from jobservice.batches.stats import Comparison, compare_samples, inconclusive_reason, summarize
 
 log = logging.getLogger(__name__)

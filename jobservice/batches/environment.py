@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from jobservice import __version__
-from jobservice.batches.metrics import RunFacts
+from jobservice.batches.figures import RunFacts
 from jobservice.db.tables import WorkerRecord
 from jobservice.reports.buildinfo import commit, driver_versions
 

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from jobservice.batches.compare import compare_results, history_medians
 from jobservice.batches.environment import environment_changes, runs_environment
-from jobservice.batches.metrics import METRICS, RunFacts, figures_of, run_facts, samples_of, unavailable
+from jobservice.batches.figures import METRICS, RunFacts, figures_of, run_facts, samples_of, unavailable
 from jobservice.batches.render import render_csv, render_json, render_markdown
 from jobservice.batches.service import (
     abandon_if_incomplete,

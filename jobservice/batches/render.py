@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from jobservice.batches.compare import CASE_ORDER, disturbed_note, tracked_metrics
-from jobservice.batches.metrics import METRICS
+from jobservice.batches.figures import METRICS
 from jobservice.db.tables import Batch
 
 # The seed tables' columns, in their order; a spec's other tracked metrics follow.

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from jobservice.batches.metrics import DEFAULT_METRICS, METRICS
+from jobservice.batches.figures import DEFAULT_METRICS, METRICS
 from jobservice.errors import pydantic_problems
 from jobservice.storage import validate_key
 

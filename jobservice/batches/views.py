@@ -1,7 +1,7 @@
 """The JSON shape of a batch (``GET /batches/<id>``): plain pydantic models, importable without the
 service (the Python client, ``jobservice.client``, reads the API's answers into them).
 
-``jobservice.batches.schemas`` builds them from the database.
+``jobservice.batches.presenters`` builds them from the database.
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def status(batch_id: str, wait: bool, timeout: float, as_json: bool) -> None:
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
 def list_command(name: str | None, limit: int) -> None:
     """Batches, newest first."""
-    from jobservice.batches.schemas import list_batches
+    from jobservice.batches.presenters import list_batches
 
     services = cli_services()
     with clear_errors(), services.db.session() as session:
@@ -251,7 +251,7 @@ def _finished(services: Services, raw_id: str) -> Any:
 def _finish(services: Services, batch_id: uuid.UUID, *, wait: bool, timeout: float, as_json: bool) -> None:
     """Show (and with ``wait`` follow) a batch; exit non-zero if it ended badly."""
     from jobservice.batches.finalize import refresh_batch
-    from jobservice.batches.schemas import batch_view
+    from jobservice.batches.presenters import batch_view
 
     deadline = time.monotonic() + timeout
     with clear_errors():

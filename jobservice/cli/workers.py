@@ -17,7 +17,7 @@ from jobservice.settings import Settings
 
 
 def _plan(settings: Settings) -> list[dict[str, Any]]:
-    from jobservice.backends.deployment import build_catalog
+    from jobservice.families.deployment import build_catalog
     from jobservice.fleet.placement import parse_devices, servable_models
 
     catalog = build_catalog(settings.catalog_extra, deployment_file=settings.deployment_file)
@@ -45,7 +45,7 @@ def _plan(settings: Settings) -> list[dict[str, Any]]:
 @click.option("--check", is_flag=True, help="Exit 1 unless every group can serve all its models here.")
 def workers_command(deployment_file: Path | None, launch: bool, check: bool) -> None:
     """The deployment file's card groups: what each serves here, and how to start it."""
-    from jobservice.backends.deployment import DeploymentError
+    from jobservice.families.deployment import DeploymentError
 
     settings = Settings(deployment_file=deployment_file) if deployment_file else Settings()
     if settings.deployment_file is None:

@@ -1,7 +1,7 @@
 """The public shape of a job (``GET /jobs/<id>``): plain pydantic models, importable without the
 database or the service (the Python client, ``jobservice.client``, reads the API's answers into them).
 
-``jobservice.jobs.schemas`` builds them from job rows.
+``jobservice.jobs.presenters`` builds them from job rows.
 """
 
 from __future__ import annotations

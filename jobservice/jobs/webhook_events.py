@@ -14,8 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import TERMINAL_STATUSES, Job, JobStatus
+from jobservice.jobs.presenters import job_view
 from jobservice.jobs.queries import get_job
-from jobservice.jobs.schemas import job_view
 from jobservice.webhooks.outbox import enqueue, wants
 
 

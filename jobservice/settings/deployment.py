@@ -1,4 +1,4 @@
-"""Settings of the model catalog: which models run and where (jobservice.backends.deployment,
+"""Settings of the model catalog: which models run and where (jobservice.families.deployment,
 jobservice.wiring)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 class DeploymentSettings(BaseModel):
     """Models: the deployment file.
 
-    Read when the catalog is built (`jobservice.wiring.build_services`, `jobservice.backends.deployment`):
+    Read when the catalog is built (`jobservice.wiring.build_services`, `jobservice.families.deployment`):
     the built-in reference models, plus the real models a deployment file enables.
     """
 

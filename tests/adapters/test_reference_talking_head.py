@@ -165,7 +165,7 @@ def test_never_black_and_never_frozen_even_in_silence(animate: Callable[..., Any
         "-r",
         "25",
     ]
-    # As the pipeline's encoder does (workers/media): x264 veryfast, zerolatency, crf 20.
+    # As the pipeline's encoder does (workers/video): x264 veryfast, zerolatency, crf 20.
     encode += ["-i", "pipe:0", "-c:v", "libx264", "-preset", "veryfast", "-tune", "zerolatency", "-crf", "20"]
     encode += ["-pix_fmt", "yuv420p", str(video)]
     subprocess.run(encode, input=frames.tobytes(), check=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from jobservice.batches.compare import compare_results
+from jobservice.batches.figures import RunFacts, run_facts
 from jobservice.batches.finalize import case_results, judge
-from jobservice.batches.metrics import RunFacts, run_facts
 from jobservice.batches.render import TABLE_METRICS, render_comparison_text, render_csv, render_markdown
 from jobservice.db.tables import Batch
 from jobservice.reports.run_report import model_residency_of, residency_for

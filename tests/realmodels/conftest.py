@@ -49,7 +49,7 @@ def job_inputs(ctx: RecordingContext, speech_2s: Path) -> Callable[..., JobInput
 
 def deployed_spec(tmp_path: Path, model_id: str, entry: dict[str, Any]) -> Any:
     """The catalog spec a deployment file with this one entry yields."""
-    from jobservice.backends.deployment import load_deployment
+    from jobservice.families.deployment import load_deployment
     from tests.standins.deploy import write_deployment
 
     path = write_deployment(tmp_path / f"deploy-{model_id}.yaml", {"models": {model_id: entry}})
@@ -58,6 +58,6 @@ def deployed_spec(tmp_path: Path, model_id: str, entry: dict[str, Any]) -> Any:
 
 def fh_params(**overrides: Any) -> dict[str, Any]:
     """FlashHead parameters as the API resolves them (the quality profile by default)."""
-    from jobservice.backends.flashhead import FlashHeadParams
+    from jobservice.families.flashhead import FlashHeadParams
 
     return FlashHeadParams.model_validate(overrides).model_dump(mode="json")

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jobservice.backends.diffusers import DiffusersWanParams
+from jobservice.families.diffusers import DiffusersWanParams
 from jobservice.fleet.placement import parse_devices
 from tests.fakes.context import RecordingContext
 from tests.realmodels.conftest import deployed_spec

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobservice.backends.flashtalk import FlashTalkParams
+from jobservice.families.flashtalk import FlashTalkParams
 from jobservice.fleet.placement import parse_devices
 from tests.fakes.context import RecordingContext
 from tests.realmodels.conftest import deployed_spec

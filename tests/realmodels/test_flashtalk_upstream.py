@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jobservice.backends.flashtalk import FlashTalkParams
+from jobservice.families.flashtalk import FlashTalkParams
 from jobservice.fleet.placement import parse_devices
 from tests.fakes.context import RecordingContext
 from tests.realmodels.conftest import ROOT, deployed_spec

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from jobservice.backends.omnirt import OmniRTAudioParams, OmniRTTextParams
+from jobservice.families.omnirt import OmniRTAudioParams, OmniRTTextParams
 from jobservice.fleet.placement import parse_devices
 from tests.fakes.context import RecordingContext
 from tests.realmodels.conftest import deployed_spec
@@ -235,7 +235,7 @@ def test_server_mode_through_a_shared_folder_and_a_path_map(
 
 
 def test_the_manuals_omnirt_entries_load(tmp_path: Path) -> None:
-    from jobservice.backends.deployment import load_deployment
+    from jobservice.families.deployment import load_deployment
 
     text = (ROOT / "docs" / "models.md").read_text().split("\n## OmniRT\n", 1)[1]
     block = text.split("```yaml\n", 1)[1].split("```", 1)[0]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis as redis_lib
 
-from jobservice.backends.vllm_omni import VllmWanParams
+from jobservice.families.vllm_omni import VllmWanParams
 from jobservice.fleet.placement import parse_devices
 from tests.fakes.context import RecordingContext
 from tests.realmodels.conftest import deployed_spec

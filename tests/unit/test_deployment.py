@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobservice.backends.deployment import DeploymentError, build_catalog, load_deployment
+from jobservice.families.deployment import DeploymentError, build_catalog, load_deployment
 from jobservice.fleet.placement import parse_devices, servable_models
 from jobservice.jobs.submit import validate_params
 from tests.conftest import ROOT

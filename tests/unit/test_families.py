@@ -1,6 +1,6 @@
 """Every model family's two sides agree: the API module that registers it, and its worker adapter.
 
-Walks the registry (``jobservice.backends``), so a family added later is checked without
+Walks the registry (``jobservice.families``), so a family added later is checked without
 editing this file.
 """
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from jobservice.backends import FAMILIES
-from jobservice.backends.deployment import load_deployment, with_known_backend
-from jobservice.backends.reference import reference_specs
 from jobservice.catalog import ModelParams, ValidationPolicy
+from jobservice.families import FAMILIES
+from jobservice.families.deployment import load_deployment, with_known_backend
+from jobservice.families.reference import reference_specs
 from workers.adapters.base import Adapter
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -201,7 +201,7 @@ RENDERING_MODULES = {
     "jobservice.http.api.jobs",
     "jobservice.jobs.lookup",
     "jobservice.jobs.retries",
-    "jobservice.jobs.schemas",
+    "jobservice.jobs.presenters",
     "sqlalchemy.engine.result",
     "sqlalchemy.engine.row",
     "sqlalchemy.orm.attributes",

@@ -3,7 +3,7 @@ are new (workers/adapters/soulx/flashtalk_checkout.py, flashtalk_resident.new_fr
 
 from __future__ import annotations
 
-from jobservice.backends.flashtalk import FlashTalkParams
+from jobservice.families.flashtalk import FlashTalkParams
 from workers.adapters.soulx.flashtalk_checkout import effective_key, not_honoured, requested, warning
 from workers.adapters.soulx.flashtalk_resident import new_frames_of
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from jobservice.backends.deployment import default_catalog
 from jobservice.db.engine import Database
 from jobservice.db.tables import FleetGroup, Job, LedgerSpan, ModelSpeed, utcnow
+from jobservice.families.deployment import default_catalog
 from jobservice.fleet import costs, groups
 from jobservice.fleet.eta import parse
 from jobservice.fleet.usage import Phases, add_attempt, fair_usage, record_attempt

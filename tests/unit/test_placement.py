@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobservice.backends.deployment import default_catalog
+from jobservice.families.deployment import default_catalog
 from jobservice.fleet.placement import DeviceSpecError, parse_devices, pinning_env, servable_models
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, JobStatus
+from jobservice.jobs.presenters import job_views, list_jobs
 from jobservice.jobs.queries import get_job, queue_position, queue_positions
-from jobservice.jobs.schemas import job_views, list_jobs
 from jobservice.jobs.transitions import claim_job, mark_canceled
 from tests.factories import new_job, sqlite_copy
 from tests.unit.test_usage_counters import rows_ahead

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from jobservice.backends.deployment import load_deployment
-from jobservice.backends.reference import reference_specs
 from jobservice.db.tables import Job
 from jobservice.errors import Invalid
+from jobservice.families.deployment import load_deployment
+from jobservice.families.reference import reference_specs
 from jobservice.jobs import retries
 from tests.fakes.zoo import specs as zoo_specs
 

@@ -27,7 +27,7 @@ from jobservice.storage import local as local_module
 from jobservice.storage import retry as retry_module
 from jobservice.storage.s3 import _translate
 from tests.factories import new_job, sqlite_copy
-from workers.run import finish
+from workers.run import tail
 from workers.run.heartbeat import Heartbeat
 
 OUTAGE = OperationalError("UPDATE jobs ...", {}, Exception("server closed the connection unexpectedly"))
@@ -36,8 +36,8 @@ OUTAGE = OperationalError("UPDATE jobs ...", {}, Exception("server closed the co
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(retry_module, "RETRY_DELAYS", (0.01, 0.01, 0.01))
-    monkeypatch.setattr(finish, "FIRST_RETRY_SECONDS", 0.01)
-    monkeypatch.setattr(finish, "MAX_RETRY_SECONDS", 0.02)
+    monkeypatch.setattr(tail, "FIRST_RETRY_SECONDS", 0.01)
+    monkeypatch.setattr(tail, "MAX_RETRY_SECONDS", 0.02)
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ def test_a_full_store_fails_the_job_with_a_clear_code(
         local_module.shutil, "copyfile", lambda *_: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full"))
     )
     with pytest.raises(AdapterError) as caught:
-        finish.store_output(store, "jobs/a/output.mp4", video)
+        tail.store_output(store, "jobs/a/output.mp4", video)
     assert caught.value.code == "storage_full" and "nothing was stored" in caught.value.message
 
 
@@ -170,7 +170,7 @@ def test_the_final_write_retries_while_the_lease_holds(db: Database) -> None:
             raise outages.pop()
         write(session)
 
-    outcome = finish.write_final(
+    outcome = tail.write_final(
         db, flaky, job_id=job_id, owner=owner, target=JobStatus.SUCCEEDED, lease_held=lambda: True
     )
     assert outcome == "written" and outages == []
@@ -185,7 +185,7 @@ def test_the_final_write_gives_up_when_the_lease_is_gone(db: Database) -> None:
         raise OUTAGE
 
     held = iter([True, True, False])
-    outcome = finish.write_final(
+    outcome = tail.write_final(
         db, down, job_id=job_id, owner=owner, target=JobStatus.SUCCEEDED, lease_held=lambda: next(held)
     )
     assert outcome == "unknown" and len(tries) == 3
@@ -204,7 +204,7 @@ def test_a_commit_whose_answer_was_lost_counts_as_written(db: Database) -> None:
             raise OUTAGE  # ...and the connection died before the answer came back
         write(session)
 
-    outcome = finish.write_final(
+    outcome = tail.write_final(
         db,
         committed_then_dropped,
         job_id=job_id,
@@ -220,7 +220,7 @@ def test_a_job_taken_by_another_attempt_is_lost(db: Database) -> None:
     with db.session() as s:
         requeue_job(s, job_id, owner=owner, reason="test")
         claim_job(s, job_id, worker_id="w#2", lease_seconds=30)
-    outcome = finish.write_final(
+    outcome = tail.write_final(
         db,
         succeed(job_id, owner),
         job_id=job_id,

@@ -6,7 +6,7 @@ import pytest
 
 from jobservice.catalog import ValidationPolicy
 from jobservice.reports.run_report import Segment
-from workers.media.detect import (
+from workers.video.detect import (
     detector_filter,
     error_lines,
     freeze_beyond_black,

@@ -17,8 +17,8 @@ import pytest
 from jobservice.catalog import ValidationPolicy
 from jobservice.media.probe import probe_media
 from tests.validation.conftest import moving_frames
-from workers.media import EncoderError, StreamingEncoder
 from workers.validation import Expectation, validate_streamed
+from workers.video import EncoderError, StreamingEncoder
 
 W = H = 128
 FPS = 25

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from workers.media.procs import kill_and_reap, wait_exit, wait_with_rusage
+from workers.video.procs import kill_and_reap, wait_exit, wait_with_rusage
 
 
 def _child(code: str) -> subprocess.Popen[bytes]:

@@ -8,8 +8,8 @@ from typing import Literal
 
 from pydantic import Field, SecretStr
 
-from jobservice.backends.reference import REFERENCE_T2V, REFERENCE_TALKING_HEAD
 from jobservice.catalog import ModelParams, ModelSpec
+from jobservice.families.reference import REFERENCE_T2V, REFERENCE_TALKING_HEAD
 from jobservice.http.web.charts import format_ms, format_value, stage_bar, timeline
 from jobservice.http.web.forms import param_fields
 from jobservice.http.web.security import content_security_policy, session_secret

@@ -2,6 +2,6 @@
 (FlashHead, FlashTalk), omnirt/, vllm_omni, diffusers_wan; processes/ holds what the adapters
 that drive other processes and servers share. ``base`` is the contract every adapter meets.
 
-The API side of each family is ``jobservice/backends/<family>.py``; tests/unit/test_families.py
+The API side of each family is ``jobservice/families/<family>.py``; tests/unit/test_families.py
 checks that the two agree.
 """

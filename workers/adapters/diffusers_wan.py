@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from jobservice.backends.diffusers import DiffusersEntry
+from jobservice.families.diffusers import DiffusersEntry
 from workers.adapters.base import (
     Adapter,
     AdapterError,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from jobservice.backends.deployment import parse_entry
+from jobservice.families.deployment import parse_entry
 from workers.adapters.base import AdapterError
 
 E = TypeVar("E")

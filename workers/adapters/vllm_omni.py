@@ -28,7 +28,7 @@ from typing import Any
 
 import requests
 
-from jobservice.backends.vllm_omni import VllmOmniEntry
+from jobservice.families.vllm_omni import VllmOmniEntry
 from workers.adapters.base import (
     Adapter,
     AdapterError,

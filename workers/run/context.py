@@ -22,8 +22,8 @@ from jobservice.catalog import ValidationPolicy
 from jobservice.db.tables import Stage, utcnow
 from jobservice.reports.run_report import ChunkTelemetry
 from workers.adapters.base import AdapterError, JobCanceled, VideoFormat
-from workers.media.encoder import EncoderError, EncodeResult, StreamingEncoder
 from workers.run.heartbeat import Heartbeat
+from workers.video.encoder import EncoderError, EncodeResult, StreamingEncoder
 
 # Progress of the whole job: fetch/load take the first slice, the model most of it, the tail the rest.
 GENERATE_FROM, GENERATE_TO = 0.05, 0.95

@@ -44,9 +44,9 @@ from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutpu
 from workers.devices import memory_report, reset_peak_memory
 from workers.host_activity import HostWindow
 from workers.run.context import LeaseLostError, PipelineContext
-from workers.run.finish import expectation_of, store_output, summary_timings, write_final
 from workers.run.heartbeat import Heartbeat
 from workers.run.report import build_report, failed_check_message, validation_summary
+from workers.run.tail import expectation_of, store_output, summary_timings, write_final
 from workers.runtime import WorkerRuntime
 from workers.validation import validate_file, validate_streamed
 
@@ -410,7 +410,7 @@ class JobRun:
         return key
 
     def _finish(self, transition: Callable[[Session], None], report: RunReport, target: JobStatus) -> bool:
-        """Make the final transition, retried while the run holds its lease (workers/run/finish.py);
+        """Make the final transition, retried while the run holds its lease (workers/run/tail.py);
         False if the job is no longer ours."""
         self.heartbeat.finishing.set()
         self._store_log(

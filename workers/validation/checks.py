@@ -11,7 +11,7 @@ from typing import Any
 
 from jobservice.catalog import ValidationPolicy
 from jobservice.reports.run_report import Check, ProbeFacts, Segment, StreamFacts
-from workers.media.detect import freeze_beyond_black, total_seconds
+from workers.video.detect import freeze_beyond_black, total_seconds
 
 STREAMED_CODECS = ("h264",)
 FILE_CODECS = ("h264", "hevc", "vp9", "av1")

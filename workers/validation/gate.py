@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Literal
 from jobservice.catalog import ValidationPolicy
 from jobservice.media.probe import ProbeError, ffmpeg_path, probe_media
 from jobservice.reports.run_report import ProbeFacts, Validation
-from workers.media.detect import detector_filter, error_lines, parse_detections, parse_progress_frames
-from workers.media.procs import PipeReader, kill_and_reap, wait_with_rusage
 from workers.validation.checks import FILE_CODECS, STREAMED_CODECS, Expectation, Findings, build_checks
+from workers.video.detect import detector_filter, error_lines, parse_detections, parse_progress_frames
+from workers.video.procs import PipeReader, kill_and_reap, wait_with_rusage
 
-if TYPE_CHECKING:  # at runtime workers.media imports this package, not the other way round
-    from workers.media.encoder import EncodeResult
+if TYPE_CHECKING:  # at runtime workers.video imports this package, not the other way round
+    from workers.video.encoder import EncodeResult
 
 __all__ = ["Expectation", "validate_file", "validate_streamed"]
 

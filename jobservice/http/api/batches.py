@@ -16,8 +16,8 @@ from sqlalchemy import select
 from jobservice.batches.compare import compare_results
 from jobservice.batches.finalize import refresh_batch
 from jobservice.batches.plan import plan_batch, private_paths
+from jobservice.batches.presenters import BatchView, batch_jobs, batch_view, list_batches, list_views
 from jobservice.batches.render import render_csv, render_json, render_markdown
-from jobservice.batches.schemas import BatchView, batch_jobs, batch_view, list_batches, list_views
 from jobservice.batches.service import cancel_batch, create_batch, parse_batch_id, pin_batch, resume_batch
 from jobservice.batches.spec import (
     MAX_SPEC_BYTES,
@@ -48,7 +48,7 @@ from jobservice.http.api.doc import (
 )
 from jobservice.http.api.jobs import services
 from jobservice.jobs.idempotency import parse_idempotency_key
-from jobservice.jobs.schemas import batch_jobs_page, job_views
+from jobservice.jobs.presenters import batch_jobs_page, job_views
 
 bp = Blueprint("batches", __name__)
 api = RouteTable(bp)

@@ -33,8 +33,8 @@ from jobservice.http.api.prefer import PREFER_WAIT, applied, held
 from jobservice.http.api.submission import parse_submission
 from jobservice.jobs import retries
 from jobservice.jobs.lookup import job_of, read_job_row
+from jobservice.jobs.presenters import JobList, job_view, job_views, list_jobs
 from jobservice.jobs.queries import count_ahead, count_ahead_of_new, events_of
-from jobservice.jobs.schemas import JobList, job_view, job_views, list_jobs
 from jobservice.jobs.submit import submit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
 from jobservice.reports.visibility import tenant_view

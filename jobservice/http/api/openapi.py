@@ -23,7 +23,7 @@ from jobservice.http.api.fleet import FLEET_MODELS
 from jobservice.http.api.openai_doc import OPENAI_MODELS
 from jobservice.http.api.quota import QUOTA_MODELS
 from jobservice.http.api.submission import JobCreate
-from jobservice.jobs.schemas import JobView
+from jobservice.jobs.presenters import JobView
 from jobservice.reports.run_report import RunReport
 
 ERROR: Schema = {

@@ -26,7 +26,7 @@ from typing import Any
 from flask import Blueprint, Flask, Response, current_app, request
 
 from jobservice.batches.finalize import refresh_batch
-from jobservice.batches.schemas import batch_view
+from jobservice.batches.presenters import batch_view
 from jobservice.batches.states import BatchStatus
 from jobservice.errors import Unavailable
 from jobservice.fleet.eta import latest as latest_forecast
@@ -34,8 +34,8 @@ from jobservice.http.api.batches import load_batch
 from jobservice.http.api.doc import RouteTable, in_path, in_query, refused
 from jobservice.http.api.jobs import load_job, services
 from jobservice.http.api.prefer import Holds, holds_of, install_watcher, watcher_of
+from jobservice.jobs.presenters import job_view
 from jobservice.jobs.queries import get_job
-from jobservice.jobs.schemas import job_view
 from jobservice.jobs.watch import (
     BatchState,
     JobState,

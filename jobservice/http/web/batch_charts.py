@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jobservice.batches.metrics import METRICS
+from jobservice.batches.figures import METRICS
 from jobservice.db.tables import Batch
 
 W, H = 220.0, 80.0

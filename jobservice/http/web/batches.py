@@ -12,8 +12,8 @@ from typing import Any
 
 from flask import Blueprint, Response, flash, redirect, render_template, request, url_for
 
+from jobservice.batches.presenters import batch_view, history, list_batches, list_views, spec_names
 from jobservice.batches.render import SECTIONS, fmt, fmt_change, metric_heading, report_data, shown_metrics
-from jobservice.batches.schemas import batch_view, history, list_batches, list_views, spec_names
 from jobservice.batches.service import BATCH_STATUSES, pin_batch
 from jobservice.batches.states import BatchStatus
 from jobservice.http.api.auth import current_principal

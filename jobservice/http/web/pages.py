@@ -27,8 +27,8 @@ from jobservice.http.web.blueprint import bp
 from jobservice.http.web.charts import failed_first, stage_bar, timeline
 from jobservice.http.web.security import check_csrf
 from jobservice.http.web.wording import eta_text, failure_text, queue_text, stage_text
+from jobservice.jobs.presenters import job_view, job_views, list_jobs
 from jobservice.jobs.queries import events_of
-from jobservice.jobs.schemas import job_view, job_views, list_jobs
 from jobservice.jobs.submit import resubmit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
 from jobservice.media.uploads import MIME_BY_EXTENSION

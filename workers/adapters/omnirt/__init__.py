@@ -1,5 +1,5 @@
 """OmniRT, through ``python -m omnirt generate --config`` or ``omnirt serve``: the adapter and
 the request it sends (request.py).
 
-Imports the adapter contract, processes/ and ``jobservice.backends.omnirt`` (its API side).
+Imports the adapter contract, processes/ and ``jobservice.families.omnirt`` (its API side).
 """

@@ -34,7 +34,7 @@ from typing import Any
 
 import requests
 
-from jobservice.backends.omnirt import OmniRTEntry
+from jobservice.families.omnirt import OmniRTEntry
 from jobservice.media.probe import ProbeError, probe_media
 from workers.adapters.base import (
     Adapter,

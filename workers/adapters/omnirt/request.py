@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jobservice.backends.omnirt import (
+from jobservice.families.omnirt import (
     OMNIRT_REQUEST_CONFIG_KEYS,
     OmniRTEntry,
     omnirt_refusal,

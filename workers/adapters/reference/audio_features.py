@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from workers.adapters.base import AdapterError
-from workers.media.audio_cap import FALLBACK_MAX_AUDIO_S
+from workers.video.audio_cap import FALLBACK_MAX_AUDIO_S
 
 SAMPLE_RATE = 16000
 N_FFT = 512
@@ -35,7 +35,7 @@ def decode_audio(
     path: Path, ffmpeg: str = "ffmpeg", *, max_seconds: float = FALLBACK_MAX_AUDIO_S
 ) -> np.ndarray:
     """Decode any audio ffmpeg reads to 16 kHz mono float32 samples in [-1, 1], at most ``max_seconds``
-    of it (``workers.media.audio_cap``: a header that lies about the length cannot make it decode hours).
+    of it (``workers.video.audio_cap``: a header that lies about the length cannot make it decode hours).
 
     Raises AdapterError("invalid_audio") when the file is not audio or holds (almost) nothing.
     """

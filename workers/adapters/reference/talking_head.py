@@ -40,7 +40,7 @@ from workers.adapters.reference.talking_head_motion import (
     rest_frames,
 )
 from workers.adapters.reference.talking_head_render import PortraitRenderer
-from workers.media.audio_cap import audio_cap_s
+from workers.video.audio_cap import audio_cap_s
 
 MAX_INPUT_PIXELS = 50_000_000
 MIN_SIDE = 32

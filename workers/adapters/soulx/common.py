@@ -8,14 +8,14 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobservice.backends.flashhead import FlashHeadEntry
-from jobservice.backends.flashtalk import FlashTalkEntry
+from jobservice.families.flashhead import FlashHeadEntry
+from jobservice.families.flashtalk import FlashTalkEntry
 from jobservice.fleet.placement import DeviceContext, pinning_env
 from jobservice.media.probe import ProbeError, decoded_seconds
 from workers.adapters.base import AdapterError, JobInputs
 from workers.adapters.processes.child import ENV_SCRIPT_FAILED, last_lines
 from workers.adapters.processes.memory import is_out_of_memory
-from workers.media.audio_cap import FALLBACK_MAX_AUDIO_S
+from workers.video.audio_cap import FALLBACK_MAX_AUDIO_S
 
 
 @dataclass(frozen=True)

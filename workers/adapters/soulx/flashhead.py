@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobservice.backends.flashhead import FlashHeadEntry
+from jobservice.families.flashhead import FlashHeadEntry
 from jobservice.reports.run_report import ChunkTelemetry
 from workers.adapters.base import (
     Adapter,

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobservice.backends.flashtalk import FLASHTALK_RELOAD_KEYS, FlashTalkEntry
+from jobservice.families.flashtalk import FLASHTALK_RELOAD_KEYS, FlashTalkEntry
 from workers.adapters.base import (
     Adapter,
     AdapterError,

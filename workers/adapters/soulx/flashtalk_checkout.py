@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from jobservice.backends.flashtalk import FLASHTALK_RELOAD_KEYS
+from jobservice.families.flashtalk import FLASHTALK_RELOAD_KEYS
 from workers.adapters.base import AdapterError, RunContext
 
 CHECKOUT_NOTE = (

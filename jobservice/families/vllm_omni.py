@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from jobservice.backends.entry import EntryBase
-from jobservice.backends.family import Family, register
-from jobservice.backends.params import WanParams
 from jobservice.catalog import ValidationPolicy
+from jobservice.families.entry import EntryBase
+from jobservice.families.family import Family, register
+from jobservice.families.params import WanParams
 
 
 class VllmOmniEntry(EntryBase):

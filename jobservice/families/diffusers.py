@@ -9,10 +9,10 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from jobservice.backends.entry import EntryBase, resolve_path
-from jobservice.backends.family import Family, register
-from jobservice.backends.params import WanParams
 from jobservice.catalog import ValidationPolicy
+from jobservice.families.entry import EntryBase, resolve_path
+from jobservice.families.family import Family, register
+from jobservice.families.params import WanParams
 
 
 class DiffusersEntry(EntryBase):

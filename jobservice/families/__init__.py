@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from jobservice.backends.family import FAMILIES, Family, register
+from jobservice.families.family import FAMILIES, Family, register
 
 __all__ = ["FAMILIES", "Family", "register"]
 

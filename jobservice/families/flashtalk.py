@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from jobservice.backends.entry import ScriptEntry, resolve_path
-from jobservice.backends.family import Family, register
 from jobservice.catalog import ModelParams, ValidationPolicy
+from jobservice.families.entry import ScriptEntry, resolve_path
+from jobservice.families.family import Family, register
 
 
 class FlashTalkEntry(ScriptEntry):

@@ -7,7 +7,7 @@ paths resolve against the file's folder. Whether the paths exist is NOT checked 
 host rarely has the checkouts; the worker that would run a model checks them
 (``ModelSpec.required_paths``) and skips the model with the reason.
 
-Each entry is read with its family's schema (``jobservice.backends.<family>``): the entry types
+Each entry is read with its family's schema (``jobservice.families.<family>``): the entry types
 below are the registered families', so a new family needs no change here.
 """
 
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from jobservice.backends.entry import EntryBase
-from jobservice.backends.family import FAMILIES, config_problem, known_backend
-from jobservice.backends.params import with_defaults
-from jobservice.backends.reference import reference_specs
 from jobservice.catalog import Catalog, ModelSpec, ValidationPolicy, WorkerGroup
+from jobservice.families.entry import EntryBase
+from jobservice.families.family import FAMILIES, config_problem, known_backend
+from jobservice.families.params import with_defaults
+from jobservice.families.reference import reference_specs
 from jobservice.fleet.placement import DeviceSpecError, parse_devices
 
 __all__ = [

@@ -24,10 +24,10 @@ import numpy as np
 from jobservice.catalog import ValidationPolicy
 from jobservice.media.probe import ProbeError, ffmpeg_path, probe_media
 from jobservice.reports.run_report import ProbeFacts, Segment
-from workers.media.commands import decoder_argv, encoder_argv
-from workers.media.detect import error_lines, parse_detections, parse_progress_frames
-from workers.media.fastprobe import PrestartedProbe
-from workers.media.procs import PipeReader, kill_and_reap, wait_exit, wait_with_rusage
+from workers.video.commands import decoder_argv, encoder_argv
+from workers.video.detect import error_lines, parse_detections, parse_progress_frames
+from workers.video.fastprobe import PrestartedProbe
+from workers.video.procs import PipeReader, kill_and_reap, wait_exit, wait_with_rusage
 
 _LOG_TAIL = 16384
 _DETECTOR_LOG = 4 * 2**20

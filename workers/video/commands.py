@@ -6,7 +6,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from jobservice.catalog import ValidationPolicy
-from workers.media.detect import detector_filter
+from workers.video.detect import detector_filter
 
 
 def ffmpeg_rate(fps: float) -> str:

@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from jobservice.backends.entry import EntryBase, resolve_command, resolve_path
-from jobservice.backends.family import Family, register
-from jobservice.backends.params import SEED_FIELD
 from jobservice.catalog import ModelParams, ValidationPolicy
+from jobservice.families.entry import EntryBase, resolve_command, resolve_path
+from jobservice.families.family import Family, register
+from jobservice.families.params import SEED_FIELD
 
 
 class OmniRTEntry(EntryBase):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from jobservice.media.probe import ProbeError, ffmpeg_path, parse_probe_json
 from jobservice.reports.run_report import ProbeFacts
-from workers.media.procs import PipeReader, kill_and_reap, wait_exit
+from workers.video.procs import PipeReader, kill_and_reap, wait_exit
 
 
 class PrestartedProbe:

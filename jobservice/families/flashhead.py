@@ -10,9 +10,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from jobservice.backends.entry import ScriptEntry
-from jobservice.backends.family import Family, register
 from jobservice.catalog import ModelParams, ValidationPolicy
+from jobservice.families.entry import ScriptEntry
+from jobservice.families.family import Family, register
 
 
 class FlashHeadEntry(ScriptEntry):

@@ -8,8 +8,8 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError, create_model, model_validator
 
-from jobservice.backends.family import config_problem
 from jobservice.catalog import ModelParams
+from jobservice.families.family import config_problem
 
 SEED_FIELD = Field(default=None, ge=0, le=2**32 - 1, description="Random seed; chosen if absent.")
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobservice.backends.entry import EntryBase
 from jobservice.catalog import ModelParams, ValidationPolicy
+from jobservice.families.entry import EntryBase
 
 
 def _same_mode(_entry: Any, default: str) -> str:

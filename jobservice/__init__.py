@@ -1,7 +1,7 @@
 """jobservice: a queue-backed batch video job service (the API side and the shared domain).
 
 Domain packages: ``db`` (engine, tables, migrations), ``jobs`` (state machine, submit,
-reaper), ``catalog`` (a leaf of data types), ``backends`` (one module per model family),
+reaper), ``catalog`` (a leaf of data types), ``families`` (one module per model family),
 ``storage``, ``batches``, ``media`` (probe, uploads), ``reports`` (RunReport), ``fleet``
 (placement, worker presence); leaf modules ``settings``, ``errors``, ``logs``; ``wiring`` builds
 the collaborators every entry point shares and ``broker`` the Celery wiring (one queue per

@@ -44,6 +44,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -428,7 +429,7 @@ def verdict(soak: Soak, status: dict[str, str], receiver: Receiver) -> dict[str,
     doubled = [str(i) for i in ids if endings.get(i, 0) > 1]
     unended = [str(i) for i in ids if status[str(i)] in TERMINAL and endings.get(i, 0) == 0]
     bad_videos = [str(job.id) for job in succeeded if not video_matches(soak, job)]
-    found = check(services, min_age=__import__("datetime").timedelta(0))
+    found = check(services, min_age=timedelta(0))
     expected = {d.message_id for d in deliveries}
     missing = sorted(expected - set(receiver.seen))
     twice = sorted(m for m, n in receiver.seen.items() if n > 1)

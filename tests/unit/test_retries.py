@@ -3,6 +3,8 @@ each try, and what a deployment file sets."""
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +46,6 @@ def test_a_model_without_a_seed_and_a_regression_batch_cannot_retry() -> None:
 
 
 def test_the_promise_is_the_jobs_own_else_the_models_default() -> None:
-    from dataclasses import replace
-
     spec = replace(T2V, retry_on_validation_failure=2)
     assert retries.resolved_retries(spec, None, batch=False) == 2
     assert retries.resolved_retries(spec, 0, batch=False) == 0
@@ -63,7 +63,7 @@ def test_each_try_runs_the_next_seed_and_wraps_at_2_to_the_32() -> None:
     assert retries.run_params(job) == {"seed": 1, "prompt": "x"} and retries.retries_left(job) == 1
     assert job.params["seed"] == 2**32 - 1, "the request is not changed"
     assert retries.seed_of_try({"prompt": "x"}, 3) is None
-    job.batch_id = __import__("uuid").uuid4()
+    job.batch_id = uuid.uuid4()
     assert retries.retries_left(job) == 0
 
 

@@ -4,6 +4,7 @@ answers (rendering reads the job's row and the forecast, nothing else) watched."
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 import uuid
@@ -253,11 +254,17 @@ def reads_while(render: Callable[..., object], *args: Any) -> tuple[set[str | No
             elif isinstance(owner, type) and issubclass(owner, date) and arg.__name__ in CLOCK_READS:
                 outside.add(f"{owner.__name__}.{arg.__name__}")
 
+    # A garbage collection may start inside ``render`` and run other code's gc callbacks (hypothesis
+    # installs one once imported): that is not rendering, so the collector waits until after.
+    collecting = gc.isenabled()
+    gc.disable()
     sys.setprofile(watch)
     try:
         render(*args)
     finally:
         sys.setprofile(None)
+        if collecting:
+            gc.enable()
     return modules, outside
 
 

@@ -6,7 +6,13 @@ call); ``jobservice.fleet.simulate`` only plays the cards' time (loads, generati
 ``jobservice.fleet.replay`` reads the trace and counts. A week of trace runs in seconds.
 
 Usage: scripts/bench_fleet.py --trace scripts/traces/910b-night.jsonl [--policy demand|static]
-       [--no-compare] [--no-eta] [--schedule-out FILE] [--half-life S]
+       [--no-compare] [--no-eta] [--schedule-out FILE] [--half-life S] [--nights N]
+
+With ``--nights N`` the trace is played N days in a row, later days like the first but not the same
+(each tenant's arrivals moved by up to ``--jitter`` seconds, each job left out with probability
+``--thin``): the forecast expects each day what arrived the day before (as the service does from its
+jobs table), and the ETA figures are those of the last day, with the first day's (no history yet)
+under ``"eta_first_night"``.
 
 With ``--policy demand`` (the default) the same trace is also replayed with ``static`` (today's
 pinned fleet) and its figures are printed under ``"static"``, with the ratios, in the same run.
@@ -24,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobservice.fleet.replay import Etas, figures, read_trace, replay, schedule  # noqa: E402
+from jobservice.fleet.replay import Etas, eta_figures, figures, nights, read_trace, replay, schedule  # noqa: E402
 
 
 def main() -> int:
@@ -48,14 +54,28 @@ def main() -> int:
         help="give every arrival the ETA the service would (a forecast per 5 s of trace with arrivals; "
         "--no-eta replays the policy alone, much faster)",
     )
+    parser.add_argument("--nights", type=int, default=1, help="play the trace this many days in a row")
+    parser.add_argument(
+        "--jitter", type=float, default=600.0, help="later nights: a tenant's arrivals move by up to this (s)"
+    )
+    parser.add_argument(
+        "--thin", type=float, default=0.1, help="later nights: each job left out with this probability"
+    )
+    parser.add_argument("--seed", type=int, default=1, help="the draw of later nights' differences")
     args = parser.parse_args()
 
-    trace = read_trace(args.trace)
+    trace = nights(read_trace(args.trace), args.nights, jitter_s=args.jitter, thin=args.thin, seed=args.seed)
     started = time.perf_counter()
     etas = Etas() if args.policy == "demand" and args.eta else None
     result = replay(trace, policy=args.policy, half_life_s=args.half_life, etas=etas)
     out = figures(result)
     out["trace"] = args.trace.name
+    out["nights"] = args.nights
+    if args.nights > 1:
+        out["later_nights"] = {"jitter_s": args.jitter, "thin": args.thin, "seed": args.seed}
+    if args.nights > 1 and etas is not None:
+        out.update(eta_figures([j for j in result.jobs if j.id.endswith(f"@{args.nights}")]))
+        out["eta_first_night"] = eta_figures([j for j in result.jobs if "@" not in j.id])
     if args.compare if args.compare is not None else args.policy == "demand":
         base = figures(replay(trace, policy="static", half_life_s=args.half_life))
         out["static"] = base

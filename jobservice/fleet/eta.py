@@ -6,7 +6,8 @@ compare-and-swap on its timestamp, so one process at a time computes it: every w
 round tries) and replaces it. A submission of many jobs at once (a batch) replaces it at once, so
 those jobs' first answers already have their ETAs. The forecast plays the fleet forward with the
 production policy from the state the dispatcher reads: groups busy until their jobs should end, the
-queue in fair order, each model's measured speed and load time.
+queue in fair order, each model's measured speed and load time, and the batch jobs that arrived a
+day ago over the next hours, expected again (``forecast.recurring``).
 
 A job's ETA is honest about what it cannot know: no online group may run its model (``no_group``),
 or its model was never measured and its deployment gives no default (``not_measured``: the ETA is
@@ -33,7 +34,7 @@ from jobservice.db.engine import Database
 from jobservice.db.rows import insert_missing
 from jobservice.db.tables import FleetForecast, Job, JobStatus, utcnow
 from jobservice.fleet.dispatch import Snapshot, read_state
-from jobservice.fleet.forecast import FRESH, Forecast, forecast, usage_levels
+from jobservice.fleet.forecast import DAY, EARLY, FRESH, Forecast, forecast, recurring, usage_levels
 from jobservice.fleet.policy import can_host
 from jobservice.fleet.simulate import Engine, SimJob
 from jobservice.fleet.usage import fair_usage, weights
@@ -42,6 +43,7 @@ from jobservice.settings import Settings
 log = logging.getLogger(__name__)
 
 HORIZON = 2000  # jobs played one by one; the rest of each sub-queue is extrapolated
+HISTORY_ROWS = 50_000  # at most this many of the last day's batch jobs are read to expect again
 SPREAD = 10.0  # a forecast's cost is at most a tenth of one process's time
 READ_EVERY_SECONDS = 1.0  # a process looks for a newer stored forecast at most this often
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -134,13 +136,36 @@ def _engine(session: Session, snapshot: Snapshot, settings: Settings, catalog: C
     return engine
 
 
+def _history(session: Session, engine: Engine, settings: Settings) -> list[SimJob]:
+    """The batch jobs submitted since a day (and ``EARLY``) ago: what ``recurring`` learns from."""
+    if not settings.forecast_expects_yesterday:
+        return []
+    since = datetime.fromtimestamp(engine.now - DAY - EARLY, UTC)
+    rows = session.execute(
+        select(Job.id, Job.model, Job.tenant, Job.priority, Job.output_seconds, Job.created_at)
+        .where(Job.created_at > since, Job.priority >= settings.batch_priority)
+        .order_by(Job.created_at, Job.id)
+        .limit(HISTORY_ROWS)
+    )
+    return [
+        SimJob(
+            str(r.id), r.model, r.tenant, r.priority, float(r.output_seconds or 0.0), r.created_at.timestamp()
+        )
+        for r in rows
+        if r.model in engine.models
+    ]
+
+
 def compute(session: Session, catalog: Catalog, settings: Settings) -> dict[str, Any]:
     """The forecast now, as stored (JSON-ready)."""
     snapshot = read_state(session, catalog, settings)
     engine = _engine(session, snapshot, settings, catalog)
     tenants = usage_levels(engine.fair_usage())
     priorities = {0, settings.batch_priority}
-    result = forecast(engine, tenants=tenants, priorities=priorities, horizon=HORIZON, in_place=True)
+    expected = recurring(_history(session, engine, settings), engine.now, lowest=settings.batch_priority)
+    result = forecast(
+        engine, expected=expected, tenants=tenants, priorities=priorities, horizon=HORIZON, in_place=True
+    )
     servable = {
         m for m, c in snapshot.state.models.items() if any(can_host(g, c) for g in snapshot.state.groups)
     }

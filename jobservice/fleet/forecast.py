@@ -14,6 +14,13 @@ more job like its last, 1 / its rate from now: a model no group holds then takes
 the forecast as it will in the fleet. (Playing every expected arrival would cost a forecast far
 more than it gains: measured on the shipped traces, the one next job is what moves the ETAs.)
 
+What arrived one day ago is expected again (``recurring``): nightly batches come at the same time
+every night, and a tenant that queues 300 jobs every night a minute after another's 900 takes its
+share of cards each night. Each job submitted in the next ``ahead`` seconds a day ago is expected
+at the same time today; one due earlier than now is dropped (it came today or it did not), and
+one whose like came early today is matched with it. A service running less than a day has only the
+rates above to go on; a night unlike the last gets ETAs that move as it unfolds.
+
 Jobs past ``horizon`` starts are not played one by one: each gets its sub-queue's last forecast
 start plus its place times the sub-queue's spacing (the mean gap between its forecast starts).
 
@@ -24,7 +31,7 @@ The service refreshes the forecast every few seconds and after a submission of m
 from __future__ import annotations
 
 import copy
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -33,6 +40,9 @@ from jobservice.fleet.simulate import Engine, SimJob
 
 FRESH = "*"  # the probes' tenant that has used nothing (every real tenant name is a slug)
 EXPECTED = "expected:"  # the id prefix of a forecast's expected arrivals
+DAY = 86400.0
+AHEAD = DAY / 2  # how far ahead yesterday's arrivals are expected again
+EARLY = 3600.0  # a batch that comes this much ahead of yesterday's time is still the same batch
 Key = tuple[str, int, str]  # (model, priority, tenant)
 
 
@@ -84,9 +94,58 @@ def fork(engine: Engine) -> Engine:
     return twin
 
 
+def recurring(
+    history: Iterable[SimJob],
+    now: float,
+    *,
+    lowest: int = 0,
+    period: float = DAY,
+    ahead: float = AHEAD,
+    early: float = EARLY,
+) -> list[SimJob]:
+    """What arrived one ``period`` ago in the next ``ahead`` seconds, expected again (see the module
+    docstring). ``history`` holds at least every job submitted in (now - period - early, now]; only
+    jobs of priority ``lowest`` or below (a larger number) are expected again: batches that recur,
+    not the interactive stream, which the rates of now stand for.
+
+    A tenant whose batch came up to ``early`` seconds ahead of yesterday's time has it queued already:
+    for each (model, priority, tenant), the arrivals of the last ``early`` seconds beyond what came in
+    the same span yesterday are matched against (and drop) the first of its expected ones."""
+    yesterday = now - period
+    due: dict[Key, list[SimJob]] = {}
+    came: Counter[Key] = Counter()  # arrived in (now - early, now]
+    owed: Counter[Key] = Counter()  # arrived in (yesterday - early, yesterday]
+    for job in history:
+        if job.priority < lowest:
+            continue
+        key = (job.model, job.priority, job.tenant)
+        if yesterday < job.submitted <= yesterday + ahead:
+            due.setdefault(key, []).append(job)
+        elif yesterday - early < job.submitted <= yesterday:
+            owed[key] += 1
+        elif now - early < job.submitted <= now:
+            came[key] += 1
+    expected = []
+    for key, jobs in due.items():
+        jobs.sort(key=lambda j: (j.submitted, j.id))
+        for job in jobs[max(0, came[key] - owed[key]) :]:
+            expected.append(
+                SimJob(
+                    f"{EXPECTED}{job.id}",
+                    job.model,
+                    job.tenant,
+                    job.priority,
+                    job.output_s,
+                    job.submitted + period,
+                )
+            )
+    return expected
+
+
 def forecast(
     engine: Engine,
     *,
+    expected: Iterable[SimJob] = (),
     tenants: Iterable[str] = (),
     priorities: Iterable[int] = (0,),
     horizon: int = 2000,
@@ -94,7 +153,8 @@ def forecast(
 ) -> Forecast:
     """Play a copy of ``engine`` forward (see the module docstring), or ``engine`` itself when
     ``in_place`` (an engine built only for this forecast). ``tenants`` and ``priorities`` name the
-    probes to ask besides the queued ones."""
+    probes to ask besides the queued ones; ``expected`` are arrivals to play besides the ones the
+    rates of now suggest (``recurring``), each with an id starting with ``EXPECTED``."""
     twin = engine if in_place else fork(engine)
     twin.held_rates = twin.rates()
     servable = {m for m, cost in twin.models.items() if any(can_host(g, cost) for g in twin.groups.values())}
@@ -103,6 +163,9 @@ def forecast(
         if rate > 0 and like is not None and model in servable:
             at = twin.now + 1 / rate
             twin.expect(SimJob(f"{EXPECTED}{model}", model, like.tenant, like.priority, like.output_s, at))
+    for job in expected:
+        if job.model in servable and job.submitted > twin.now:
+            twin.expect(job)
     names = {*tenants, FRESH, *(t for _, _, t in twin.queues)}
     levels = {*priorities, *(p for _, p, _ in twin.queues)}
     for model in servable:

@@ -23,15 +23,17 @@ Every other line is one job::
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
+import random
 import statistics
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from jobservice.fleet.forecast import Forecast, behind_counts, forecast, usage_levels
+from jobservice.fleet.forecast import DAY, EARLY, Forecast, behind_counts, forecast, recurring, usage_levels
 from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, serves
 from jobservice.fleet.simulate import Engine, SimJob, Span, timeline
 
@@ -172,6 +174,31 @@ def read_trace(path: str | Path) -> Trace:
         return parse_trace(lines, source=source.name)
 
 
+def nights(trace: Trace, count: int, *, jitter_s: float = 0.0, thin: float = 0.0, seed: int = 0) -> Trace:
+    """``trace`` played ``count`` days in a row, each copy one ``DAY`` after the last (the ids of
+    night ``k`` > 1 are suffixed ``@k``): the history the forecast learns arrivals from. Later nights
+    are like the first, not the same: each tenant's arrivals move by one draw in [-jitter_s,
+    jitter_s] and each job is left out with probability ``thin``."""
+    if count < 1:
+        raise TraceError(f"{trace.source}: nights must be at least 1, got {count}")
+    if trace.jobs and trace.jobs[-1].submitted - trace.jobs[0].submitted + jitter_s >= DAY:
+        raise TraceError(f"{trace.source}: its arrivals span a day or more; it cannot repeat daily")
+    rng = random.Random(seed)
+    copies = list(trace.jobs)
+    tenants = sorted({job.tenant for job in trace.jobs})
+    for k in range(1, count):
+        shift = {tenant: rng.uniform(-jitter_s, jitter_s) for tenant in tenants}
+        copies += [
+            replace(
+                job, id=f"{job.id}@{k + 1}", submitted=max(0.0, job.submitted + k * DAY + shift[job.tenant])
+            )
+            for job in trace.jobs
+            if rng.random() >= thin
+        ]
+    copies.sort(key=lambda j: (j.submitted, j.index))
+    return replace(trace, jobs=tuple(copies))
+
+
 # --- replay ------------------------------------------------------------------------------------------
 @dataclass
 class _Unserved:
@@ -242,17 +269,22 @@ class Replay:
 class Etas:
     """Gives each arriving job the ETA the service would answer its submission with: from the
     forecast refreshed every ``every_s`` (the one made at the last multiple of ``every_s``), or,
-    for jobs that arrive together (a batch), from a forecast refreshed with them queued."""
+    for jobs that arrive together (a batch), from a forecast refreshed with them queued. As the
+    service does, each forecast expects again what arrived a day earlier (``recurring``)."""
 
     def __init__(self, every_s: float = 5.0, horizon: int = 2000) -> None:
         self.every_s = every_s
         self.horizon = horizon
         self.last: Forecast | None = None
         self.since: list[SimJob] = []  # jobs submitted after the last forecast
+        self.seen: list[SimJob] = []  # every job submitted so far, in order (the jobs table)
+        self.times: list[float] = []  # their submission times
 
     def _refresh(self, engine: Engine) -> None:
+        first = bisect.bisect_right(self.times, engine.now - DAY - EARLY)
         self.last = forecast(
             engine,
+            expected=recurring(self.seen[first:], engine.now, lowest=PRIORITIES["batch"]),
             tenants=usage_levels(engine.fair_usage()),
             priorities=PRIORITIES.values(),
             horizon=self.horizon,
@@ -268,6 +300,8 @@ class Etas:
 
     def arrived(self, engine: Engine, jobs: list[SimJob]) -> None:
         """Jobs just queued (not yet dispatched): note the ETA each is given."""
+        self.seen.extend(jobs)
+        self.times.extend(job.submitted for job in jobs)
         if len(jobs) > 1:
             self._refresh(engine)
         assert self.last is not None

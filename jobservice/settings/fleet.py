@@ -21,3 +21,8 @@ class FleetSettings(BaseModel):
         gt=0,
         description="How often the queued jobs' ETAs are worked out again (by one process at a time).",
     )
+    forecast_expects_yesterday: bool = Field(
+        default=True,
+        description="ETAs expect again the batch jobs that arrived a day ago over the next 12 hours "
+        "(nightly batches recur); false: only the arrival rates of now.",
+    )

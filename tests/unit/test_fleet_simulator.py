@@ -7,8 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from jobservice.fleet.forecast import forecast
-from jobservice.fleet.replay import Etas, TraceError, figures, parse_trace, read_trace, replay
+from jobservice.fleet.forecast import DAY, EXPECTED, forecast, recurring
+from jobservice.fleet.replay import (
+    Etas,
+    TraceError,
+    eta_figures,
+    figures,
+    nights,
+    parse_trace,
+    read_trace,
+    replay,
+)
 from jobservice.fleet.simulate import Engine, SimJob
 
 TRACES = Path(__file__).resolve().parents[2] / "scripts" / "traces"
@@ -139,3 +148,53 @@ def test_the_forecast_expects_the_arrivals_of_now_to_go_on() -> None:
     # a's next job came at once (1800 s), the forecast expected it 100 s later: 70 s off a 1,000 s wait
     assert predicted.jobs[last.id][0] - 1800 == pytest.approx(last.started - 1800, rel=0.1)
     assert not any(job_id.startswith("expected:") for job_id in predicted.jobs)
+
+
+def test_what_arrived_a_day_ago_is_expected_again_and_an_early_batch_is_not_expected_twice() -> None:
+    now = DAY + 1000.0
+    history = [
+        SimJob("gone", "a", "x", 6, 10.0, 500.0),  # due at DAY + 500: passed, it came or it did not
+        *[SimJob(f"x{i}", "a", "x", 6, 10.0, 2000.0) for i in range(3)],  # due in 1,000 s
+        SimJob("late", "a", "x", 6, 10.0, DAY / 2 + 1001.0),  # past the 12 hours ahead
+        SimJob("chat", "a", "x", 0, 10.0, 2000.0),  # interactive: the rates of now stand for it
+        *[SimJob(f"y{i}", "b", "y", 6, 10.0, 3000.0) for i in range(4)],  # y's batch, due in 2,000 s
+        *[SimJob(f"y-today{i}", "b", "y", 6, 10.0, now - 10.0) for i in range(4)],  # ... came early
+    ]
+    expected = recurring(history, now, lowest=6)
+    assert sorted(j.id for j in expected) == [f"{EXPECTED}x{i}" for i in range(3)]
+    assert all(
+        j.submitted == 2000.0 + DAY and (j.model, j.tenant, j.priority) == ("a", "x", 6) for j in expected
+    )
+    half = recurring(history[:-2], now, lowest=6)  # two of y's four came early: two still expected
+    assert sorted(j.id for j in half if j.tenant == "y") == [f"{EXPECTED}y2", f"{EXPECTED}y3"]
+    assert recurring(history, 1000.0, lowest=6) == []  # a service younger than a day expects nothing
+
+
+def test_a_tenant_that_comes_every_night_is_expected_the_second_night() -> None:
+    """Alpha queues 30 jobs at 0 s, beta 10 at 60 s (equal weights, one group). The first night
+    alpha's ETAs assume it keeps the card, and beta's arrival moves them; the second night (beta 5
+    minutes later, a job or two fewer) the forecast expects beta and alpha's ETAs hold."""
+    one = {**HEADER, "fleet": HEADER["fleet"][:1]}  # type: ignore[index]
+    trace = parse_trace(
+        lines(
+            *[{"t": 0, "model": "a", "tenant": "alpha", "priority": "batch", "output_seconds": 30}] * 30,
+            *[{"t": 60, "model": "a", "tenant": "beta", "priority": "batch", "output_seconds": 30}] * 10,
+            header=one,
+        )
+    )
+    result = replay(nights(trace, 2, jitter_s=300.0, thin=0.1, seed=4), etas=Etas())
+    first = eta_figures([j for j in result.jobs if "@" not in j.id])
+    second = eta_figures([j for j in result.jobs if j.id.endswith("@2")])
+    assert first["eta_start_error_median_pct"] > 20.0
+    assert second["eta_start_error_median_pct"] < first["eta_start_error_median_pct"] / 2
+    assert len(result.jobs) < 80  # the second night is not a copy of the first
+
+
+def test_nights_refuses_a_trace_that_cannot_repeat_daily() -> None:
+    trace = parse_trace(
+        lines({"t": 0, "model": "a", "output_seconds": 5}, {"t": DAY, "model": "a", "output_seconds": 5})
+    )
+    with pytest.raises(TraceError, match="a day or more"):
+        nights(trace, 2)
+    with pytest.raises(TraceError, match="at least 1"):
+        nights(trace, 0)

@@ -14,12 +14,14 @@ import pytest
 from sqlalchemy import select
 
 from jobservice.db.engine import Database
-from jobservice.db.tables import FleetGroup, Job, LedgerSpan, ModelSpeed, utcnow
+from jobservice.db.tables import FleetGroup, Job, JobStatus, LedgerSpan, ModelSpeed, utcnow
 from jobservice.families.deployment import default_catalog
 from jobservice.fleet import costs, groups
-from jobservice.fleet.eta import parse
+from jobservice.fleet.eta import compute, parse
+from jobservice.fleet.forecast import DAY
 from jobservice.fleet.usage import Phases, add_attempt, fair_usage, record_attempt
-from tests.factories import new_job, sqlite_copy
+from jobservice.settings import Settings
+from tests.factories import new_job, online_group, sqlite_copy
 
 
 @pytest.fixture
@@ -196,3 +198,32 @@ def test_the_stored_forecast_reads_back() -> None:
     assert stored.forecast.start_of(job_id="zz", model="m", priority=0, tenant="new") == 130.0
     assert stored.forecast.start_of(job_id="zz", model="x", priority=0, tenant="new") is None
     assert parse({}) is None
+
+
+def test_the_forecast_expects_yesterdays_batches_from_the_jobs_table(db: Database) -> None:
+    """Yesterday beta queued 10 batch jobs two minutes from now (on the clock); today alpha has
+    10 queued, a minute of video each. Expecting beta again, the forecast puts alpha's last job at
+    least four jobs later: beta takes turns."""
+    online_group(db, "g1", ["reference-t2v"])
+    catalog = default_catalog()
+    settings = Settings(batch_priority=6)
+    alpha = [new_job(db, priority=6, params={"prompt": "x", "num_frames": 16}) for _ in range(10)]
+    beta = [
+        new_job(db, priority=6, created_offset=120.0 - DAY, params={"prompt": "x", "num_frames": 16})
+        for _ in range(10)
+    ]
+    with db.session() as s:
+        for job_id in alpha:
+            row = s.get(Job, job_id)
+            assert row is not None
+            row.tenant, row.output_seconds = "alpha", 60.0
+        for job_id in beta:
+            row = s.get(Job, job_id)
+            assert row is not None
+            row.tenant, row.output_seconds, row.status = "beta", 60.0, JobStatus.SUCCEEDED
+    last = str(alpha[-1])
+    with db.session() as s:
+        learned = compute(s, catalog, settings)
+        plain = compute(s, catalog, settings.model_copy(update={"forecast_expects_yesterday": False}))
+    assert learned["jobs"][last][0] - plain["jobs"][last][0] > 4 * 60.0
+    assert not any(job_id.startswith("expected:") for job_id in learned["jobs"])

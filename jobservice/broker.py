@@ -234,9 +234,19 @@ def redis_client(broker_url: str, *, timeout: float = 5.0, sentinel_master: str 
         if not sentinel_master:
             raise ValueError("a sentinel:// broker needs the name the sentinels monitor")
         sentinels, db, password = sentinel_parts(broker_url)
-        options = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
-        watch = Sentinel(sentinels, sentinel_kwargs={**options, "password": password}, **options)
-        return watch.master_for(sentinel_master, db=db, password=password, **options)
+        watch = Sentinel(
+            sentinels,
+            sentinel_kwargs={
+                "socket_timeout": timeout,
+                "socket_connect_timeout": timeout,
+                "password": password,
+            },
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+        )
+        return watch.master_for(
+            sentinel_master, db=db, password=password, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
     if broker_url.startswith("redis+socket://"):
         path, _, query = broker_url[len("redis+socket://") :].partition("?")
         db = 0

@@ -15,6 +15,6 @@ schedule.py  the control process (``jobservice beat``): nightly schedules and th
              beat_app.py is its Celery entry point
 
 Domain: imports jobs, db, catalog, storage, media, reports; never the surfaces (their HTTP routes
-are ``jobservice.http.api.batches``, pages ``jobservice.http.web.batches``, commands
+are ``jobservice.http.api.native.batches``, pages ``jobservice.http.web.batches``, commands
 ``jobservice.cli.batches``).
 """

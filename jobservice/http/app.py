@@ -6,21 +6,13 @@ from flask import Flask
 
 from jobservice.catalog import Catalog
 from jobservice.http import web
-from jobservice.http.api import batches as batches_api
-from jobservice.http.api import (
-    errors,
-    fast_poll,
-    fleet,
-    jobs,
-    metrics,
-    openai_videos,
-    openapi,
-    policy,
-    quota,
-    system,
-)
-from jobservice.http.api import streams as streams_api
-from jobservice.http.api import webhooks as webhooks_api
+from jobservice.http.api import errors, openapi
+from jobservice.http.api.native import batches as batches_api
+from jobservice.http.api.native import fast_poll, fleet, jobs, metrics, quota, system
+from jobservice.http.api.native import streams as streams_api
+from jobservice.http.api.native import webhooks as webhooks_api
+from jobservice.http.api.openai import videos as openai_videos
+from jobservice.http.api.policy import steps as policy
 from jobservice.http.web import batches as batches_web
 from jobservice.logs import configure_logging
 from jobservice.media.uploads import UploadRequest

@@ -2,5 +2,5 @@
 (``collector``, ``counters``, ``live``) and this process's own HTTP figures (``process``).
 
 Domain: imports db, fleet and wiring; never the surfaces (GET /metrics lives in
-``jobservice.http.api.metrics``).
+``jobservice.http.api.native.metrics``).
 """

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 class AuthSettings(BaseModel):
     """Keys and tenants.
 
-    Read by the API's key check (`jobservice.http.api.auth`, `fast_poll`), `jobservice api` (which
+    Read by the API's key check (`jobservice.http.api.policy.auth`, `fast_poll`), `jobservice api` (which
     refuses `auth=off` on a public address) and the CLI (docs/security.md).
     """
 

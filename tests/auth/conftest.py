@@ -10,7 +10,7 @@ import pytest
 from flask import Flask
 
 from jobservice.auth.keys import create_key
-from jobservice.http.api import auth
+from jobservice.http.api.policy import auth
 from jobservice.http.app import create_app
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services

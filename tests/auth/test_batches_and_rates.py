@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from jobservice.db.tables import ApiKey, Batch, Job
-from jobservice.http.api import auth
+from jobservice.http.api.policy import auth
 from tests.auth.conftest import Keys, bearer
 from tests.auth.test_keys_and_tenants import assert_refused
 from tests.batches.helpers import spec, t2v_case

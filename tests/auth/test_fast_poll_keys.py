@@ -1,4 +1,4 @@
-"""The fast poll path (jobservice.http.api.fast_poll) with keys on: tenants, request rates and metrics
+"""The fast poll path (jobservice.http.api.native.fast_poll) with keys on: tenants, request rates and metrics
 hold as they do through Flask."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 from flask import Flask
 
 from jobservice.db.tables import ApiKey
-from jobservice.http.api import auth
+from jobservice.http.api.policy import auth
 from jobservice.quotas.rate import requests_this_minute
 from tests.auth.conftest import Keys, bearer
 from tests.factories import new_job

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select, text, update
 
 from jobservice.db.tables import ApiKey, Job
-from jobservice.http.api import auth
+from jobservice.http.api.policy import auth
 from tests.auth.conftest import Keys, bearer, t2v
 
 

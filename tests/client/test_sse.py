@@ -8,7 +8,7 @@ import pytest
 
 from jobservice.client.sse import Event, EventParser, Heartbeat, parse
 
-# What the server's stream looks like (jobservice.http.api.streams): retry, keep-alives, events, end.
+# What the server's stream looks like (jobservice.http.api.native.streams): retry, keep-alives, events, end.
 RECORDED = (
     b"retry: 1500\n\n"
     b": keep-alive\n\n"

@@ -14,7 +14,7 @@ from werkzeug.datastructures import FileStorage, MultiDict
 from werkzeug.test import encode_multipart
 
 from jobservice.auth.keys import create_key
-from jobservice.http.api import auth
+from jobservice.http.api.policy import auth
 from jobservice.http.app import create_app
 from jobservice.jobs.transitions import Owner, claim_job, mark_succeeded
 from jobservice.settings import Settings

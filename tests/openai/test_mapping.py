@@ -14,8 +14,8 @@ from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import Invalid, NotFound
 from jobservice.families.params import WanParams
 from jobservice.families.reference import REFERENCE_T2V, REFERENCE_TALKING_HEAD
-from jobservice.http.api.openai_mapping import model_params
-from jobservice.http.api.openai_view import clip_seconds, clip_size, openai_error_body, video_view
+from jobservice.http.api.openai.mapping import model_params
+from jobservice.http.api.openai.view import clip_seconds, clip_size, openai_error_body, video_view
 
 WAN = ModelSpec(
     id="wan-test",

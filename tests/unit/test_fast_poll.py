@@ -1,4 +1,4 @@
-"""``GET /jobs/<id>`` beneath Flask (jobservice.http.api.fast_poll): the same bytes as Flask's answer,
+"""``GET /jobs/<id>`` beneath Flask (jobservice.http.api.native.fast_poll): the same bytes as Flask's answer,
 never a stale one, every case it does not own left to Flask untouched, and the premise of its kept
 answers (rendering reads the job's row and the forecast, nothing else) watched."""
 
@@ -22,7 +22,7 @@ from jobservice.db.engine import Database
 from jobservice.db.tables import Job
 from jobservice.fleet.eta import Stored
 from jobservice.fleet.eta import parse as parse_forecast
-from jobservice.http.api.fast_poll import FastPoll, shown_of
+from jobservice.http.api.native.fast_poll import FastPoll, shown_of
 from jobservice.http.app import create_app
 from jobservice.jobs.lookup import read_job_row
 from jobservice.jobs.transitions import utcnow
@@ -198,8 +198,8 @@ RENDERING_MODULES = {
     "pydantic.main",
     "jobservice.db.tables",
     "jobservice.fleet.eta",
-    "jobservice.http.api.fast_poll",
-    "jobservice.http.api.jobs",
+    "jobservice.http.api.native.fast_poll",
+    "jobservice.http.api.native.jobs",
     "jobservice.jobs.lookup",
     "jobservice.jobs.retries",
     "jobservice.jobs.presenters",

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobservice.http.api.cross_site import allowed_hosts, host_allowed, host_name
+from jobservice.http.api.policy.cross_site import allowed_hosts, host_allowed, host_name
 from jobservice.settings import Settings
 from tests.unit.hostile import Case, assert_refused
 

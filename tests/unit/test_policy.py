@@ -1,5 +1,5 @@
-"""The request policy (jobservice.http.api.policy) is the app's only request hook, and the fast path
-(jobservice.http.api.fast_poll) runs exactly its steps: the same ones as Flask, in the same order,
+"""The request policy (jobservice.http.api.policy.steps) is the app's only request hook, and the fast path
+(jobservice.http.api.native.fast_poll) runs exactly its steps: the same ones as Flask, in the same order,
 each once per request, whoever answers it."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from flask import Flask
 from werkzeug.test import Client
 
-from jobservice.http.api.fast_poll import FastPoll
-from jobservice.http.api.policy import OTHER_HOOKS, Policy, policy_of
+from jobservice.http.api.native.fast_poll import FastPoll
+from jobservice.http.api.policy.steps import OTHER_HOOKS, Policy, policy_of
 from tests.factories import new_job
 from tests.unit.test_fast_poll import STATES, Counted, set_row
 
@@ -57,7 +57,7 @@ def test_the_policy_is_the_apps_only_request_hook(app: Flask) -> None:
     unexplained = found - ours - OTHER_HOOKS.keys()
     assert not unexplained, (
         f"request hooks outside the policy: {sorted(unexplained)}; the fast path would skip them. Make each "
-        "a step of jobservice/http/api/policy.py (or, if a plain GET /jobs/<id> needs none of it, list it "
+        "a step of jobservice/http/api/policy/steps.py (or, if a plain GET /jobs/<id> needs none of it, list it "
         "in OTHER_HOOKS with the reason)."
     )
     assert ours <= found  # and the policy's hooks are installed

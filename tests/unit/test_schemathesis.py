@@ -17,7 +17,7 @@ from schemathesis import checks
 from jobservice.auth.keys import create_key
 from jobservice.broker import redis_client
 from jobservice.db.tables import Base
-from jobservice.http.api import auth
+from jobservice.http.api.policy import auth
 from jobservice.http.app import create_app
 from tests.auth.conftest import bearer
 from tests.unit.hostile import hostile_services

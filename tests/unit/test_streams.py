@@ -13,9 +13,9 @@ import pytest
 from flask import Flask
 
 from jobservice.auth.keys import create_key
-from jobservice.http.api import auth
-from jobservice.http.api.prefer import MAX_WAIT_SECONDS, parse_prefer_wait, watcher_of
-from jobservice.http.api.streams import format_event, job_event_name
+from jobservice.http.api.native.prefer import MAX_WAIT_SECONDS, parse_prefer_wait, watcher_of
+from jobservice.http.api.native.streams import format_event, job_event_name
+from jobservice.http.api.policy import auth
 from jobservice.http.app import create_app
 from jobservice.jobs.queries import get_job, queue_position
 from jobservice.jobs.watch import (

@@ -85,7 +85,7 @@ def check_text(value: Any, where: str = "", depth: int = 0) -> None:
 
 def refuse_nul_in_url(path: str, args: Iterable[tuple[str, str]]) -> None:
     """400 ``invalid_text`` for a NUL character in the path or a query value (``args``: the query's
-    pairs, decoded), a step of the request policy (``jobservice.http.api.policy``).
+    pairs, decoded), a step of the request policy (``jobservice.http.api.policy.steps``).
 
     Query values reach database filters (PostgreSQL cannot hold a NUL even in a comparison), so one
     check for every route instead of one per filter.

@@ -16,13 +16,14 @@ from pydantic import BaseModel
 
 from jobservice import __version__
 from jobservice.catalog import Catalog
-from jobservice.http.api import batches, fleet, jobs, metrics, openai_videos, quota, streams, system, webhooks
-from jobservice.http.api.batches import BATCH_MODELS
 from jobservice.http.api.doc import REF, RouteTable, Schema, answer
-from jobservice.http.api.fleet import FLEET_MODELS
-from jobservice.http.api.openai_doc import OPENAI_MODELS
-from jobservice.http.api.quota import QUOTA_MODELS
-from jobservice.http.api.submission import JobCreate
+from jobservice.http.api.native import batches, fleet, jobs, metrics, quota, streams, system, webhooks
+from jobservice.http.api.native.batches import BATCH_MODELS
+from jobservice.http.api.native.fleet import FLEET_MODELS
+from jobservice.http.api.native.quota import QUOTA_MODELS
+from jobservice.http.api.native.submission import JobCreate
+from jobservice.http.api.openai import videos as openai_videos
+from jobservice.http.api.openai.doc import OPENAI_MODELS
 from jobservice.jobs.presenters import JobView
 from jobservice.reports.run_report import RunReport
 

@@ -16,9 +16,9 @@ from jobservice.batches.presenters import batch_view, history, list_batches, lis
 from jobservice.batches.render import SECTIONS, fmt, fmt_change, metric_heading, report_data, shown_metrics
 from jobservice.batches.service import BATCH_STATUSES, pin_batch
 from jobservice.batches.states import BatchStatus
-from jobservice.http.api.auth import current_principal
-from jobservice.http.api.batches import load_batch
-from jobservice.http.api.jobs import services
+from jobservice.http.api.native.batches import load_batch
+from jobservice.http.api.native.jobs import services
+from jobservice.http.api.policy.auth import current_principal
 from jobservice.http.web.batch_charts import H, W, case_charts
 from jobservice.http.web.blueprint import register_page_handlers
 from jobservice.http.web.security import check_csrf

@@ -20,7 +20,7 @@ from werkzeug.exceptions import HTTPException
 from jobservice.db.tables import utcnow
 from jobservice.errors import DomainError
 from jobservice.http.api.errors import OUTAGES, refusal_of
-from jobservice.http.api.jobs import services
+from jobservice.http.api.native.jobs import services
 from jobservice.http.web.charts import format_ms, format_value
 from jobservice.http.web.security import CsrfError, csrf_token, harden
 

@@ -18,8 +18,8 @@ from jobservice.db.tables import utcnow
 from jobservice.fleet.status import fleet_status
 from jobservice.fleet.usage import GROUPINGS, usage_report
 from jobservice.fleet.views import FleetView, GroupView
-from jobservice.http.api.auth import current_principal
-from jobservice.http.api.jobs import services
+from jobservice.http.api.native.jobs import services
+from jobservice.http.api.policy.auth import current_principal
 from jobservice.http.web.blueprint import bp
 
 STATE_LABELS = {

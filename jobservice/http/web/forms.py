@@ -2,7 +2,7 @@
 
 A model's parameter fields come from its pydantic schema (defaults, limits, descriptions), so a
 model added to the catalog gets a form without template changes. The form is read by the same
-parser as ``POST /jobs`` (``jobservice.http.api.submission``) and checked once by ``check_submission``;
+parser as ``POST /jobs`` (``jobservice.http.api.native.submission``) and checked once by ``check_submission``;
 what differs is that every problem is shown, next to the input its ``field`` names.
 """
 
@@ -15,7 +15,7 @@ from flask import request
 
 from jobservice.catalog import ModelSpec
 from jobservice.errors import DomainError
-from jobservice.http.api.submission import FormRules, read_form
+from jobservice.http.api.native.submission import FormRules, read_form
 from jobservice.jobs import retries
 from jobservice.jobs.submit import Checked, Submission, check_submission
 from jobservice.settings import Settings

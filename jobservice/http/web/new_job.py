@@ -17,9 +17,9 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from jobservice.catalog import ModelSpec
 from jobservice.errors import DomainError, NotFound
 from jobservice.fleet.presence import online_workers
-from jobservice.http.api.auth import current_principal
 from jobservice.http.api.errors import OUTAGES, refusal_of
-from jobservice.http.api.jobs import services
+from jobservice.http.api.native.jobs import services
+from jobservice.http.api.policy.auth import current_principal
 from jobservice.http.web.blueprint import bp, wants_json
 from jobservice.http.web.forms import (
     FORM_LEVEL,

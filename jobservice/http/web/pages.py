@@ -21,8 +21,8 @@ from werkzeug.datastructures import MultiDict
 from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import DomainError, NotFound
 from jobservice.fleet.eta import latest as latest_forecast
-from jobservice.http.api.auth import current_principal
-from jobservice.http.api.jobs import files_of, load_job, services
+from jobservice.http.api.native.jobs import files_of, load_job, services
+from jobservice.http.api.policy.auth import current_principal
 from jobservice.http.web.blueprint import bp
 from jobservice.http.web.charts import failed_first, stage_bar, timeline
 from jobservice.http.web.security import check_csrf

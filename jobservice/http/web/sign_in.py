@@ -1,7 +1,7 @@
 """Signing in to the web pages with an API key (a session cookie), and signing out.
 
 The cookie holds only the key's id, signed with the app's secret; every request checks that the
-key is still live (``jobservice.http.api.auth``), so revoking a key signs its browsers out. The
+key is still live (``jobservice.http.api.policy.auth``), so revoking a key signs its browsers out. The
 cookie is ``HttpOnly``, ``SameSite=Lax``, and ``Secure`` whenever the request came over https.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 from flask import Flask, Request, flash, g, redirect, render_template, request, session, url_for
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 
-from jobservice.http.api.auth import SESSION_KEY_ID, forget_cached, principal_for_secret
-from jobservice.http.api.jobs import services
+from jobservice.http.api.native.jobs import services
+from jobservice.http.api.policy.auth import SESSION_KEY_ID, forget_cached, principal_for_secret
 from jobservice.http.web.blueprint import bp
 from jobservice.http.web.security import check_csrf
 

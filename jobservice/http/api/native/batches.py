@@ -33,7 +33,6 @@ from jobservice.catalog import Catalog
 from jobservice.db.tables import Batch
 from jobservice.errors import Conflict, DomainError, Invalid, Malformed, NotFound, TooLarge, Unsupported
 from jobservice.fleet.eta import latest as latest_forecast
-from jobservice.http.api.auth import current_principal
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.doc import (
     RouteTable,
@@ -46,7 +45,8 @@ from jobservice.http.api.doc import (
     ref,
     refused,
 )
-from jobservice.http.api.jobs import services
+from jobservice.http.api.native.jobs import services
+from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
 from jobservice.jobs.presenters import batch_jobs_page, job_views
 

@@ -35,8 +35,8 @@ from jobservice.errors import TooMany
 from jobservice.fleet.eta import Stored
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.errors import respond
-from jobservice.http.api.jobs import view_response, visible_row
-from jobservice.http.api.policy import DECIDED, Checked, HeaderList, policy_of
+from jobservice.http.api.native.jobs import view_response, visible_row
+from jobservice.http.api.policy.steps import DECIDED, Checked, HeaderList, policy_of
 from jobservice.jobs.lookup import job_of
 from jobservice.wiring import Services
 

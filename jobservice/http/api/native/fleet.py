@@ -14,9 +14,9 @@ from jobservice.errors import Forbidden, Malformed
 from jobservice.fleet.status import fleet_status
 from jobservice.fleet.usage import BUCKETS, GROUPINGS, usage_report
 from jobservice.fleet.views import FleetView, UsageRowView, UsageView
-from jobservice.http.api.auth import current_principal
 from jobservice.http.api.doc import RouteTable, answer, in_query, refused
-from jobservice.http.api.jobs import services
+from jobservice.http.api.native.jobs import services
+from jobservice.http.api.policy.auth import current_principal
 
 bp = Blueprint("fleet", __name__)
 api = RouteTable(bp)

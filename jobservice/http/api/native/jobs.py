@@ -17,7 +17,6 @@ from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import Conflict, Gone, Invalid, NotFound
 from jobservice.fleet.eta import Stored
 from jobservice.fleet.eta import latest as latest_forecast
-from jobservice.http.api.auth import current_principal
 from jobservice.http.api.doc import (
     RouteTable,
     Schema,
@@ -29,8 +28,9 @@ from jobservice.http.api.doc import (
     ref,
     refused,
 )
-from jobservice.http.api.prefer import PREFER_WAIT, applied, held
-from jobservice.http.api.submission import parse_submission
+from jobservice.http.api.native.prefer import PREFER_WAIT, applied, held
+from jobservice.http.api.native.submission import parse_submission
+from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs import retries
 from jobservice.jobs.lookup import job_of, read_job_row
 from jobservice.jobs.presenters import JobList, job_view, job_views, list_jobs

@@ -1,5 +1,5 @@
 """``GET /metrics`` (Prometheus text format); every request is counted and timed by the request
-policy (``jobservice.http.api.policy``, the ``observe`` step).
+policy (``jobservice.http.api.policy.steps``, the ``observe`` step).
 
 With ``JOBSERVICE_AUTH=keys`` only an admin key may read it (Prometheus sends it with
 ``authorization: {credentials: ...}``); with auth off it is open, like everything else.
@@ -10,8 +10,8 @@ from __future__ import annotations
 from flask import Blueprint, Flask, Response, current_app
 
 from jobservice.errors import Forbidden
-from jobservice.http.api.auth import current_principal
 from jobservice.http.api.doc import RouteTable, refused
+from jobservice.http.api.policy.auth import current_principal
 from jobservice.metrics.collector import JobsCollector
 from jobservice.metrics.process import exposition
 from jobservice.wiring import Services

@@ -5,9 +5,9 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, Field
 
-from jobservice.http.api.auth import current_principal
 from jobservice.http.api.doc import RouteTable, answer, refused
-from jobservice.http.api.jobs import services
+from jobservice.http.api.native.jobs import services
+from jobservice.http.api.policy.auth import current_principal
 from jobservice.quotas.summary import quota_summary
 
 bp = Blueprint("quota", __name__)

@@ -30,10 +30,10 @@ from jobservice.batches.presenters import batch_view
 from jobservice.batches.states import BatchStatus
 from jobservice.errors import Unavailable
 from jobservice.fleet.eta import latest as latest_forecast
-from jobservice.http.api.batches import load_batch
 from jobservice.http.api.doc import RouteTable, in_path, in_query, refused
-from jobservice.http.api.jobs import load_job, services
-from jobservice.http.api.prefer import Holds, holds_of, install_watcher, watcher_of
+from jobservice.http.api.native.batches import load_batch
+from jobservice.http.api.native.jobs import load_job, services
+from jobservice.http.api.native.prefer import Holds, holds_of, install_watcher, watcher_of
 from jobservice.jobs.presenters import job_view
 from jobservice.jobs.queries import get_job
 from jobservice.jobs.watch import (

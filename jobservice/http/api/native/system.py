@@ -11,7 +11,7 @@ from jobservice import __version__
 from jobservice.broker import BrokerInspector
 from jobservice.fleet.presence import online_workers, stale_after, worker_view
 from jobservice.http.api.doc import RouteTable, answer
-from jobservice.http.api.jobs import services
+from jobservice.http.api.native.jobs import services
 from jobservice.quotas.disk import storage_problems
 
 bp = Blueprint("system", __name__)

@@ -8,7 +8,7 @@ from flask import Blueprint, Response, jsonify
 
 from jobservice.db.tables import WebhookDelivery
 from jobservice.http.api.doc import RouteTable, answer, in_path, refused
-from jobservice.http.api.jobs import load_job, services
+from jobservice.http.api.native.jobs import load_job, services
 from jobservice.webhooks.outbox import deliveries_of_job
 
 bp = Blueprint("webhooks", __name__)

@@ -1,5 +1,5 @@
 """What the ``/v1/videos`` routes read and answer in ``/openapi.json`` (their declarations are on the
-views, ``openai_videos``): the request bodies, the refusals and the response models."""
+views, ``openai.videos``): the request bodies, the refusals and the response models."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pydantic import BaseModel
 
 from jobservice.catalog import Catalog
 from jobservice.http.api.doc import Schema, refused
-from jobservice.http.api.openai_view import VideoDeleted, VideoList, VideoView
+from jobservice.http.api.openai.view import VideoDeleted, VideoList, VideoView
 
 OPENAI_MODELS: tuple[type[BaseModel], ...] = (VideoView, VideoList, VideoDeleted)
 

@@ -28,9 +28,9 @@ from pydantic import ValidationError
 from jobservice.catalog import ModelSpec
 from jobservice.errors import DomainError, Invalid, NotFound, TooLarge, Unsupported
 from jobservice.http.api.bodies import json_object, read_body
-from jobservice.http.api.openai_view import quoted
-from jobservice.http.api.openai_vllm import vllm_omni_extras
-from jobservice.http.api.submission import FORM_TYPES
+from jobservice.http.api.native.submission import FORM_TYPES
+from jobservice.http.api.openai.view import quoted
+from jobservice.http.api.openai.vllm import vllm_omni_extras
 from jobservice.jobs import retries
 from jobservice.media.uploads import FILE_CHECKS, CheckedUpload, SpoolFile, spool_of
 from jobservice.settings import Settings

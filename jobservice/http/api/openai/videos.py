@@ -21,15 +21,15 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from jobservice.db.tables import Job, JobEvent, JobStatus, utcnow
 from jobservice.errors import Conflict, DomainError, Gone, Invalid, NotFound, TooLarge, Unsupported
 from jobservice.fleet.eta import latest as latest_forecast
-from jobservice.http.api.auth import current_principal
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.doc import RouteTable, answer, idempotency_key, in_path, in_query, refused
 from jobservice.http.api.errors import HTTP_CODES, refusal_of
-from jobservice.http.api.jobs import POLL_AFTER_MS, job_video, services
-from jobservice.http.api.openai_doc import NO_VIDEO, VIDEO, VIDEO_REFUSALS, create_body, remix_body
-from jobservice.http.api.openai_mapping import check_inputs, model_params, read_video_request, resolve_spec
-from jobservice.http.api.openai_thumbnail import thumbnail_of
-from jobservice.http.api.openai_view import (
+from jobservice.http.api.native.jobs import POLL_AFTER_MS, job_video, services
+from jobservice.http.api.native.submission import FORM_TYPES
+from jobservice.http.api.openai.doc import NO_VIDEO, VIDEO, VIDEO_REFUSALS, create_body, remix_body
+from jobservice.http.api.openai.mapping import check_inputs, model_params, read_video_request, resolve_spec
+from jobservice.http.api.openai.thumbnail import thumbnail_of
+from jobservice.http.api.openai.view import (
     DELETED_DETAIL,
     REMIX_DETAIL,
     VideoDeleted,
@@ -41,7 +41,7 @@ from jobservice.http.api.openai_view import (
     remix_sources,
     video_view,
 )
-from jobservice.http.api.submission import FORM_TYPES
+from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
 from jobservice.jobs.queries import get_job
 from jobservice.jobs.submit import Submission, resubmit_job, submit_job

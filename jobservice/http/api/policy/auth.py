@@ -3,7 +3,7 @@
 With ``JOBSERVICE_AUTH=keys`` a request without a valid key is refused (401 ``unauthorized``, or
 for a web page a redirect to the sign-in page); with ``off`` the caller is the admin of the
 default tenant. The verified caller is ``g.principal`` (``current_principal()``). These checks are
-steps of the request policy (``jobservice.http.api.policy``), which runs them on every request.
+steps of the request policy (``jobservice.http.api.policy.steps``), which runs them on every request.
 
 Verified keys are cached per process for ``CACHE_SECONDS``, so a revoked key stops working within
 that time everywhere (at once in the process that revoked it).

@@ -9,7 +9,7 @@ with this service as far as the browser knows, so it could read every answer; bu
 still carry ``Host: evil.example``. Only host names on an allow-list are answered (421
 ``host_not_allowed`` otherwise), health checks included: what they say is the attacker's to read too.
 
-Both are steps of the request policy (``jobservice.http.api.policy``), which runs them on every request.
+Both are steps of the request policy (``jobservice.http.api.policy.steps``), which runs them on every request.
 """
 
 from __future__ import annotations

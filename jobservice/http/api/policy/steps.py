@@ -36,7 +36,8 @@ from werkzeug.wrappers import Request
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from jobservice.auth.principal import Principal
-from jobservice.http.api import auth, bodies, cross_site
+from jobservice.http.api import bodies
+from jobservice.http.api.policy import auth, cross_site
 from jobservice.metrics.process import observe_request
 from jobservice.wiring import Services
 
@@ -45,7 +46,7 @@ DECIDED = "jobservice.policy"  # the environ key under which the fast path hands
 # Request hooks of the app that are not steps, each with why a request the fast path answers
 # (GET /jobs/<id>) needs none of it. Any other hook fails tests/unit/test_policy.py.
 OTHER_HOOKS = {
-    "jobservice.http.api.openai_videos._routing_refusal_in_openai_shape": (
+    "jobservice.http.api.openai.videos._routing_refusal_in_openai_shape": (
         "reshapes refusals of /v1/ paths only; the fast path answers /jobs/<id>"
     ),
 }

@@ -60,7 +60,7 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobservice.batches.stats import robust_sigma  # noqa: E402
+from jobservice.nightly.stats import robust_sigma  # noqa: E402
 from scripts.bench_lib.stack import BenchStack  # noqa: E402
 from tests.standins.common import cpu_units_per_second  # noqa: E402
 from tests.standins.deploy import FakeCheckout, flashhead_checkout, write_deployment  # noqa: E402

@@ -19,10 +19,10 @@ from typing import Any
 
 import click
 
-from jobservice.batches.compare import EXIT_INCONCLUSIVE
-from jobservice.batches.states import BatchStatus
 from jobservice.cli.errors import unavailable_database
 from jobservice.errors import Conflict, DomainError
+from jobservice.nightly.compare import EXIT_INCONCLUSIVE
+from jobservice.nightly.states import BatchStatus
 from jobservice.settings import Settings
 from jobservice.storage import StoreUnavailable
 from jobservice.wiring import Services, build_services
@@ -42,7 +42,7 @@ def cli_services() -> Services:
 @contextmanager
 def clear_errors() -> Iterator[None]:
     """Turn service refusals into one-line CLI errors (exit 1) instead of tracebacks."""
-    from jobservice.batches.spec import SpecError
+    from jobservice.nightly.spec import SpecError
 
     try:
         with unavailable_database():
@@ -72,9 +72,9 @@ def run(spec: Path, wait: bool, timeout: float, as_json: bool) -> None:
     With --wait, the exit status is the batch's verdict: 0 passed (or no baseline yet), 1 regressed,
     failed or not finished, 3 inconclusive.
     """
-    from jobservice.batches.plan import plan_batch
-    from jobservice.batches.service import create_batch
-    from jobservice.batches.spec import load_spec_file
+    from jobservice.nightly.plan import plan_batch
+    from jobservice.nightly.service import create_batch
+    from jobservice.nightly.spec import load_spec_file
 
     services = cli_services()
     with clear_errors():
@@ -118,7 +118,7 @@ def _warn_unserved(services: Services, models: set[str]) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def resume(batch_id: str, wait: bool, timeout: float, as_json: bool) -> None:
     """Queue what an interrupted batch has not run yet; finished cases are not run again."""
-    from jobservice.batches.service import parse_batch_id, resume_batch
+    from jobservice.nightly.service import parse_batch_id, resume_batch
 
     services = cli_services()
     with clear_errors():
@@ -136,7 +136,7 @@ def status(batch_id: str, wait: bool, timeout: float, as_json: bool) -> None:
 
     Exit status once finished: 0 passed (or no baseline yet), 1 regressed or failed, 3 inconclusive.
     """
-    from jobservice.batches.service import parse_batch_id
+    from jobservice.nightly.service import parse_batch_id
 
     services = cli_services()
     with clear_errors():
@@ -148,7 +148,7 @@ def status(batch_id: str, wait: bool, timeout: float, as_json: bool) -> None:
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
 def list_command(name: str | None, limit: int) -> None:
     """Batches, newest first."""
-    from jobservice.batches.presenters import list_batches
+    from jobservice.nightly.presenters import list_batches
 
     services = cli_services()
     with clear_errors(), services.db.session() as session:
@@ -166,7 +166,7 @@ def list_command(name: str | None, limit: int) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def report(batch_id: str, fmt: str, output: Path | None) -> None:
     """Print (or save) a finished batch's report: Markdown, CSV or JSON."""
-    from jobservice.batches.render import render_csv, render_json, render_markdown
+    from jobservice.nightly.render import render_csv, render_json, render_markdown
 
     services = cli_services()
     with clear_errors():
@@ -195,8 +195,8 @@ def compare(baseline: str, candidate: str, verbose: bool, as_json: bool) -> None
     Exit status: 0 passed, 1 a case regressed or failed, 3 inconclusive (no regression seen, but a
     case's noise hid changes above the spec's floor; the reasons say how many repeats would not).
     """
-    from jobservice.batches.compare import compare_results, gate_exit_code
-    from jobservice.batches.render import render_comparison_text
+    from jobservice.nightly.compare import compare_results, gate_exit_code
+    from jobservice.nightly.render import render_comparison_text
 
     services = cli_services()
     with clear_errors():
@@ -216,7 +216,7 @@ def compare(baseline: str, candidate: str, verbose: bool, as_json: bool) -> None
 @click.option("--unpin", is_flag=True, help="Stop using it as the baseline.")
 def pin(batch_id: str, unpin: bool) -> None:
     """Make a finished batch the baseline its spec's later runs are compared with."""
-    from jobservice.batches.service import parse_batch_id, pin_batch
+    from jobservice.nightly.service import parse_batch_id, pin_batch
 
     services = cli_services()
     with clear_errors():
@@ -230,7 +230,7 @@ def pin(batch_id: str, unpin: bool) -> None:
 @click.argument("batch_id")
 def cancel(batch_id: str) -> None:
     """Cancel a batch's unfinished jobs (`jobservice batch resume` runs them later)."""
-    from jobservice.batches.service import cancel_batch, parse_batch_id
+    from jobservice.nightly.service import cancel_batch, parse_batch_id
 
     services = cli_services()
     with clear_errors():
@@ -239,8 +239,8 @@ def cancel(batch_id: str) -> None:
 
 
 def _finished(services: Services, raw_id: str) -> Any:
-    from jobservice.batches.finalize import refresh_batch
-    from jobservice.batches.service import parse_batch_id
+    from jobservice.nightly.finalize import refresh_batch
+    from jobservice.nightly.service import parse_batch_id
 
     batch = refresh_batch(services, parse_batch_id(raw_id))
     if batch.status != BatchStatus.FINISHED:
@@ -250,8 +250,8 @@ def _finished(services: Services, raw_id: str) -> Any:
 
 def _finish(services: Services, batch_id: uuid.UUID, *, wait: bool, timeout: float, as_json: bool) -> None:
     """Show (and with ``wait`` follow) a batch; exit non-zero if it ended badly."""
-    from jobservice.batches.finalize import refresh_batch
-    from jobservice.batches.presenters import batch_view
+    from jobservice.nightly.finalize import refresh_batch
+    from jobservice.nightly.presenters import batch_view
 
     deadline = time.monotonic() + timeout
     with clear_errors():
@@ -326,7 +326,7 @@ def beat_command(loglevel: str) -> None:
     """Run the nightly schedules (JOBSERVICE_BATCH_SCHEDULES) and finish batches as they end."""
     import os
 
-    from jobservice.batches.schedule import CONTROL_QUEUE, parse_schedules
+    from jobservice.nightly.schedule import CONTROL_QUEUE, parse_schedules
     from jobservice.webhooks.tasks import WEBHOOK_QUEUE
 
     settings = cli_services().settings
@@ -347,7 +347,7 @@ def beat_command(loglevel: str) -> None:
         "-m",
         "celery",
         "-A",
-        "jobservice.batches.beat_app",
+        "jobservice.nightly.beat_app",
         "worker",
         "--beat",
         "--schedule",

@@ -1,15 +1,15 @@
 """The typed answers of the client: the API's own view models, and the list pages around them.
 
 ``JobView`` and ``BatchView`` are the very models the API renders (``jobservice.jobs.views``,
-``jobservice.batches.views``); plain pydantic, without the database, Flask, Celery or torch.
+``jobservice.nightly.views``); plain pydantic, without the database, Flask, Celery or torch.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from jobservice.batches.views import BatchView, CaseView, Progress
 from jobservice.jobs.views import ErrorView, JobView, ValidationView
+from jobservice.nightly.views import BatchView, CaseView, Progress
 
 TERMINAL_JOB_STATUSES = frozenset({"succeeded", "failed", "canceled"})
 ENDED_BATCH_STATUSES = frozenset({"finished", "canceled"})

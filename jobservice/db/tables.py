@@ -154,7 +154,7 @@ class Job(Base):
     verdict: Mapped[str | None] = mapped_column(String(16))
     validation_summary: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     cold_start: Mapped[bool | None] = mapped_column(Boolean)
-    # A job run for a nightly batch (jobservice.batches): which batch, case and repeat it is.
+    # A job run for a nightly batch (jobservice.nightly): which batch, case and repeat it is.
     batch_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, ForeignKey("batches.id", ondelete="SET NULL"))
     batch_case: Mapped[str | None] = mapped_column(String(128))
     batch_repeat: Mapped[int | None] = mapped_column(Integer)
@@ -248,7 +248,7 @@ class Batch(Base):
     """A nightly regression batch: one run of a spec's cases, compared with a baseline.
 
     Its jobs carry ``batch_id``; ``results`` holds every case's samples and the comparison,
-    computed once when the last job finished (``jobservice.batches.finalize``).
+    computed once when the last job finished (``jobservice.nightly.finalize``).
     """
 
     __tablename__ = "batches"

@@ -58,7 +58,7 @@ class Submission:
     source: str = "api"
     priority: int = 0
     idempotency_key: str | None = None
-    # Set for the jobs of a nightly batch (jobservice.batches).
+    # Set for the jobs of a nightly batch (jobservice.nightly).
     batch_id: uuid.UUID | None = None
     batch_case: str | None = None
     batch_repeat: int | None = None

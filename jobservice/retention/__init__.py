@@ -5,7 +5,7 @@
 - ``logs``: copy-truncate rotation of the ``*.log`` files under ``var/``.
 - ``gc``: all of it at once (``jobservice gc``) and the beat's periodic task.
 
-A domain package: it never imports the HTTP or CLI surfaces, nor ``jobservice.batches``.
+A domain package: it never imports the HTTP or CLI surfaces, nor ``jobservice.nightly``.
 """
 
 from jobservice.retention.gc import GcReport, PeriodicCollector, collect

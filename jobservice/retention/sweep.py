@@ -41,7 +41,7 @@ MAX_FAILURES_IN_A_ROW = 10
 # Batches whose last job expired this recently are checked for inputs to delete (a failed deletion
 # is retried within this window; older fully expired batches were cleaned long ago).
 BATCH_INPUTS_WINDOW = timedelta(days=7)
-ENDED_BATCH_STATUSES = ("finished", "canceled")  # jobservice.batches.states.BatchStatus
+ENDED_BATCH_STATUSES = ("finished", "canceled")  # jobservice.nightly.states.BatchStatus
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Settings of nightly regression batches and their schedules (jobservice.batches)."""
+"""Settings of nightly regression batches and their schedules (jobservice.nightly)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 class BatchSettings(BaseModel):
     """Nightly regressions.
 
-    Read by `jobservice.batches` (plans, the beat's schedules and finishing tick) and the batch
+    Read by `jobservice.nightly` (plans, the beat's schedules and finishing tick) and the batch
     pages (docs/nightly.md).
     """
 

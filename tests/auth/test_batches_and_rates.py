@@ -10,7 +10,7 @@ from jobservice.db.tables import ApiKey, Batch, Job
 from jobservice.http.api.policy import auth
 from tests.auth.conftest import Keys, bearer
 from tests.auth.test_keys_and_tenants import assert_refused
-from tests.batches.helpers import spec, t2v_case
+from tests.nightly.helpers import spec, t2v_case
 
 
 def test_another_tenants_batch_is_a_404(kclient: Any, keys: Keys) -> None:
@@ -66,7 +66,7 @@ def test_request_rate_per_key_is_a_429_with_retry_after(
 def test_a_spec_cannot_name_another_tenants_stored_object(
     kclient: Any, keys: Keys, keyed_services: Any
 ) -> None:
-    from tests.batches.helpers import a2v_case
+    from tests.nightly.helpers import a2v_case
 
     theirs = kclient.post(
         "/jobs",

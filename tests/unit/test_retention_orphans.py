@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from jobservice.batches.schedule import GC_TASK, beat_schedule
 from jobservice.cli.main import cli
 from jobservice.db.tables import Job, utcnow
 from jobservice.jobs.transitions import claim_job
+from jobservice.nightly.schedule import GC_TASK, beat_schedule
 from jobservice.retention import PeriodicCollector, rotate_logs, sweep_orphans
 from jobservice.retention.orphans import pid_alive
 from jobservice.settings import Settings

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from jobservice.settings import Settings
-from tests.batches.conftest import bclient, bservices, bsettings, root
 from tests.conftest import make_settings
 from tests.factories import copy_template
+from tests.nightly.conftest import bclient, bservices, bsettings, root
 from tests.webhooks.receiver import Receiver
 
 __all__ = ["bclient", "bservices", "bsettings", "root"]  # the batch API fixtures, for test_batches

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from jobservice.db.tables import Batch, WebhookDelivery
-from tests.batches.helpers import spec, t2v_case
+from tests.nightly.helpers import spec, t2v_case
 
 pytestmark = pytest.mark.integration
 

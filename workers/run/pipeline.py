@@ -23,7 +23,6 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from jobservice.batches.measure import measured_alone
 from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, JobStatus, Stage, utcnow
 from jobservice.fleet import costs as fleet_costs
@@ -39,6 +38,7 @@ from jobservice.jobs.transitions import (
     retry_with_next_seed,
 )
 from jobservice.logs import job_log_context
+from jobservice.nightly.measure import measured_alone
 from jobservice.reports.run_report import HostActivity, RunReport, Validation
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutput
 from workers.devices import memory_report, reset_peak_memory
@@ -82,7 +82,7 @@ def run_job(runtime: WorkerRuntime, raw_job_id: str) -> str:
 
 
 def wait_for_quiet(runtime: WorkerRuntime, job_id: uuid.UUID) -> tuple[bool, float]:
-    """A batch job measured undisturbed (jobservice/batches/measure.py) waits, before its claim,
+    """A batch job measured undisturbed (jobservice/nightly/measure.py) waits, before its claim,
     until this worker has finished its earlier jobs: (whether it is one, how long it waited in ms).
 
     Before the claim, so the card's ledger shows the wait as the earlier job's finishing and the

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jobservice.batches.figures import METRICS
 from jobservice.db.tables import Batch
+from jobservice.nightly.figures import METRICS
 
 W, H = 220.0, 80.0
 PAD_X, PAD_TOP, PAD_BOTTOM = 6.0, 14.0, 16.0

@@ -12,16 +12,16 @@ from typing import Any
 
 from flask import Blueprint, Response, flash, redirect, render_template, request, url_for
 
-from jobservice.batches.presenters import batch_view, history, list_batches, list_views, spec_names
-from jobservice.batches.render import SECTIONS, fmt, fmt_change, metric_heading, report_data, shown_metrics
-from jobservice.batches.service import BATCH_STATUSES, pin_batch
-from jobservice.batches.states import BatchStatus
 from jobservice.http.api.native.batches import load_batch
 from jobservice.http.api.native.jobs import services
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.http.web.batch_charts import H, W, case_charts
 from jobservice.http.web.blueprint import register_page_handlers
 from jobservice.http.web.security import check_csrf
+from jobservice.nightly.presenters import batch_view, history, list_batches, list_views, spec_names
+from jobservice.nightly.render import SECTIONS, fmt, fmt_change, metric_heading, report_data, shown_metrics
+from jobservice.nightly.service import BATCH_STATUSES, pin_batch
+from jobservice.nightly.states import BatchStatus
 
 bp = Blueprint("batches_web", __name__, static_folder="static", static_url_path="/ui/batches/static")
 register_page_handlers(bp)

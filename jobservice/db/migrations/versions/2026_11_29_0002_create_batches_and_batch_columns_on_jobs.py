@@ -4,7 +4,7 @@ Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-29
 
-Nightly regression batches (jobservice.batches): a ``batches`` table, and on ``jobs`` which batch,
+Nightly regression batches (jobservice.nightly): a ``batches`` table, and on ``jobs`` which batch,
 case and repeat a job runs for. The new job columns are nullable, so existing rows need nothing.
 Hand-written for SQLite and PostgreSQL alike.
 """

@@ -13,22 +13,6 @@ from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from sqlalchemy import select
 
-from jobservice.batches.compare import compare_results
-from jobservice.batches.finalize import refresh_batch
-from jobservice.batches.plan import plan_batch, private_paths
-from jobservice.batches.presenters import BatchView, batch_jobs, batch_view, list_batches, list_views
-from jobservice.batches.render import render_csv, render_json, render_markdown
-from jobservice.batches.service import cancel_batch, create_batch, parse_batch_id, pin_batch, resume_batch
-from jobservice.batches.spec import (
-    MAX_SPEC_BYTES,
-    LoadedSpec,
-    SpecError,
-    load_spec_file,
-    parse_spec,
-    parse_spec_text,
-    resolve_under,
-)
-from jobservice.batches.states import BatchStatus
 from jobservice.catalog import Catalog
 from jobservice.db.tables import Batch
 from jobservice.errors import Conflict, DomainError, Invalid, Malformed, NotFound, TooLarge, Unsupported
@@ -49,6 +33,22 @@ from jobservice.http.api.native.jobs import services
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
 from jobservice.jobs.presenters import batch_jobs_page, job_views
+from jobservice.nightly.compare import compare_results
+from jobservice.nightly.finalize import refresh_batch
+from jobservice.nightly.plan import plan_batch, private_paths
+from jobservice.nightly.presenters import BatchView, batch_jobs, batch_view, list_batches, list_views
+from jobservice.nightly.render import render_csv, render_json, render_markdown
+from jobservice.nightly.service import cancel_batch, create_batch, parse_batch_id, pin_batch, resume_batch
+from jobservice.nightly.spec import (
+    MAX_SPEC_BYTES,
+    LoadedSpec,
+    SpecError,
+    load_spec_file,
+    parse_spec,
+    parse_spec_text,
+    resolve_under,
+)
+from jobservice.nightly.states import BatchStatus
 
 bp = Blueprint("batches", __name__)
 api = RouteTable(bp)

@@ -25,9 +25,6 @@ from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, request
 
-from jobservice.batches.finalize import refresh_batch
-from jobservice.batches.presenters import batch_view
-from jobservice.batches.states import BatchStatus
 from jobservice.errors import Unavailable
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.doc import RouteTable, in_path, in_query, refused
@@ -46,6 +43,9 @@ from jobservice.jobs.watch import (
     job_state_from_token,
     job_state_of,
 )
+from jobservice.nightly.finalize import refresh_batch
+from jobservice.nightly.presenters import batch_view
+from jobservice.nightly.states import BatchStatus
 from jobservice.wiring import Services
 
 bp = Blueprint("streams", __name__)

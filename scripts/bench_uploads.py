@@ -9,7 +9,8 @@ then noise, generated part by part while it is sent; nothing large is written by
   direct     POST /uploads, PUT every part to its presigned URL (straight to moto), POST complete
   form       the same bytes as a plain multipart POST /jobs through the API (skip with --no-form)
 
-For each it reports the API processes' (gunicorn master + workers) peak RSS above what they held
+A 6 MB direct upload goes first, unmeasured (the first S3 call's imports and connections). For each
+it reports the API processes' (gunicorn master + workers) peak RSS above what they held
 before, and the bytes they received: the sum of ``rchar`` in /proc/<pid>/io (every byte read from a
 socket or a file, the request bodies included) and, apart, the ``Content-Length`` the client sent
 to the API. Goal: a 2 GB direct upload moves zero bytes through the API process.

@@ -2,14 +2,14 @@
 """Direct uploads (issue 26): what a large upload costs the API when the store is S3.
 
 Starts moto's S3 server (a process of its own), a Redis, a SQLite database and the API under
-gunicorn (``jobservice api``, as ``jobservice up`` runs it) with the S3 store, in a fresh folder
+gunicorn (``jobservice api``, as ``jobservice up`` runs it, with one worker process) on the S3 store, in a fresh folder
 under var/bench/, the caps raised so that the file is a valid speech upload (a PCM WAV: its header,
 then noise, generated part by part while it is sent; nothing large is written by the client). Then:
 
   direct     POST /uploads, PUT every part to its presigned URL (straight to moto), POST complete
   form       the same bytes as a plain multipart POST /jobs through the API (skip with --no-form)
 
-A 6 MB direct upload goes first, unmeasured (the first S3 call's imports and connections). For each
+A 6 MB direct upload in two parts goes first, unmeasured (the first S3 calls' imports and clients). For each
 it reports the API processes' (gunicorn master + workers) peak RSS above what they held
 before, and the bytes they received: the sum of ``rchar`` in /proc/<pid>/io (every byte read from a
 socket or a file, the request bodies included) and, apart, the ``Content-Length`` the client sent
@@ -123,6 +123,7 @@ def start_api(run_dir: Path, endpoint: str, size: int) -> tuple[Child, Child, in
             "JOBSERVICE_DATABASE_URL": database,
             "JOBSERVICE_BROKER_URL": broker,
             "JOBSERVICE_AUTH": "off",
+            "JOBSERVICE_API_WORKERS": "1",  # one API process: the warm-up and the measure meet there
             "JOBSERVICE_STORAGE_BACKEND": "s3",
             "JOBSERVICE_S3_ENDPOINT_URL": endpoint,
             "JOBSERVICE_S3_BUCKET": "bench-uploads",
@@ -151,10 +152,13 @@ def start_api(run_dir: Path, endpoint: str, size: int) -> tuple[Child, Child, in
     raise SystemExit("bench_uploads: the API did not start; see " + str(run_dir / "api.log"))
 
 
-def direct(base: str, size: int, noise: bytes) -> dict[str, Any]:
+def direct(base: str, size: int, noise: bytes, part_size: int | None = None) -> dict[str, Any]:
     """Declare, PUT the parts to S3, complete; what the client sent to the API and to S3."""
     to_api = 0
-    body = json.dumps({"filename": "speech.wav", "size": size, "content_type": "audio/wav"})
+    declaration: dict[str, Any] = {"filename": "speech.wav", "size": size, "content_type": "audio/wav"}
+    if part_size:
+        declaration["part_size"] = part_size
+    body = json.dumps(declaration)
     to_api += len(body)
     declared = requests.post(
         f"{base}/uploads", data=body, headers={"Content-Type": "application/json"}, timeout=60

@@ -29,6 +29,12 @@ class UploadSettings(BaseModel):
         description="Size of each part of a multipart upload (larger where a file would need more "
         "than 10,000 parts).",
     )
+    upload_direct_above_mb: float = Field(
+        default=16.0,
+        ge=0,
+        description="The web form sends a file larger than this as a direct upload (with progress, "
+        "failed parts sent again) before it submits the job; 0: every file.",
+    )
     upload_url_seconds: int = Field(
         default=3600, ge=60, le=7 * 24 * 3600, description="How long the PUT URLs of an upload stay valid."
     )

@@ -49,6 +49,9 @@ _NO_UPLOAD_CODES = frozenset({"404", "NoSuchUpload", "NotFound"})
 _FULL_CODES = frozenset({"XMinioStorageFull", "InsufficientStorage", "StorageFull", "QuotaExceeded", "507"})
 # Worth another try after a pause (besides every 5xx).
 _TRANSIENT_CODES = frozenset({"SlowDown", "RequestTimeout", "RequestTimeTooSkewed", "InternalError", "503"})
+# Joining a multipart upload or copying a large object inside S3 may take minutes before S3 answers
+# (AWS documents minutes for CompleteMultipartUpload); these calls wait this long.
+SLOW_CALL_SECONDS = 900.0
 # A bucket the service creates gets a lifecycle rule aborting multipart uploads left this long.
 ABORT_MULTIPART_AFTER_DAYS = 1
 
@@ -159,6 +162,7 @@ class S3Store(ObjectStore):
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
         )
+        self._slow_config = self._config.merge(Config(read_timeout=max(read_timeout, SLOW_CALL_SECONDS)))
         part = multipart_threshold_mb * _MIB
         self._transfer = TransferConfig(multipart_threshold=part, multipart_chunksize=part, max_concurrency=4)
         self._pid = -1
@@ -185,13 +189,14 @@ class S3Store(ObjectStore):
         return f"S3Store(bucket={self.bucket!r}, endpoint_url={self.endpoint_url!r})"
 
     # --- clients ----------------------------------------------------------------------------
-    def _get_client(self, endpoint_url: str | None) -> Any:
-        """This process's client for ``endpoint_url``; recreated after a fork."""
+    def _get_client(self, endpoint_url: str | None, *, slow: bool = False) -> Any:
+        """This process's client for ``endpoint_url`` (``slow``: for calls S3 may take minutes to
+        answer); recreated after a fork."""
         pid = os.getpid()
         if pid != self._pid:
             self._clients = {}  # inherited clients share pooled sockets with the parent
             self._pid = pid
-        name = endpoint_url or ""
+        name = (endpoint_url or "") + ("#slow" if slow else "")
         client = self._clients.get(name)
         if client is None:
             with _SESSION_LOCK:
@@ -201,14 +206,14 @@ class S3Store(ObjectStore):
                     region_name=self.region,
                     aws_access_key_id=self._access_key_id,
                     aws_secret_access_key=self._secret_access_key,
-                    config=self._config,
+                    config=self._slow_config if slow else self._config,
                 )
             self._clients[name] = client
         return client
 
-    def _client(self) -> Any:
+    def _client(self, *, slow: bool = False) -> Any:
         """The client for data operations, with the bucket ensured on first use."""
-        client = self._get_client(self.endpoint_url)
+        client = self._get_client(self.endpoint_url, slow=slow)
         if not self._bucket_ready:
             self._ensure_bucket(client)
         return client
@@ -393,7 +398,7 @@ class S3Store(ObjectStore):
 
         def copy() -> None:
             with _translate(source):
-                self._client().copy(
+                self._client(slow=True).copy(
                     {"Bucket": self.bucket, "Key": source}, self.bucket, key, Config=self._transfer
                 )
 
@@ -451,10 +456,21 @@ class S3Store(ObjectStore):
         """CompleteMultipartUpload with ``parts``' numbers and ETags."""
         validate_key(key)
         listed = [{"PartNumber": p.number, "ETag": p.etag} for p in parts]
-        with _translate(key):
-            self._client().complete_multipart_upload(
-                Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": listed}
-            )
+        try:
+            with _translate(key):
+                self._client(slow=True).complete_multipart_upload(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": listed}
+                )
+        except StoreUnavailable as failed:
+            # A try that timed out may have finished on the server, so that the retry found no
+            # such upload: the object is there whole.
+            try:
+                info = self.head(key)
+            except ObjectNotFound:
+                raise failed from None
+            if info.size != sum(p.size for p in parts):
+                raise
+            return info
         return self.head(key)
 
     def abort_upload(self, key: str, upload_id: str) -> None:

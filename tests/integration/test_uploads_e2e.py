@@ -143,3 +143,24 @@ def test_python_client_uploads_on_the_local_store(
     final = api.wait(job.id, timeout=300)
     assert final.status == "succeeded", final.error
     assert final.inputs["audio"]["upload_id"] == audio
+
+
+def test_cli_submit_sends_large_files_as_uploads(
+    local_api: tuple[Stack, Client], portrait: Path, speech_wav: Path
+) -> None:
+    stack, api = local_api
+    ran = stack.cli(
+        "submit", "--url", api.base_url, "--image", str(portrait), "--audio", str(speech_wav),
+        "--upload-above", "0", "-p", "max_size=128", "--json", "--timeout", "300",
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "uploading speech.wav: 100%" in ran.stderr  # the progress line
+    job = json.loads(ran.stdout)
+    assert job["status"] == "succeeded"
+    assert job["inputs"]["image"]["upload_id"] and job["inputs"]["audio"]["upload_id"]
+    small = stack.cli(
+        "submit", "--url", api.base_url, "--image", str(portrait), "--audio", str(speech_wav),
+        "-p", "max_size=128", "--json", "--no-wait",
+    )  # fmt: skip
+    assert small.returncode == 0, small.stderr
+    assert "upload_id" not in json.loads(small.stdout)["inputs"]["audio"]  # under 32 MB: in the request

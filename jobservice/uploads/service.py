@@ -311,7 +311,8 @@ def complete(services: Services, principal: Principal, raw_id: str) -> UploadVie
     except DomainError:
         _forget(services, row)
         raise
-    meta = {"facts": checked.meta, "extension": checked.extension, "mime": checked.content_type}
+    facts = {k: v for k, v in checked.meta.items() if v != "" or k != "sha256"}  # no digest taken: none
+    meta = {"facts": facts, "extension": checked.extension, "mime": checked.content_type}
     with services.db.session() as session:
         session.execute(
             update(Upload)

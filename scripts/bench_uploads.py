@@ -27,8 +27,10 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,53 @@ from jobservice.db import migrate  # noqa: E402
 
 MB = 2**20
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+class CountingProxy(threading.Thread):
+    """A TCP proxy to ``127.0.0.1:upstream`` that counts the bytes it passes each way: in front of
+    the API (what clients send it) and between the API and S3 (what it reads from and writes to S3)."""
+
+    def __init__(self, upstream: int) -> None:
+        super().__init__(daemon=True)
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.counts = {"to_upstream": 0, "from_upstream": 0}
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        """Accept connections until the process ends."""
+        while True:
+            client, _ = self.listener.accept()
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream = socket.create_connection(("127.0.0.1", self.upstream))
+        back = threading.Thread(target=self._pump, args=(upstream, client, "from_upstream"), daemon=True)
+        back.start()
+        self._pump(client, upstream, "to_upstream")
+        back.join()
+        client.close()
+        upstream.close()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, way: str) -> None:
+        try:
+            while data := src.recv(1 << 20):
+                dst.sendall(data)
+                with self.lock:
+                    self.counts[way] += len(data)
+        except OSError:
+            pass
+        finally:
+            try:
+                dst.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    def snapshot(self) -> dict[str, int]:
+        """The counts so far."""
+        with self.lock:
+            return dict(self.counts)
 
 
 def parse_size(text: str) -> int:
@@ -109,8 +158,9 @@ def start_moto(run_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("bench_uploads: moto did not start")
 
 
-def start_api(run_dir: Path, endpoint: str, size: int) -> tuple[Child, Child, int]:
-    """Redis, a migrated SQLite database and ``jobservice api`` on S3; (redis, api, port)."""
+def start_api(run_dir: Path, endpoint: str, public: str, size: int) -> tuple[Child, Child, int]:
+    """Redis, a migrated SQLite database and ``jobservice api`` on S3 (its own calls to ``endpoint``,
+    the presigned URLs it hands out to ``public``); (redis, api, port)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSERVICE_")}
     redis_child, broker = start_redis(run_dir, env)
     database = f"sqlite:///{run_dir / 'jobservice.db'}"
@@ -127,6 +177,7 @@ def start_api(run_dir: Path, endpoint: str, size: int) -> tuple[Child, Child, in
             "JOBSERVICE_API_WORKERS": "1",  # one API process: the warm-up and the measure meet there
             "JOBSERVICE_STORAGE_BACKEND": "s3",
             "JOBSERVICE_S3_ENDPOINT_URL": endpoint,
+            "JOBSERVICE_S3_PUBLIC_ENDPOINT_URL": public,
             "JOBSERVICE_S3_BUCKET": "bench-uploads",
             "JOBSERVICE_S3_ACCESS_KEY_ID": "testing",
             "JOBSERVICE_S3_SECRET_ACCESS_KEY": "testing",
@@ -198,12 +249,26 @@ def form(port: int, size: int, portrait: bytes) -> dict[str, Any]:
             "seconds": round(time.monotonic() - started, 1)}  # fmt: skip
 
 
+PROXIES: dict[str, CountingProxy] = {}
+
+
 def measure(pid: int, send: Any) -> dict[str, Any]:
-    """``send()``'s answer with the API's peak RSS above before (MB) and the bytes it read."""
+    """``send()``'s answer with the API's peak RSS above before (MB) and the bytes it received:
+    from clients and from S3 (counted on the wire by the proxies), and every byte its processes
+    read from files and pipes (``rchar``; socket receives are not in it)."""
     read_before = rchar(pid)
+    api_before, s3_before = PROXIES["api"].snapshot(), PROXIES["s3"].snapshot()
     result = form_bench.measured(pid, send)
     answer = result.pop("answer")
-    return {**answer, **result, "api_bytes_read": rchar(pid) - read_before}
+    api_after, s3_after = PROXIES["api"].snapshot(), PROXIES["s3"].snapshot()
+    return {
+        **answer,
+        **result,
+        "api_received_from_clients": api_after["to_upstream"] - api_before["to_upstream"],
+        "api_received_from_s3": s3_after["from_upstream"] - s3_before["from_upstream"],
+        "api_sent_to_s3": s3_after["to_upstream"] - s3_before["to_upstream"],
+        "api_rchar": rchar(pid) - read_before,
+    }
 
 
 def main() -> None:
@@ -217,7 +282,12 @@ def main() -> None:
     run_dir = ROOT / "var" / "bench" / f"uploads-{int(time.time())}"
     run_dir.mkdir(parents=True)
     moto, endpoint = start_moto(run_dir)
-    redis_child, api, port = start_api(run_dir, endpoint, size)
+    PROXIES["s3"] = CountingProxy(int(endpoint.rsplit(":", 1)[1]))
+    PROXIES["s3"].start()
+    redis_child, api, api_port = start_api(run_dir, f"http://127.0.0.1:{PROXIES['s3'].port}", endpoint, size)
+    PROXIES["api"] = CountingProxy(api_port)
+    PROXIES["api"].start()
+    port = PROXIES["api"].port  # every request to the API goes through the counting proxy
     base = f"http://127.0.0.1:{port}"
     noise = os.urandom(4 * MB)
     try:

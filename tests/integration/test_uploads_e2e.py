@@ -164,3 +164,21 @@ def test_cli_submit_sends_large_files_as_uploads(
     )  # fmt: skip
     assert small.returncode == 0, small.stderr
     assert "upload_id" not in json.loads(small.stdout)["inputs"]["audio"]  # under 32 MB: in the request
+
+
+def test_client_sends_a_failed_part_again_straight_to_s3(prod_stack: Stack, long_wav: Path) -> None:
+    with serve(prod_stack.services) as base, Client(base, timeout=60, sleep=lambda _s: None) as api:
+        real_put = api.http.session.put
+        tries: list[str] = []
+
+        def flaky_put(url: str, **kwargs: Any) -> requests.Response:
+            tries.append(url.split("partNumber=")[-1].split("&")[0])
+            assert "Authorization" not in (kwargs.get("headers") or {})  # no API key to S3
+            if len(tries) == 2:  # the first try of part 2 is lost on the way
+                raise requests.ConnectionError("connection reset by peer")
+            return real_put(url, **kwargs)
+
+        api.http.session.put = flaky_put  # type: ignore[method-assign,assignment]
+        upload_id = api.upload(long_wav, part_size=5 * MIB)
+    assert tries == ["1", "2", "2"]  # part 2 again, part 1 not
+    assert prod_stack.services.store.get_bytes(f"uploads/{upload_id}/audio") == long_wav.read_bytes()

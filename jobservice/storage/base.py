@@ -129,16 +129,20 @@ class ObjectStore(abc.ABC):
     # One interface for both back ends: S3 hands out presigned URLs (the bytes never reach the
     # API); the local store has no URLs of its own (``put_url``/``part_url`` answer None) and the
     # API takes each part through ``put_part`` instead. Parts are numbered from 1.
-    def put_url(self, key: str, *, expires_seconds: int) -> str | None:
-        """A URL a client can PUT the whole object to, or None where the store has none (local)."""
+    def put_url(self, key: str, *, size: int, expires_seconds: int) -> str | None:
+        """A URL a client can PUT the whole object (``size`` bytes, signed in where the store signs)
+        to, or None where the store has none (local)."""
         return None
 
     @abc.abstractmethod
     def start_upload(self, key: str, *, content_type: str | None = None) -> str:
         """Begin a multipart upload of ``key``; returns its upload id."""
 
-    def part_url(self, key: str, upload_id: str, number: int, *, expires_seconds: int) -> str | None:
-        """A URL a client can PUT part ``number`` to, or None where the store has none (local)."""
+    def part_url(
+        self, key: str, upload_id: str, number: int, *, size: int, expires_seconds: int
+    ) -> str | None:
+        """A URL a client can PUT part ``number`` (``size`` bytes) to, or None where the store has
+        none (local)."""
         return None
 
     def put_part(self, key: str, upload_id: str, number: int, stream: IO[bytes], size: int) -> StoredPart:

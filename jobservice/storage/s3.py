@@ -412,11 +412,13 @@ class S3Store(ObjectStore):
             url: str = client.generate_presigned_url(method, Params=params, ExpiresIn=expires_seconds)
         return url
 
-    def put_url(self, key: str, *, expires_seconds: int) -> str:
-        """A presigned PutObject URL for ``key`` (the bucket made first, if it may be)."""
+    def put_url(self, key: str, *, size: int, expires_seconds: int) -> str:
+        """A presigned PutObject URL for ``key`` (the bucket made first, if it may be); the length
+        is signed in, so S3 refuses a body of any other size."""
         validate_key(key)
         self._client()
-        return self._presign("put_object", {"Bucket": self.bucket, "Key": key}, expires_seconds)
+        params = {"Bucket": self.bucket, "Key": key, "ContentLength": size}
+        return self._presign("put_object", params, expires_seconds)
 
     def start_upload(self, key: str, *, content_type: str | None = None) -> str:
         """CreateMultipartUpload; returns S3's upload id."""
@@ -427,10 +429,16 @@ class S3Store(ObjectStore):
             )
         return str(answer["UploadId"])
 
-    def part_url(self, key: str, upload_id: str, number: int, *, expires_seconds: int) -> str:
-        """A presigned UploadPart URL for part ``number``."""
+    def part_url(self, key: str, upload_id: str, number: int, *, size: int, expires_seconds: int) -> str:
+        """A presigned UploadPart URL for part ``number``, its length signed in."""
         validate_key(key)
-        params = {"Bucket": self.bucket, "Key": key, "UploadId": upload_id, "PartNumber": number}
+        params = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "UploadId": upload_id,
+            "PartNumber": number,
+            "ContentLength": size,
+        }
         return self._presign("upload_part", params, expires_seconds)
 
     def list_parts(self, key: str, upload_id: str) -> builtins.list[StoredPart]:

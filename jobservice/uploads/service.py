@@ -199,7 +199,7 @@ def declare(services: Services, principal: Principal, decl: Declaration) -> Uplo
     key = f"uploads/{upload_id}/{decl.kind}"
     part_size, count = plan_parts(decl, settings)
     seconds = settings.upload_url_seconds
-    single = store.put_url(key, expires_seconds=seconds) if count == 1 else None
+    single = store.put_url(key, size=decl.size, expires_seconds=seconds) if count == 1 else None
     multipart_id = None if single is not None else store.start_upload(key, content_type=decl.content_type)
     now = utcnow()
     row = Upload(
@@ -222,9 +222,8 @@ def declare(services: Services, principal: Principal, decl: Declaration) -> Uplo
         offset, size = part_bounds(row, number)
         url = single if single is not None else None
         if multipart_id is not None:
-            url = store.part_url(key, multipart_id, number, expires_seconds=seconds) or part_path(
-                upload_id, number
-            )
+            signed = store.part_url(key, multipart_id, number, size=size, expires_seconds=seconds)
+            url = signed or part_path(upload_id, number)
         assert url is not None
         urls.append(UploadPart(number=number, url=url, offset=offset, size=size))
     with services.db.session() as session:
@@ -260,10 +259,7 @@ def receive_part(
     row = load_upload(services, principal, raw_id)
     if row.status == "ready":
         raise Conflict("upload_completed", f"Upload {row.id} is complete; its parts can no longer change.")
-    if (
-        row.multipart_id is None
-        or services.store.part_url(row.key, row.multipart_id, 1, expires_seconds=60) is not None
-    ):
+    if row.multipart_id is None or services.store.put_url(row.key, size=1, expires_seconds=60) is not None:
         raise Conflict(
             "upload_direct_to_store",
             "This upload's bytes go straight to the object store: "

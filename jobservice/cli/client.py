@@ -17,7 +17,7 @@ from typing import Any
 import click
 import requests
 
-from jobservice.client import ApiError, Client, JobView, WaitTimeout
+from jobservice.client import ApiError, Client, JobView, UploadId, WaitTimeout
 from jobservice.fleet.views import eta_words
 
 MAIN_STAGES = ("queue_wait", "fetch", "load", "generate", "encode", "validate", "upload", "total")
@@ -52,13 +52,34 @@ def submit(
     image: Path | None,
     audio: Path | None,
     idempotency_key: str | None = None,
+    upload_above: int | None = None,
 ) -> dict[str, Any]:
-    """POST /jobs (JSON for text2video, multipart when files are sent), with an Idempotency-Key."""
+    """POST /jobs (JSON for text2video, multipart when files are sent), with an Idempotency-Key;
+    files larger than ``upload_above`` bytes go first as direct uploads (POST /uploads), with a
+    progress line, and the job names them."""
     with clear_errors(base_url), client_for(base_url) as api:
+        image_in = _direct(api, image, upload_above)
+        audio_in = _direct(api, audio, upload_above)
         job = api.submit(
-            task=task, model=model, image=image, audio=audio, idempotency_key=idempotency_key, **params
+            task=task, model=model, image=image_in, audio=audio_in, idempotency_key=idempotency_key, **params
         )
     return job.model_dump(mode="json")
+
+
+def _direct(api: Client, path: Path | None, above: int | None) -> Path | UploadId | None:
+    """``path`` as an upload id when it is larger than ``above`` bytes, else as it is."""
+    if path is None or above is None or path.stat().st_size <= above:
+        return path
+
+    def draw(sent: int, total: int) -> None:
+        sys.stderr.write(
+            f"\ruploading {path.name}: {sent * 100 // max(total, 1):3d}% of {total / 2**20:.1f} MB"
+        )
+        if sent >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return api.upload(path, on_progress=draw)
 
 
 def get_job(base_url: str, job_id: str) -> dict[str, Any]:

@@ -170,6 +170,15 @@ def worker(
     default=None,
     help="When the gate fails the video, run again with the next seed up to N times (default: the model's).",
 )
+@click.option(
+    "--upload-above",
+    "upload_above_mb",
+    type=click.FloatRange(0),
+    default=32.0,
+    show_default=True,
+    help="Send files larger than this many MB as direct uploads (POST /uploads: straight to S3, in parts, "
+    "failed parts retried) instead of in the job's request; 0: every file.",
+)
 @click.option("--wait/--no-wait", default=True, show_default=True)
 @click.option("--timeout", default=3600.0, show_default=True)
 @click.option(
@@ -189,6 +198,7 @@ def submit(
     prompt: str | None,
     params: tuple[str, ...],
     retry: int | None,
+    upload_above_mb: float,
     wait: bool,
     timeout: float,
     output: Path | None,
@@ -209,7 +219,15 @@ def submit(
         values["retry_on_validation_failure"] = retry
     if task is None:
         task = "audio2video" if (image or audio) else ("text2video" if prompt else None)
-    job = client.submit(url, task=task, model=model, params=values, image=image, audio=audio)
+    job = client.submit(
+        url,
+        task=task,
+        model=model,
+        params=values,
+        image=image,
+        audio=audio,
+        upload_above=int(upload_above_mb * 2**20),
+    )
     click.echo(f"submitted job {job['id']} ({job['model']})", err=True)
     if wait:
         job = client.wait_for(url, job["id"], timeout=timeout)

@@ -10,7 +10,8 @@
 http.py     transport: bearer key, ApiError, retries with backoff (Retry-After honoured)
 sse.py      the text/event-stream parser
 follow.py   waiting: the live stream, reconnecting with Last-Event-ID; polling when there is none
-jobs.py     /jobs calls; batches.py /batches calls; fleet.py /fleet and /usage; api.py the Client;
+jobs.py     /jobs calls; uploads.py /uploads (direct uploads: declare, PUT parts, complete);
+            batches.py /batches calls; fleet.py /fleet and /usage; api.py the Client;
 models.py   the typed answers
 """
 
@@ -27,6 +28,8 @@ from jobservice.client.models import (
     Progress,
     ValidationView,
 )
+from jobservice.client.uploads import UploadId
+from jobservice.uploads.views import UploadPart, UploadView
 
 __all__ = [
     "ApiError",
@@ -40,6 +43,9 @@ __all__ = [
     "JobPage",
     "JobView",
     "Progress",
+    "UploadId",
+    "UploadPart",
+    "UploadView",
     "ValidationView",
     "WaitTimeout",
 ]

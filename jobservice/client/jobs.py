@@ -12,6 +12,7 @@ from typing import Any
 from jobservice.client.follow import Target, follow
 from jobservice.client.http import Transport, Upload
 from jobservice.client.models import TERMINAL_JOB_STATUSES, JobPage, JobView
+from jobservice.client.uploads import UploadId
 
 JOB_MISSING = frozenset({"job_not_found"})
 
@@ -53,14 +54,17 @@ class JobCalls:
         idempotency_key: str | None = None,
         **params: Any,
     ) -> JobView:
-        """``POST /jobs``: JSON without files, multipart with them. Always sends an Idempotency-Key
-        (a new uuid4 unless given), so a retried request cannot create a second job."""
+        """``POST /jobs``: JSON without files, multipart with them; a file given as an ``UploadId``
+        (``upload()``'s answer) is named by its id. Always sends an Idempotency-Key (a new uuid4
+        unless given), so a retried request cannot create a second job."""
         headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
         fields = {k: v for k, v in {"task": task, "model": model, **params}.items() if v is not None}
+        inputs = (("image", image), ("audio", audio))
+        fields.update({name: str(source) for name, source in inputs if isinstance(source, UploadId)})
         files = {
             name: (_filename(source, name), source)
-            for name, source in (("image", image), ("audio", audio))
-            if source is not None
+            for name, source in inputs
+            if source is not None and not isinstance(source, UploadId)
         }
         if files:
             data = {k: _field(v) for k, v in fields.items()}

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Enum,
@@ -554,3 +555,29 @@ class FleetForecast(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     computed_at: Mapped[datetime] = mapped_column(UTCDateTime)
     body: Mapped[str] = mapped_column(Text)
+
+
+class Upload(Base):
+    """A file a client sends straight to the object store (``jobservice.uploads``): declared, then its
+    bytes PUT (in one piece or in parts), then completed once its content passed the form's checks."""
+
+    __tablename__ = "uploads"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    tenant: Mapped[str] = mapped_column(String(64), default="default")
+    kind: Mapped[str] = mapped_column(String(16))  # the input it can be: image or audio
+    filename: Mapped[str] = mapped_column(String(255))
+    content_type: Mapped[str] = mapped_column(String(128))  # as declared
+    size: Mapped[int] = mapped_column(BigInteger)  # as declared; the stored object must match
+    key: Mapped[str] = mapped_column(String(512))
+    multipart_id: Mapped[str | None] = mapped_column(String(1024))  # the store's upload id, if any
+    part_size: Mapped[int] = mapped_column(BigInteger)
+    parts: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending | ready
+    meta: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the content check's facts, once ready
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # the first job that used it
+
+    __table_args__ = (Index("ix_uploads_expires_at", "expires_at"), Index("ix_uploads_tenant", "tenant"))

@@ -10,6 +10,7 @@ from jobservice.http.api import errors, openapi
 from jobservice.http.api.native import batches as batches_api
 from jobservice.http.api.native import fast_poll, fleet, jobs, metrics, quota, system
 from jobservice.http.api.native import streams as streams_api
+from jobservice.http.api.native import uploads as uploads_api
 from jobservice.http.api.native import webhooks as webhooks_api
 from jobservice.http.api.openai import videos as openai_videos
 from jobservice.http.api.policy import steps as policy
@@ -59,6 +60,7 @@ def create_app(
     app.register_blueprint(fleet.bp)
     app.register_blueprint(openai_videos.bp)
     app.register_blueprint(webhooks_api.bp)  # GET /jobs/<id>/webhooks
+    app.register_blueprint(uploads_api.bp)  # direct uploads
     app.register_blueprint(batches_web.bp)
     web.init_app(app)
     fast_poll.install(app, services)  # plain GET /jobs/<id> polls, answered beneath Flask

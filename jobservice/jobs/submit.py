@@ -34,11 +34,12 @@ from jobservice.fleet.dispatch import dispatch_round, free_group_for
 from jobservice.jobs import retries
 from jobservice.jobs.idempotency import scoped_key
 from jobservice.jobs.transitions import record_created
-from jobservice.media.uploads import CheckedUpload, stored_upload
+from jobservice.media.uploads import FILE_CHECKS, CheckedUpload, stored_upload
 from jobservice.quotas.admit import admit_jobs
 from jobservice.quotas.disk import check_free_space
 from jobservice.quotas.limits import recent_limits
 from jobservice.storage import ObjectNotFound, StoreUnavailable
+from jobservice.uploads.service import checked_upload, mark_used
 from jobservice.webhooks.targets import check_webhook
 from jobservice.wiring import Services
 
@@ -119,7 +120,9 @@ def _fingerprint(sub: Submission, spec: ModelSpec) -> str:
     body: dict[str, Any] = {
         "model": spec.id,
         "params": {k: raw[k] for k in sorted(raw) if k not in RESERVED_FIELDS},
-        "inputs": {name: up.meta.get("sha256") for name, up in sorted(uploads.items())},
+        "inputs": {
+            name: up.meta.get("sha256") or up.meta.get("upload_id") for name, up in sorted(uploads.items())
+        },
     }
     if sub.retry_on_validation_failure is not None:  # absent: the fingerprint of earlier releases
         body[retries.FIELD] = sub.retry_on_validation_failure
@@ -168,7 +171,9 @@ def check_submission(services: Services, sub: Submission) -> Checked:
         spec = resolve_model(services, sub.task, sub.model)
     except DomainError as exc:
         return Checked(spec=None, params={}, problems=[exc])
-    problems: list[DomainError] = _take_webhook(services, sub) + _take_retry(spec, sub)
+    problems: list[DomainError] = (
+        _take_webhook(services, sub) + _take_retry(spec, sub) + _take_uploads(services, sub)
+    )
     params: dict[str, Any] = {}
     try:
         params = validate_params(spec, sub.params)
@@ -189,6 +194,28 @@ def _take_webhook(services: Services, sub: Submission) -> list[DomainError]:
     except DomainError as exc:
         return [exc]
     return []
+
+
+def _take_uploads(services: Services, sub: Submission) -> list[DomainError]:
+    """Move file inputs named by an upload id (``"image": "<upload id>"`` in a JSON body or a form's
+    text field) out of the parameters, as the uploads they name (``jobservice.uploads``)."""
+    problems: list[DomainError] = []
+    for name in FILE_CHECKS:
+        if name not in sub.params:
+            continue
+        raw = sub.params.pop(name)
+        if raw is None or raw == "":
+            continue
+        if name in sub.uploads:
+            problems.append(
+                Invalid("duplicate_input", f"Send the {name} once: a file or an upload id.", field=name)
+            )
+            continue
+        try:
+            sub.uploads[name] = checked_upload(services, sub.principal, raw, name)
+        except DomainError as exc:
+            problems.append(exc)
+    return problems
 
 
 def _take_retry(spec: ModelSpec, sub: Submission) -> list[DomainError]:
@@ -254,6 +281,9 @@ def submit_job(services: Services, sub: Submission, *, checked: Checked | None =
         _cleanup(services, prefix)
         raise
 
+    used = [up.meta["upload_id"] for up in sub.uploads.values() if up.stored_key is not None]
+    if used:
+        mark_used(services, used)
     _enqueue(services, job)
     return job, True
 
@@ -339,8 +369,16 @@ def _store_inputs(services: Services, job_id: uuid.UUID, uploads: dict[str, Chec
     try:
         for name, upload in uploads.items():
             key = f"{prefix}inputs/{name}.{upload.extension}"
-            services.store.put_file(key, upload.path, content_type=upload.content_type)
+            if upload.stored_key is not None:  # a direct upload: copied inside the store
+                services.store.copy(upload.stored_key, key)
+            else:
+                services.store.put_file(key, upload.path, content_type=upload.content_type)
             input_keys[name] = key
+    except ObjectNotFound:
+        _cleanup(services, prefix)
+        raise Conflict(
+            "upload_missing", "An upload this job names is no longer in the object store."
+        ) from None
     except StoreUnavailable as exc:
         _cleanup(services, prefix)
         log.error("job %s: storing inputs failed: %s", job_id, exc)

@@ -17,7 +17,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from flask import Request
 from PIL import Image, UnidentifiedImageError
@@ -36,6 +36,25 @@ AUDIO_FORMATS = {
     "ogg": ("ogg", "audio/ogg"),
     "mov,mp4,m4a,3gp,3g2,mj2": ("m4a", "audio/mp4"),
 }
+
+
+class Checkable(Protocol):
+    """What a content check reads of a file: its path, its size and a digest of its bytes (empty
+    where none was taken: a direct upload checked in the store, ``jobservice.uploads``)."""
+
+    @property
+    def name(self) -> str:
+        """Path of the file on disk."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """Its size in bytes."""
+        ...
+
+    def sha256(self) -> str:
+        """Hex digest of its bytes, or empty."""
+        ...
 
 
 class SpoolFile:
@@ -126,6 +145,9 @@ class CheckedUpload:
     extension: str
     content_type: str
     meta: dict[str, Any]
+    # Already in the object store (a direct upload, jobservice.uploads): copied there to the job's
+    # inputs instead of ``path`` being stored.
+    stored_key: str | None = None
 
 
 def spool_of(storage: Any) -> SpoolFile:
@@ -137,7 +159,7 @@ def spool_of(storage: Any) -> SpoolFile:
     return stream
 
 
-def check_image(field: str, spool: SpoolFile, settings: Settings) -> CheckedUpload:
+def check_image(field: str, spool: Checkable, settings: Settings) -> CheckedUpload:
     """Open and fully decode an uploaded image; refuse unknown formats, bombs and tiny images."""
     limit = settings.max_image_mb * 2**20
     if spool.size > limit:
@@ -209,7 +231,7 @@ def _other_image_type(path: Path) -> str:
     return next((name for magic, name in _OTHER_IMAGE_TYPES.items() if head.startswith(magic)), "")
 
 
-def check_audio(field: str, spool: SpoolFile, settings: Settings) -> CheckedUpload:
+def check_audio(field: str, spool: Checkable, settings: Settings) -> CheckedUpload:
     """Decode an uploaded audio file under ffprobe; refuse non-audio and out-of-range durations."""
     limit = settings.max_audio_mb * 2**20
     if spool.size > limit:

@@ -13,6 +13,9 @@ once, are harmless: whichever marks first records the event, the other's update 
 A deletion that fails is logged and retried next pass; it never stops the pass (a run of
 ``MAX_FAILURES_IN_A_ROW`` failures does: the store is down, not one object).
 
+Direct uploads (``uploads/<id>/``, ``jobservice.uploads``) go, object and row, once their
+``expires_at`` has passed: a job that used one holds its own copy.
+
 A batch's shared inputs (``batches/<id>/``) go once every job of the batch has expired and the
 batch is finished or canceled and not pinned.
 """
@@ -31,6 +34,7 @@ from sqlalchemy.orm import Session
 from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobEvent, Tenant, utcnow
 from jobservice.quotas.limits import resolve_limits
 from jobservice.settings import Settings
+from jobservice.uploads.service import sweep_uploads
 from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
@@ -54,6 +58,7 @@ class SweepResult:
     failed: list[str] = field(default_factory=list)  # job or batch prefixes whose deletion failed
     marked_elsewhere: int = 0  # due jobs another pass marked first
     batch_inputs: list[str] = field(default_factory=list)  # batches whose shared inputs were deleted
+    uploads: list[str] = field(default_factory=list)  # expired direct uploads deleted (object and row)
 
     def as_dict(self) -> dict[str, Any]:
         """The result as plain JSON values."""
@@ -92,14 +97,17 @@ def sweep_expired(
         if ok and dry_run:
             result.expired.append(str(job_id))
     _sweep_batch_inputs(services, now=now, limit=limit, result=result)
-    if result.expired or result.failed or result.batch_inputs:
+    result.uploads = sweep_uploads(services, now=now, limit=limit, dry_run=dry_run)
+    if result.expired or result.failed or result.batch_inputs or result.uploads:
         log.info(
-            "retention%s: %d jobs expired, %d objects deleted, %d failed, %d batches' inputs deleted",
+            "retention%s: %d jobs expired, %d objects deleted, %d failed, %d batches' inputs deleted, "
+            "%d uploads deleted",
             " (dry run)" if dry_run else "",
             len(result.expired),
             result.objects_deleted,
             len(result.failed),
             len(result.batch_inputs),
+            len(result.uploads),
         )
     return result
 

@@ -32,6 +32,7 @@ from jobservice.settings.queue import QueueSettings
 from jobservice.settings.quotas import QuotaSettings
 from jobservice.settings.retention import RetentionSettings
 from jobservice.settings.storage import StorageSettings
+from jobservice.settings.uploads import UploadSettings
 from jobservice.settings.webhooks import WebhookSettings
 from jobservice.settings.workers import WorkerSettings
 
@@ -45,6 +46,7 @@ class Settings(
     StorageSettings,
     QueueSettings,
     MediaSettings,
+    UploadSettings,
     ApiSettings,
     AuthSettings,
     QuotaSettings,

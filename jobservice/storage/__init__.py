@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobservice.storage.base import ObjectInfo, ObjectNotFound, ObjectStore, StoreFull, StoreUnavailable
+from jobservice.storage.base import (
+    ObjectInfo,
+    ObjectNotFound,
+    ObjectStore,
+    StoredPart,
+    StoreFull,
+    StoreUnavailable,
+)
 from jobservice.storage.local import LocalStore, guess_content_type, validate_key
 
 if TYPE_CHECKING:
@@ -23,6 +30,7 @@ __all__ = [
     "ObjectNotFound",
     "ObjectStore",
     "S3Store",
+    "StoredPart",
     "StoreFull",
     "StoreUnavailable",
     "guess_content_type",

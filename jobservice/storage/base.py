@@ -7,10 +7,12 @@ whole object or none. Large files move by path, never through memory.
 from __future__ import annotations
 
 import abc
+import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import IO
 
 
 class ObjectNotFound(KeyError):
@@ -45,6 +47,15 @@ class ObjectInfo:
     content_type: str | None = None
     # When it was last written (aware UTC), as listings report it; None where unknown.
     modified: datetime | None = None
+
+
+@dataclass(frozen=True)
+class StoredPart:
+    """One part of a multipart upload that the store holds (``etag`` as the store names it)."""
+
+    number: int
+    size: int
+    etag: str
 
 
 class ObjectStore(abc.ABC):
@@ -109,3 +120,43 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def check(self) -> None:
         """Raise StoreUnavailable if the store cannot be used right now (for /readyz)."""
+
+    @abc.abstractmethod
+    def copy(self, source: str, key: str) -> ObjectInfo:
+        """Copy the object ``source`` to ``key`` inside the store (server-side on S3)."""
+
+    # --- direct uploads: a client sends an object's bytes itself, in one PUT or in parts ---------
+    # One interface for both back ends: S3 hands out presigned URLs (the bytes never reach the
+    # API); the local store has no URLs of its own (``put_url``/``part_url`` answer None) and the
+    # API takes each part through ``put_part`` instead. Parts are numbered from 1.
+    def put_url(self, key: str, *, size: int, expires_seconds: int) -> str | None:
+        """A URL a client can PUT the whole object (``size`` bytes, signed in where the store signs)
+        to, or None where the store has none (local)."""
+        return None
+
+    @abc.abstractmethod
+    def start_upload(self, key: str, *, content_type: str | None = None) -> str:
+        """Begin a multipart upload of ``key``; returns its upload id."""
+
+    def part_url(
+        self, key: str, upload_id: str, number: int, *, size: int, expires_seconds: int
+    ) -> str | None:
+        """A URL a client can PUT part ``number`` (``size`` bytes) to, or None where the store has
+        none (local)."""
+        return None
+
+    def put_part(self, key: str, upload_id: str, number: int, stream: IO[bytes], size: int) -> StoredPart:
+        """Store part ``number`` from ``stream`` (exactly ``size`` bytes), for stores without URLs."""
+        raise NotImplementedError(f"{self.backend} stores take parts through their URLs")
+
+    @abc.abstractmethod
+    def list_parts(self, key: str, upload_id: str) -> builtins.list[StoredPart]:
+        """The parts received so far, by number; raises ObjectNotFound for an unknown upload."""
+
+    @abc.abstractmethod
+    def finish_upload(self, key: str, upload_id: str, parts: builtins.list[StoredPart]) -> ObjectInfo:
+        """Join ``parts`` (in order) into the object ``key`` and end the upload."""
+
+    @abc.abstractmethod
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        """Drop an unfinished upload and its parts; an unknown upload is not an error."""

@@ -6,16 +6,26 @@ Used for single-host deployments and tests. The API serves videos straight from
 
 from __future__ import annotations
 
+import builtins
 import errno
 import mimetypes
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
-from jobservice.storage.base import ObjectInfo, ObjectNotFound, ObjectStore, StoreFull, StoreUnavailable
+from jobservice.storage.base import (
+    ObjectInfo,
+    ObjectNotFound,
+    ObjectStore,
+    StoredPart,
+    StoreFull,
+    StoreUnavailable,
+)
 from jobservice.storage.retry import retrying
 
 CHUNK_SIZE = 1024 * 1024
@@ -43,6 +53,9 @@ _CONTENT_TYPES = {
     ".html": "text/html",
 }
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
+# Unfinished multipart uploads: <root>/<this>/<upload id>/<part number>, outside every key (the
+# reserved prefix), so listings never show them; finish_upload joins them into the object.
+_PARTS_DIR = _TMP_PREFIX + "uploads"
 
 
 def guess_content_type(key: str) -> str:
@@ -233,7 +246,7 @@ class LocalStore(ObjectStore):
             return
         found: list[tuple[str, int, float]] = []
         for dirpath, dirnames, filenames in os.walk(start):
-            dirnames.sort()
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(_TMP_PREFIX))
             rel = Path(dirpath).relative_to(self.root).as_posix()
             base = "" if rel == "." else rel + "/"
             for name in filenames:
@@ -276,6 +289,80 @@ class LocalStore(ObjectStore):
                     return
                 remaining -= len(chunk)
                 yield chunk
+
+    def copy(self, source: str, key: str) -> ObjectInfo:
+        """Copy ``source`` to ``key`` (copy_file_range: the bytes never pass through Python)."""
+        path = self._file(source)
+        return self.put_file(key, path)
+
+    # --- direct uploads: the API takes the parts (put_part); no URLs of our own --------------------
+    def _parts(self, upload_id: str) -> Path:
+        try:
+            name = uuid.UUID(upload_id).hex
+        except ValueError:
+            raise ObjectNotFound(upload_id) from None
+        return self.root / _PARTS_DIR / name
+
+    def start_upload(self, key: str, *, content_type: str | None = None) -> str:
+        """A new upload id and its (empty) folder of parts."""
+        validate_key(key)
+        upload_id = uuid.uuid4().hex
+        self._parts(upload_id).mkdir(parents=True, exist_ok=True)
+        return upload_id
+
+    def put_part(self, key: str, upload_id: str, number: int, stream: IO[bytes], size: int) -> StoredPart:
+        """Write part ``number`` from ``stream`` (atomically: a broken PUT leaves the old part or none)."""
+        folder = self._parts(upload_id)
+        if not folder.is_dir():
+            raise ObjectNotFound(upload_id)
+
+        def fill(tmp: Path) -> None:
+            remaining = size
+            with tmp.open("wb") as out:
+                while remaining > 0:
+                    chunk = stream.read(min(CHUNK_SIZE, remaining))
+                    if not chunk:
+                        raise StoreUnavailable(f"part {number} of {key} ended after {size - remaining} bytes")
+                    out.write(chunk)
+                    remaining -= len(chunk)
+
+        _store_write(folder / f"{number:05d}", fill, key)
+        return StoredPart(number=number, size=size, etag=f"{number:05d}-{size}")
+
+    def list_parts(self, key: str, upload_id: str) -> builtins.list[StoredPart]:
+        """The parts written so far, by number."""
+        folder = self._parts(upload_id)
+        if not folder.is_dir():
+            raise ObjectNotFound(upload_id)
+        parts = []
+        for path in sorted(folder.iterdir()):
+            if path.name.isdecimal():
+                size = path.stat().st_size
+                parts.append(StoredPart(number=int(path.name), size=size, etag=f"{path.name}-{size}"))
+        return parts
+
+    def finish_upload(self, key: str, upload_id: str, parts: builtins.list[StoredPart]) -> ObjectInfo:
+        """Join the parts into ``key`` (one atomic write), then drop the folder of parts."""
+        folder = self._parts(upload_id)
+        if not folder.is_dir():
+            raise ObjectNotFound(upload_id)
+
+        def fill(tmp: Path) -> None:
+            with tmp.open("wb") as out:
+                for part in parts:
+                    with (folder / f"{part.number:05d}").open("rb") as src:
+                        shutil.copyfileobj(src, out, CHUNK_SIZE)
+
+        _store_write(self._path(key), fill, key)
+        shutil.rmtree(folder, ignore_errors=True)
+        return self.head(key)
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        """Remove the folder of parts, if any."""
+        try:
+            shutil.rmtree(self._parts(upload_id), ignore_errors=True)
+        except ObjectNotFound:
+            return
 
     def local_path(self, key: str) -> Path | None:
         """The file for ``key`` (for Flask send_file); it may not exist, so head() first."""

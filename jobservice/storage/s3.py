@@ -6,6 +6,7 @@ The boto3 client is created lazily and once per process: Celery workers fork, an
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 import os
@@ -22,7 +23,14 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from jobservice.storage.base import ObjectInfo, ObjectNotFound, ObjectStore, StoreFull, StoreUnavailable
+from jobservice.storage.base import (
+    ObjectInfo,
+    ObjectNotFound,
+    ObjectStore,
+    StoredPart,
+    StoreFull,
+    StoreUnavailable,
+)
 from jobservice.storage.local import CHUNK_SIZE, clamp_range, guess_content_type, validate_key
 from jobservice.storage.retry import retrying
 
@@ -36,10 +44,14 @@ _MIB = 1024 * 1024
 _DELETE_BATCH = 1000
 _NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 _NO_BUCKET_CODES = frozenset({"404", "NoSuchBucket", "NotFound"})
+_NO_UPLOAD_CODES = frozenset({"404", "NoSuchUpload", "NotFound"})
 # Out of room (MinIO, Ceph and friends; AWS itself never fills): not worth retrying.
 _FULL_CODES = frozenset({"XMinioStorageFull", "InsufficientStorage", "StorageFull", "QuotaExceeded", "507"})
 # Worth another try after a pause (besides every 5xx).
 _TRANSIENT_CODES = frozenset({"SlowDown", "RequestTimeout", "RequestTimeTooSkewed", "InternalError", "503"})
+# Joining a multipart upload or copying a large object inside S3 may take minutes before S3 answers
+# (AWS documents minutes for CompleteMultipartUpload); these calls wait this long.
+SLOW_CALL_SECONDS = 900.0
 # A bucket the service creates gets a lifecycle rule aborting multipart uploads left this long.
 ABORT_MULTIPART_AFTER_DAYS = 1
 
@@ -150,6 +162,7 @@ class S3Store(ObjectStore):
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
         )
+        self._slow_config = self._config.merge(Config(read_timeout=max(read_timeout, SLOW_CALL_SECONDS)))
         part = multipart_threshold_mb * _MIB
         self._transfer = TransferConfig(multipart_threshold=part, multipart_chunksize=part, max_concurrency=4)
         self._pid = -1
@@ -176,13 +189,14 @@ class S3Store(ObjectStore):
         return f"S3Store(bucket={self.bucket!r}, endpoint_url={self.endpoint_url!r})"
 
     # --- clients ----------------------------------------------------------------------------
-    def _get_client(self, endpoint_url: str | None) -> Any:
-        """This process's client for ``endpoint_url``; recreated after a fork."""
+    def _get_client(self, endpoint_url: str | None, *, slow: bool = False) -> Any:
+        """This process's client for ``endpoint_url`` (``slow``: for calls S3 may take minutes to
+        answer); recreated after a fork."""
         pid = os.getpid()
         if pid != self._pid:
             self._clients = {}  # inherited clients share pooled sockets with the parent
             self._pid = pid
-        name = endpoint_url or ""
+        name = (endpoint_url or "") + ("#slow" if slow else "")
         client = self._clients.get(name)
         if client is None:
             with _SESSION_LOCK:
@@ -192,14 +206,14 @@ class S3Store(ObjectStore):
                     region_name=self.region,
                     aws_access_key_id=self._access_key_id,
                     aws_secret_access_key=self._secret_access_key,
-                    config=self._config,
+                    config=self._slow_config if slow else self._config,
                 )
             self._clients[name] = client
         return client
 
-    def _client(self) -> Any:
+    def _client(self, *, slow: bool = False) -> Any:
         """The client for data operations, with the bucket ensured on first use."""
-        client = self._get_client(self.endpoint_url)
+        client = self._get_client(self.endpoint_url, slow=slow)
         if not self._bucket_ready:
             self._ensure_bucket(client)
         return client
@@ -376,6 +390,107 @@ class S3Store(ObjectStore):
                 "get_object", Params=params, ExpiresIn=expires_seconds or self.presign_seconds
             )
         return url
+
+    def copy(self, source: str, key: str) -> ObjectInfo:
+        """A server-side copy (multipart copy for large objects): no byte passes through here."""
+        validate_key(source)
+        validate_key(key)
+
+        def copy() -> None:
+            with _translate(source):
+                self._client(slow=True).copy(
+                    {"Bucket": self.bucket, "Key": source}, self.bucket, key, Config=self._transfer
+                )
+
+        retrying(copy, what=f"copying {source} to {key}")
+        return self.head(key)
+
+    # --- direct uploads: presigned URLs, so the bytes go from the client to S3 -------------------
+    def _presign(self, method: str, params: dict[str, Any], expires_seconds: int) -> str:
+        client = self._get_client(self.public_endpoint_url or self.endpoint_url)
+        with _translate(params["Key"]):
+            url: str = client.generate_presigned_url(method, Params=params, ExpiresIn=expires_seconds)
+        return url
+
+    def put_url(self, key: str, *, size: int, expires_seconds: int) -> str:
+        """A presigned PutObject URL for ``key`` (the bucket made first, if it may be); the length
+        is signed in, so S3 refuses a body of any other size."""
+        validate_key(key)
+        self._client()
+        params = {"Bucket": self.bucket, "Key": key, "ContentLength": size}
+        return self._presign("put_object", params, expires_seconds)
+
+    def start_upload(self, key: str, *, content_type: str | None = None) -> str:
+        """CreateMultipartUpload; returns S3's upload id."""
+        validate_key(key)
+        with _translate(key):
+            answer = self._client().create_multipart_upload(
+                Bucket=self.bucket, Key=key, ContentType=content_type or guess_content_type(key)
+            )
+        return str(answer["UploadId"])
+
+    def part_url(self, key: str, upload_id: str, number: int, *, size: int, expires_seconds: int) -> str:
+        """A presigned UploadPart URL for part ``number``, its length signed in."""
+        validate_key(key)
+        params = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "UploadId": upload_id,
+            "PartNumber": number,
+            "ContentLength": size,
+        }
+        return self._presign("upload_part", params, expires_seconds)
+
+    def list_parts(self, key: str, upload_id: str) -> builtins.list[StoredPart]:
+        """ListParts, every page; ObjectNotFound when S3 knows no such upload."""
+        validate_key(key)
+        parts: builtins.list[StoredPart] = []
+        try:
+            with _translate():
+                pages = self._client().get_paginator("list_parts")
+                for page in pages.paginate(Bucket=self.bucket, Key=key, UploadId=upload_id):
+                    parts.extend(
+                        StoredPart(number=int(p["PartNumber"]), size=int(p["Size"]), etag=str(p["ETag"]))
+                        for p in page.get("Parts", [])
+                    )
+        except StoreUnavailable as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and _error_code(cause) in _NO_UPLOAD_CODES:
+                raise ObjectNotFound(upload_id) from cause
+            raise
+        return sorted(parts, key=lambda p: p.number)
+
+    def finish_upload(self, key: str, upload_id: str, parts: builtins.list[StoredPart]) -> ObjectInfo:
+        """CompleteMultipartUpload with ``parts``' numbers and ETags."""
+        validate_key(key)
+        listed = [{"PartNumber": p.number, "ETag": p.etag} for p in parts]
+        try:
+            with _translate(key):
+                self._client(slow=True).complete_multipart_upload(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": listed}
+                )
+        except StoreUnavailable as failed:
+            # A try that timed out may have finished on the server, so that the retry found no
+            # such upload: the object is there whole.
+            try:
+                info = self.head(key)
+            except ObjectNotFound:
+                raise failed from None
+            if info.size != sum(p.size for p in parts):
+                raise
+            return info
+        return self.head(key)
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        """AbortMultipartUpload; an upload S3 no longer knows is not an error."""
+        validate_key(key)
+        try:
+            with _translate():
+                self._client().abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except StoreUnavailable as exc:
+            cause = exc.__cause__
+            if not (isinstance(cause, ClientError) and _error_code(cause) in _NO_UPLOAD_CODES):
+                raise
 
     def check(self) -> None:
         """HEAD the bucket (creating it if allowed); raises StoreUnavailable for /readyz."""

@@ -17,11 +17,22 @@ from pydantic import BaseModel
 from jobservice import __version__
 from jobservice.catalog import Catalog
 from jobservice.http.api.doc import REF, RouteTable, Schema, answer
-from jobservice.http.api.native import batches, fleet, jobs, metrics, quota, streams, system, webhooks
+from jobservice.http.api.native import (
+    batches,
+    fleet,
+    jobs,
+    metrics,
+    quota,
+    streams,
+    system,
+    uploads,
+    webhooks,
+)
 from jobservice.http.api.native.batches import BATCH_MODELS
 from jobservice.http.api.native.fleet import FLEET_MODELS
 from jobservice.http.api.native.quota import QUOTA_MODELS
 from jobservice.http.api.native.submission import JobCreate
+from jobservice.http.api.native.uploads import UPLOAD_MODELS
 from jobservice.http.api.openai import videos as openai_videos
 from jobservice.http.api.openai.doc import OPENAI_MODELS
 from jobservice.jobs.presenters import JobView
@@ -50,12 +61,14 @@ MODELS: tuple[type[BaseModel], ...] = (
     *QUOTA_MODELS,
     *FLEET_MODELS,
     *OPENAI_MODELS,
+    *UPLOAD_MODELS,
 )
 bp = Blueprint("openapi", __name__)
 api = RouteTable(bp)
 # Every table, in the document's order.
 TABLES: tuple[RouteTable, ...] = (
     jobs.api,
+    uploads.api,
     system.api,
     api,
     batches.api,

@@ -16,6 +16,7 @@ from flask import request
 from jobservice.catalog import ModelSpec
 from jobservice.errors import DomainError
 from jobservice.http.api.native.submission import FormRules, read_form
+from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs import retries
 from jobservice.jobs.submit import Checked, Submission, check_submission
 from jobservice.settings import Settings
@@ -271,6 +272,7 @@ def parse_web_submission(services: Services) -> tuple[Submission, Checked]:
     the size limits is refused by the caller before this runs.
     """
     read = read_form(request, services.settings, source="web", rules=WEB_FORM)
+    read.submission.principal = current_principal()  # the caller's uploads only (direct uploads)
     checked = check_submission(services, read.submission)
     errors: dict[str, str] = {}
     for problem in read.problems + checked.problems:

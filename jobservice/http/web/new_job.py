@@ -86,6 +86,7 @@ def render_form(
                 "min_audio_seconds": settings.min_audio_seconds,
                 "max_audio_seconds": settings.max_audio_seconds,
                 "min_image_side": settings.min_image_side,
+                "upload_above": int(settings.upload_direct_above_mb * 2**20),
             },
         ),
         status,

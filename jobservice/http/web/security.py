@@ -80,10 +80,12 @@ def _origin(url: str | None) -> str | None:
 def content_security_policy(settings: Settings) -> str:
     """A strict CSP for the pages: our own scripts and styles only, media also from S3 if used."""
     media = ["'self'", "blob:"]
+    connect = ["'self'"]
     if settings.storage_backend == "s3":
-        # Videos and inputs are 302-redirected to presigned S3 URLs.
+        # Videos and inputs are 302-redirected to presigned S3 URLs; large files are PUT to them.
         origin = _origin(settings.s3_public_endpoint_url) or _origin(settings.s3_endpoint_url)
         media.append(origin or "https://*.amazonaws.com")
+        connect.append(origin or "https://*.amazonaws.com")
     sources = " ".join(media)
     return "; ".join(
         [
@@ -92,7 +94,7 @@ def content_security_policy(settings: Settings) -> str:
             "style-src 'self'",
             f"img-src {sources} data:",
             f"media-src {sources}",
-            "connect-src 'self'",
+            f"connect-src {' '.join(connect)}",
             "object-src 'none'",
             "base-uri 'none'",
             "form-action 'self'",

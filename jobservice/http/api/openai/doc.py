@@ -21,6 +21,11 @@ FIELDS: Schema = {
 }
 FILE = {"type": "string", "format": "binary"}
 DATA_URL = {"type": "string", "description": "A base64 data: URL (or bare base64) of the file."}
+# A direct upload (POST /uploads) named by its id.
+FILE_ID: Schema = {
+    "type": "object",
+    "properties": {"file_id": {"type": "string", "description": "A ready upload's id (POST /uploads)."}},
+}
 EXTRA = {"description": "Any other model parameter (num_frames, fps, seed, guidance_scale...)."}
 # vLLM-Omni's reference fields: a JSON object (in a form, its JSON text) holding a data: URL.
 REFERENCES: Schema = {
@@ -40,9 +45,14 @@ def create_body(_catalog: Catalog) -> Schema:
     form = {
         "input_reference": {**FILE, "description": "The portrait (audio2video)."},
         "audio": FILE,
+        "input_reference[file_id]": {"type": "string", "description": "The portrait as an upload id."},
         **REFERENCES,
     }
-    json = {"input_reference": DATA_URL, "audio": DATA_URL, **REFERENCES}
+    json = {
+        "input_reference": {"anyOf": [DATA_URL, FILE_ID]},
+        "audio": {"anyOf": [DATA_URL, FILE_ID]},
+        **REFERENCES,
+    }
     return {
         "multipart/form-data": {
             "schema": {

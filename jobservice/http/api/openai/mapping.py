@@ -66,6 +66,8 @@ class VideoRequest:
     fields: dict[str, Any]
     uploads: dict[str, CheckedUpload] = field(default_factory=dict)
     spools: list[SpoolFile] = field(default_factory=list)
+    # Files named by a direct upload's id (``{"file_id": ...}``): input -> (the field, the id).
+    file_ids: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def close(self) -> None:
         """Delete the temporary files of decoded data URLs."""
@@ -95,15 +97,22 @@ def read_video_request(request: Request, settings: Settings) -> VideoRequest:
             value = _reference_url(name, read.fields.pop(name, None))
             if value is None or value == "":
                 continue
-            if target in read.uploads:
+            if target in read.uploads or target in read.file_ids:
                 raise Invalid(
                     "duplicate_input", f"Send the {target} once, as a file or as '{name}'.", field=name
                 )
+            if isinstance(value, FileId):
+                read.file_ids[target] = (name, str(value))
+                continue
             read.uploads[target] = _decoded_upload(name, target, value, settings, read)
     except DomainError:
         read.close()
         raise
     return read
+
+
+class FileId(str):
+    """The ``file_id`` of a reference object: a direct upload's id (``POST /uploads``)."""
 
 
 def _reference_url(name: str, value: Any) -> Any:
@@ -124,7 +133,9 @@ def _reference_url(name: str, value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     if value.get("file_id"):
-        raise Invalid("unsupported_reference", "File ids are not supported; upload the file.", field=name)
+        if not isinstance(value["file_id"], str):
+            raise Invalid("invalid_input", f"'{name}': file_id must be an upload id (a string).", field=name)
+        return FileId(value["file_id"])
     if not isinstance(value.get(URL_KEYS[name]), str):
         raise Invalid("invalid_input", f"'{name}' needs a '{URL_KEYS[name]}' (a data: URL).", field=name)
     return value[URL_KEYS[name]]
@@ -142,7 +153,8 @@ def _form_fields(request: Request) -> dict[str, Any]:
             raise Invalid("invalid_text", f"'{key}' contains a NUL character.", field=key)
         name = "input_reference" if key == "input_reference[image_url]" else key
         if key == "input_reference[file_id]":
-            _reference_url("input_reference", {"file_id": values[0]})
+            fields["input_reference"] = {"file_id": values[0]}
+            continue
         fields[name] = values[0]
     return fields
 

@@ -48,6 +48,7 @@ from jobservice.jobs.submit import Submission, resubmit_job, submit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
 from jobservice.retention.sweep import job_prefix, mark_expired
 from jobservice.storage import ObjectNotFound
+from jobservice.uploads.service import checked_upload
 
 bp = Blueprint("openai_videos", __name__, url_prefix="/v1")
 api = RouteTable(bp)
@@ -151,6 +152,12 @@ def create_video() -> Response:
     request.max_form_memory_size = MAX_DATA_URL_FIELD_BYTES
     read = read_video_request(request, svc.settings)
     try:
+        for target, (name, upload_id) in read.file_ids.items():  # direct uploads (POST /uploads)
+            try:
+                read.uploads[target] = checked_upload(svc, current_principal(), upload_id, target)
+            except DomainError as exc:
+                exc.field = name
+                raise
         spec = resolve_spec(svc, read.fields.get("model"), read.uploads)
         check_inputs(spec, read.uploads)
         sub = Submission(

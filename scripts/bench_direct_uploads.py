@@ -16,7 +16,7 @@ before, and the bytes they received: the sum of ``rchar`` in /proc/<pid>/io (eve
 socket or a file, the request bodies included) and, apart, the ``Content-Length`` the client sent
 to the API. Goal: a 2 GB direct upload moves zero bytes through the API process.
 
-Usage: .venv/bin/python scripts/bench_uploads.py [--size 2G] [--no-form] [--keep]
+Usage: .venv/bin/python scripts/bench_direct_uploads.py [--size 2G] [--no-form] [--keep]
 The LAST line is one JSON object.
 """
 

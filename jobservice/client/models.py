@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from jobservice.batches.views import BatchView, CaseView, Progress
-from jobservice.jobs.views import ErrorView, JobView, ValidationView
+from jobservice.jobs.views import ErrorView, JobView, PreviewView, ValidationView
 
 TERMINAL_JOB_STATUSES = frozenset({"succeeded", "failed", "canceled"})
 ENDED_BATCH_STATUSES = frozenset({"finished", "canceled"})
@@ -25,6 +25,7 @@ __all__ = [
     "ErrorView",
     "JobPage",
     "JobView",
+    "PreviewView",
     "Progress",
     "ValidationView",
 ]

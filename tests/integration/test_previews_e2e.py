@@ -110,7 +110,7 @@ def test_a_running_job_publishes_previews_that_the_validated_video_replaces(
     running = [v for v in seen if v.status == "running" and v.preview is not None]
     ready = [v for v in running if v.preview is not None and v.preview.state == "ready"]
     assert ready, [(v.status, v.stage, v.preview) for v in seen]
-    numbers = [v.preview.number for v in ready if v.preview is not None]
+    numbers = [v.preview.number or 0 for v in ready if v.preview is not None]
     assert numbers == sorted(numbers) and len(set(numbers)) >= 2, numbers
     for view in ready:
         assert view.preview is not None and view.preview.validated is False

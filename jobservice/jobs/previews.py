@@ -22,6 +22,7 @@ from jobservice.jobs import retries
 from jobservice.jobs.views import PreviewView
 
 KEY = "preview"  # the record's key in the row's timings
+KEPT = 3  # previews a run keeps while it runs: the latest and the two before it
 NOT_VALIDATED = "A preview, not yet validated: the output gate checks the final video only."
 NO_PREVIEW_BACKEND = "This model's back end hands over a finished file: it publishes no preview."
 NO_PREVIEW_OFF = "Previews are off on this model's workers (JOBSERVICE_PREVIEW_INTERVAL_SECONDS=0)."
@@ -79,7 +80,7 @@ def preview_number(job: Job) -> int:
 
 def preview_key(job: Job, number: int | None = None) -> str | None:
     """The object key of the job's latest preview, or of preview ``number`` while it is still stored
-    (the latest and the one before it); None when there is no such preview."""
+    (the latest and the two before it, ``KEPT``); None when there is no such one."""
     record = record_of(job)
     if record is None or record.get("state") != "ready":
         return None
@@ -87,7 +88,7 @@ def preview_key(job: Job, number: int | None = None) -> str | None:
     key = str(record["key"])
     if number is None or number == latest:
         return key
-    if number == latest - 1 and number >= 1:
+    if max(0, latest - KEPT) < number < latest:
         return key.rsplit("/", 1)[0] + f"/preview-{number}.mp4"
     return None
 

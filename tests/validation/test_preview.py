@@ -80,7 +80,7 @@ def test_nothing_encoded_yet_is_an_error_not_a_file(tmp_path: Path) -> None:
     assert not (tmp_path / "p.mp4").exists()
 
 
-def test_publisher_stores_previews_at_its_pace_and_keeps_the_last_two(
+def test_publisher_stores_previews_at_its_pace_and_keeps_the_last_three(
     tmp_path: Path, policy: ValidationPolicy, tone: Path
 ) -> None:
     store = LocalStore(tmp_path / "store")
@@ -127,7 +127,7 @@ def test_publisher_stores_previews_at_its_pace_and_keeps_the_last_two(
         enc.finish()
     # The first goes out at once (no interval to wait), the later ones at most every 0.3 s.
     assert first_delay < 2.0
-    assert 2 <= summary["published"] == len(records) < 8
+    assert 4 <= summary["published"] == len(records) < 8
     assert [r["number"] for r in records] == list(range(1, len(records) + 1))
     first = records[0]
     assert CHUNK - 4 <= first["frames"] <= CHUNK and first["state"] == "ready" and first["attempt"] == 1
@@ -136,7 +136,7 @@ def test_publisher_stores_previews_at_its_pace_and_keeps_the_last_two(
     assert summary["first_delay_ms"] is not None and summary["failures"] == 0
     kept = sorted(info.key for info in store.list("jobs/j1/"))
     last = len(records)
-    assert kept == sorted({f"jobs/j1/preview-{n}.mp4" for n in (last - 1, last)})
+    assert kept == sorted({f"jobs/j1/preview-{n}.mp4" for n in (last - 2, last - 1, last) if n >= 1})
     latest = probe_media(store.local_path(records[-1]["key"]) or Path("missing"))
     assert latest.video is not None and latest.audio is not None
     assert latest.video.nb_frames == records[-1]["frames"]

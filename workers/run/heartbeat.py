@@ -122,8 +122,11 @@ class Heartbeat:
         while not self._stopping.is_set():
             # Wake on new progress or at the beat, whichever comes first...
             self._dirty.wait(timeout=self._beat_seconds)
-            # ...but never write more often than the progress interval.
-            pause = last_write + self._progress_interval - time.monotonic()
+            # ...but never write more often than the progress interval (a preview record goes at
+            # once: the run hands one over at most every preview interval, seconds apart).
+            with self._lock:
+                preview_due = self._preview is not None
+            pause = 0.0 if preview_due else last_write + self._progress_interval - time.monotonic()
             if pause > 0 and self._stopping.wait(pause):
                 break
             if self._stopping.is_set():

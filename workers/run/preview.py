@@ -7,8 +7,8 @@ stores it as ``jobs/<id>/[attempt-<n>/]preview-<k>.mp4`` and hands the job row i
 the heartbeat (``preview`` in the row's ``timings`` until the run ends; ``jobservice.jobs.previews``
 reads it), so the API shows ``links.preview`` and the stream sends a ``preview`` event. The first
 preview goes out as soon as the first frames are; later ones wait for the interval. Each preview is
-a new key (a player still reading the last one is not cut off); the one before the last is
-deleted. A preview that cannot be made or stored is logged and skipped: it never fails the job.
+a new key (a player still reading an earlier one is not cut off); the latest three are kept. A
+preview that cannot be made or stored is logged and skipped: it never fails the job.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from jobservice.db.tables import utcnow
+from jobservice.jobs.previews import KEPT
 from jobservice.media.probe import probe_media
 from jobservice.storage import ObjectStore
 from workers.video.preview import build_preview
@@ -151,7 +152,7 @@ class PreviewPublisher:
         )
         if self.first_published_at is None:
             self.first_published_at = time.time()
-        while len(self._keys) > 2:  # keep the last two: a player may still be reading the one before
+        while len(self._keys) > KEPT:  # a player may still be reading one before the latest
             old = self._keys.pop(0)
             try:
                 self._store.delete(old)

@@ -382,8 +382,8 @@ def send_video(key: str, name: str, *, download: bool = False, max_age: int | No
         in_query(
             "n",
             {"type": "integer", "minimum": 1},
-            description="The preview's number (links.preview names it): the latest or the one before; "
-            "without it, the latest.",
+            description="The preview's number (links.preview names it): the latest or one of the two "
+            "before it; without it, the latest.",
         ),
     ),
     responses={
@@ -393,7 +393,7 @@ def send_video(key: str, name: str, *, download: bool = False, max_age: int | No
         "404": refused(
             "No preview: preview_not_ready (none yet, or the job is queued), no_preview (the model's back "
             "end hands over a finished file), preview_replaced (the job ended: see /video), "
-            "preview_not_found (an older number)."
+            "preview_not_found (a number no longer kept)."
         ),
         "410": refused("Its files were deleted by retention (expired)."),
         "422": refused("n is not a whole number from 1 (invalid_preview_number)."),

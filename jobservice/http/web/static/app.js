@@ -274,9 +274,10 @@
     const box = $("#render-preview");
     if (!box) return;
     const p = job.preview;
-    const video = $("#preview-video", box);
+    let video = $("#preview-video", box);
     if (TERMINAL.includes(job.status)) {
       // Ended: its preview is gone (404 preview_replaced); stop reading it before the page reloads.
+      if (!video) return;
       video.pause();
       video.removeAttribute("src");
       video.load();
@@ -287,10 +288,17 @@
     if (!p || p.state === "waiting") { box.hidden = true; return; }
     box.hidden = false;
     if (p.state !== "ready") {
-      video.hidden = true;
+      if (video) video.hidden = true;
       label.hidden = true;
       text.textContent = "No preview: " + (p.message || "this model hands over a finished file.");
       return;
+    }
+    if (!video) {  // the page was drawn before the first preview: the player comes with it
+      video = document.createElement("video");
+      video.id = "preview-video";
+      video.controls = video.muted = video.playsInline = true;
+      video.preload = "auto";
+      box.insertBefore(video, text);
     }
     video.hidden = false;
     label.hidden = false;

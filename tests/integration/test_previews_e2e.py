@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -175,3 +176,39 @@ def test_a_queued_job_has_no_preview_and_a_bad_number_is_refused(served: tuple[S
         assert early.status_code == 404
         assert early.json()["error"]["code"] in {"preview_not_ready", "preview_replaced"}
         api.wait(job.id, timeout=300)
+
+
+def test_previews_on_postgresql_and_s3(prod_stack: Stack, long_speech: Path, tmp_path: Path) -> None:
+    """As production runs: the preview record in PostgreSQL's JSON, the previews in S3 (moto's
+    server), the API answering with a presigned redirect that a client follows."""
+    prod_stack.start_worker(
+        "previews-s3",
+        extra_env={
+            "JOBSERVICE_WORKER_MODELS": json.dumps([MODEL]),
+            "JOBSERVICE_PREVIEW_INTERVAL_SECONDS": "0.5",
+        },
+    )
+    with serve(prod_stack.services) as base, Client(base, timeout=60) as api:
+        job = api.submit_audio2video(
+            image=SAMPLES / "portrait.png", audio=long_speech, model=MODEL, max_size=256
+        )
+        view = api.get(job.id)
+        deadline = time.monotonic() + 300
+        while not (view.preview is not None and view.preview.state == "ready") and view.status in (
+            "queued",
+            "running",
+        ):
+            assert time.monotonic() < deadline, view
+            time.sleep(0.2)
+            view = api.get(job.id)
+        assert view.status == "running" and view.preview is not None, view
+        redirect = requests.get(f"{base}{view.links['preview']}", allow_redirects=False, timeout=30)
+        assert redirect.status_code == 302 and redirect.headers["Location"].startswith("http"), redirect.text
+        path = api.download_preview(job.id, tmp_path / "s3-preview.mp4", number=view.preview.number)
+        facts = probe_media(path)
+        assert facts.video is not None and facts.audio is not None
+        assert facts.duration_s is not None and abs(facts.duration_s - (view.preview.seconds or 0)) < 0.05
+        final = api.wait(job.id, timeout=300)
+    assert final.status == "succeeded" and final.preview is None and "video" in final.links
+    keys = [i.key for i in prod_stack.services.store.list(f"jobs/{job.id}/")]
+    assert any("/preview-" in k for k in keys) and f"jobs/{job.id}/output.mp4" in keys, keys

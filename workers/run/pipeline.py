@@ -239,6 +239,8 @@ class JobRun:
         self.generate_started_at = utcnow()
         self.ctx.check_cancel()
         self.output = loaded.adapter.run(loaded.handle, inputs, self.ctx)
+        if self.ctx.preview is not None:
+            self.ctx.preview.stop()  # the last frame is out: the validated video follows
         self.ctx.check_cancel()
         self._lap("generate_ms", t)
         self.host = window.close()

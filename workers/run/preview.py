@@ -79,10 +79,16 @@ class PreviewPublisher:
                 self.first_frames_at = time.time()
         self._wake.set()
 
-    def close(self, timeout: float = 10.0) -> dict[str, Any]:
-        """Stop publishing (generation ended, or the run failed); what the run's report keeps."""
+    def stop(self) -> None:
+        """Publish no more (the last frame is out: the validated video comes next); returns at once,
+        a preview being made is finished on its thread."""
         self._stop.set()
         self._wake.set()
+
+    def close(self, timeout: float = 10.0) -> dict[str, Any]:
+        """Stop publishing (generation ended, or the run failed), waiting for a preview being made;
+        what the run's report keeps."""
+        self.stop()
         if self._thread is not None:
             self._thread.join(timeout)
         return self.summary()

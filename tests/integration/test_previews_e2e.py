@@ -32,6 +32,7 @@ from tests.integration.test_streams_e2e import follow
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MODEL = "reference-talking-head"
+NO_PREVIEWS = "fake-good"  # a test model whose spec says it publishes no previews (ModelSpec.previews)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, st
         stream_heartbeat_seconds=1.0,
         stream_max_seconds=5.0,
     )
-    stack.start_worker("previews", extra_env={"JOBSERVICE_WORKER_MODELS": json.dumps([MODEL])})
+    stack.start_worker("previews", extra_env={"JOBSERVICE_WORKER_MODELS": json.dumps([MODEL, NO_PREVIEWS])})
     try:
         with serve(stack.services) as base:
             yield stack, base
@@ -176,6 +177,23 @@ def test_a_queued_job_has_no_preview_and_a_bad_number_is_refused(served: tuple[S
         assert early.status_code == 404
         assert early.json()["error"]["code"] in {"preview_not_ready", "preview_replaced"}
         api.wait(job.id, timeout=300)
+
+
+def test_a_model_without_previews_says_so_while_it_runs(served: tuple[Stack, str]) -> None:
+    _stack, base = served
+    with Client(base, timeout=60) as api:
+        job = api.submit(model=NO_PREVIEWS, prompt="no preview", num_frames=60, step_seconds=0.05)
+        views: list[JobView] = []
+        final = api.wait(job.id, timeout=300, on_update=views.append)
+        during = [v for v in views if v.status == "running" and v.preview is not None]
+        # Waiting from the claim until the run starts generating, then "none" for good.
+        states = [v.preview.state for v in during if v.preview is not None]
+        assert states and states[-1] == "none" and "ready" not in states, states
+        assert during[-1].preview is not None and "finished file" in during[-1].preview.message
+        assert all("preview" not in v.links for v in views)
+        assert final.status == "succeeded" and final.preview is None
+        models = {m["id"]: m for m in requests.get(f"{base}/models", timeout=30).json()["models"]}
+        assert models[NO_PREVIEWS]["previews"] is False and models[MODEL]["previews"] is True
 
 
 def test_previews_on_postgresql_and_s3(prod_stack: Stack, long_speech: Path, tmp_path: Path) -> None:

@@ -65,6 +65,9 @@ class ModelSpec:
     devices: tuple[str, ...] = ("cpu", "cuda", "npu")
     requires: tuple[str, ...] = ()  # importable packages the adapter needs (checked without importing)
     execution_mode: str = "resident"
+    # Its adapter streams frames as it renders them (chunks): a running job publishes previews of
+    # them. False: the back end hands over a finished file, and no preview exists.
+    previews: bool = False
     validation: ValidationPolicy = field(default_factory=ValidationPolicy)
     timeout_seconds: float | None = None
     # A failed gate runs the job again with the next seed, up to this many times, unless the job
@@ -92,6 +95,7 @@ class ModelSpec:
             "cards": self.cards,
             "devices": list(self.devices),
             "execution_mode": self.execution_mode,
+            "previews": self.previews,
             "backend": self.backend,
             "min_memory_gb": self.min_memory_gb,
             "timeout_seconds": self.timeout_seconds,

@@ -91,9 +91,18 @@ def get_job(base_url: str, job_id: str) -> dict[str, Any]:
 def wait_for(base_url: str, job_id: str, *, timeout: float, show_progress: bool = True) -> dict[str, Any]:
     """Follow the job until it ends (its live stream, or polling), drawing a progress line on stderr."""
     shown = [""]
+    previews = [0]
 
     def draw(view: JobView) -> None:
-        shown[0] = _draw(view.model_dump(mode="json"), shown[0])
+        job = view.model_dump(mode="json")
+        number = _preview_number(job)
+        if number > previews[0]:  # a new preview: its own line, above the progress line
+            previews[0] = number
+            if shown[0]:
+                sys.stderr.write("\n")
+            sys.stderr.write(_preview_line(job, base_url) + "\n")
+            shown[0] = ""
+        shown[0] = _draw(job, shown[0])
 
     with clear_errors(base_url), client_for(base_url) as api:
         try:
@@ -127,6 +136,24 @@ def _draw(job: dict[str, Any], previous: str) -> str:
         sys.stderr.write(lead + line)
         sys.stderr.flush()
     return line
+
+
+def _preview_number(job: dict[str, Any]) -> int:
+    preview = job.get("preview") or {}
+    return int(preview.get("number") or 0) if preview.get("state") == "ready" else 0
+
+
+def _preview_line(job: dict[str, Any], base_url: str) -> str:
+    """A running job's preview as one line: what it covers and where it plays."""
+    preview = job.get("preview") or {}
+    if preview.get("state") == "none":
+        return f"  preview: none ({preview.get('message')})"
+    if preview.get("state") != "ready":
+        return "  preview: none yet"
+    seconds = preview.get("seconds")
+    span = f"{seconds:.1f} s" if isinstance(seconds, int | float) else "so far"
+    link = (job.get("links") or {}).get("preview", "")
+    return f"  preview {preview['number']} ({span}, not yet validated): {base_url.rstrip('/')}{link}"
 
 
 def _moment(raw: Any) -> datetime | None:
@@ -176,6 +203,8 @@ def describe(job: dict[str, Any], base_url: str) -> str:
         )
         lines.append(f"  usage: {usage['card_seconds']:.1f} card-seconds ({parts}){wasted}")
     links = job.get("links") or {}
+    if job.get("preview"):
+        lines.append(_preview_line(job, base_url))
     if "video" in links:
         lines.append(f"  video: {base_url.rstrip('/')}{links['video']}")
     if "report" in links:

@@ -6,6 +6,7 @@
         job = api.submit_text2video(prompt="green hills", width=128, height=96)
         job = api.wait(job.id, on_update=lambda j: print(j.status, j.progress))
         api.download(job.id, "hills.mp4")
+        # while it runs: job.preview (state, seconds), api.download_preview(job.id, "so-far.mp4")
 
 http.py     transport: bearer key, ApiError, retries with backoff (Retry-After honoured)
 sse.py      the text/event-stream parser
@@ -25,6 +26,7 @@ from jobservice.client.models import (
     ErrorView,
     JobPage,
     JobView,
+    PreviewView,
     Progress,
     ValidationView,
 )
@@ -42,6 +44,7 @@ __all__ = [
     "ErrorView",
     "JobPage",
     "JobView",
+    "PreviewView",
     "Progress",
     "UploadId",
     "UploadPart",

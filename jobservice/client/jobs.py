@@ -160,11 +160,19 @@ class JobCalls:
     def download(self, job_id: str, path: str | Path) -> Path:
         """Save the job's video to ``path``, streamed (an S3 store's presigned redirect is followed;
         the bearer key is not sent to the other host)."""
-        dest = Path(path)
+        return self._save(f"/jobs/{job_id}/video", Path(path))
+
+    def download_preview(self, job_id: str, path: str | Path, number: int | None = None) -> Path:
+        """Save a running job's latest preview (``number``: that one, while it is kept) to ``path``:
+        what it has rendered so far, with its audio, not yet validated. Refusals: ``ApiError`` with
+        ``preview_not_ready``, ``no_preview`` (the model's back end hands over a finished file),
+        ``preview_replaced`` (the job ended: ``download`` its video)."""
+        query = f"?n={int(number)}" if number is not None else ""
+        return self._save(f"/jobs/{job_id}/preview{query}", Path(path))
+
+    def _save(self, url: str, dest: Path) -> Path:
         partial = dest.with_name(dest.name + ".part")
-        with self.http.call(
-            "GET", f"/jobs/{job_id}/video", stream=True, timeout=(self.http.timeout, 300)
-        ) as r:
+        with self.http.call("GET", url, stream=True, timeout=(self.http.timeout, 300)) as r:
             try:
                 with partial.open("wb") as handle:
                     for block in r.iter_content(1 << 20):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from jobservice.jobs.views import ErrorView, JobView, ValidationView
+from jobservice.jobs.views import ErrorView, JobView, PreviewView, ValidationView
 from jobservice.nightly.views import BatchView, CaseView, Progress
 
 TERMINAL_JOB_STATUSES = frozenset({"succeeded", "failed", "canceled"})
@@ -25,6 +25,7 @@ __all__ = [
     "ErrorView",
     "JobPage",
     "JobView",
+    "PreviewView",
     "Progress",
     "ValidationView",
 ]

@@ -192,6 +192,7 @@ class Deployment:
             devices=tuple(entry.devices or family.devices),
             requires=family.requires,
             execution_mode=execution_mode,
+            previews=family.previews,
             validation=policy,
             timeout_seconds=entry.timeout,
             retry_on_validation_failure=entry.retry_on_validation_failure,

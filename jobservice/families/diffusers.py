@@ -50,6 +50,7 @@ FAMILY = register(
         title="Wan2.1 T2V (diffusers)",
         summary="Wan2.1 text2video from a local diffusers folder (WanPipeline) on the worker's device.",
         execution_mode="resident",
+        previews=True,  # its adapter streams each chunk's frames
         devices=("cpu", "cuda", "npu"),
         requires=("torch", "numpy", "diffusers", "transformers", "accelerate"),
         min_memory_gb=None,

@@ -27,6 +27,9 @@ class Family:
     summary: str
     execution_mode: str
     devices: tuple[str, ...]
+    # Its adapter streams frames (chunks) through the pipeline, so running jobs publish previews;
+    # False: it hands over a finished file (ModelSpec.previews).
+    previews: bool = False
     requires: tuple[str, ...] = ()
     min_memory_gb: float | None = None
     policy: ValidationPolicy = field(default_factory=ValidationPolicy)

@@ -122,6 +122,7 @@ FAMILY = register(
         summary="SoulX-FlashTalk kept loaded in a resident worker per card group and fed chunk by chunk; "
         "presets: realtime (704x416, 29/1 frames, 2 steps) and quality.",
         execution_mode="persistent_worker",
+        previews=True,  # its adapter streams each chunk's frames
         devices=("cuda", "npu"),
         requires=(),
         min_memory_gb=64.0,  # OmniRT's resource_hint, aggregate

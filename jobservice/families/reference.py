@@ -63,6 +63,7 @@ REFERENCE_T2V = ModelSpec(
     params=ReferenceT2VParams,
     adapter="workers.adapters.reference.t2v:ReferenceT2VAdapter",
     requires=("torch", "numpy"),
+    previews=True,
 )
 
 REFERENCE_TALKING_HEAD = ModelSpec(
@@ -78,6 +79,7 @@ REFERENCE_TALKING_HEAD = ModelSpec(
     adapter="workers.adapters.reference.talking_head:ReferenceTalkingHeadAdapter",
     inputs=("image", "audio"),
     requires=("torch", "numpy", "cv2"),
+    previews=True,
 )
 
 

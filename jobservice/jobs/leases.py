@@ -18,6 +18,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobStatus, Stage, utcnow
+from jobservice.jobs.previews import preview_timings
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,10 @@ def heartbeat(
     lease_seconds: float,
     stage: str | None = None,
     progress: float | None = None,
+    preview: dict[str, Any] | None = None,
 ) -> Beat:
-    """Extend a running job's lease (and record stage/progress); tells the worker about cancels."""
+    """Extend a running job's lease (and record stage/progress, and the run's preview record,
+    ``jobservice.jobs.previews``); tells the worker about cancels."""
     now = utcnow()
     values: dict[str, Any] = {"heartbeat_at": now, "lease_expires_at": now + timedelta(seconds=lease_seconds)}
     if stage is not None:
@@ -54,6 +57,8 @@ def heartbeat(
             values["started_at"] = func.coalesce(Job.started_at, now)
     if progress is not None:
         values["progress"] = max(0.0, min(1.0, progress))
+    if preview is not None:
+        values["timings"] = preview_timings(preview)
     result = session.execute(
         update(Job)
         .where(

@@ -14,6 +14,7 @@ from jobservice.db.tables import Job, JobStatus
 from jobservice.fleet.eta import Stored, eta_of, running_finish
 from jobservice.jobs import retries
 from jobservice.jobs.pages import after_cursor, page_of_jobs
+from jobservice.jobs.previews import preview_of, without_preview
 from jobservice.jobs.queries import queue_position, queue_positions
 from jobservice.jobs.views import ErrorView, JobView, TryView, ValidationView
 
@@ -35,6 +36,9 @@ def job_view(
     if job.report_key and not expired:
         links["report"] = f"/jobs/{job.id}/report"
         links["log"] = f"/jobs/{job.id}/log"  # stored with the report by every run that got that far
+    preview = preview_of(job)
+    if preview is not None and preview.state == "ready":
+        links["preview"] = f"/jobs/{job.id}/preview?n={preview.number}"  # a URL per preview: caches
     error = ErrorView(code=job.error_code, message=job.error_message or "") if job.error_code else None
     validation = None
     warnings: list[str] = []
@@ -66,7 +70,7 @@ def job_view(
         error=error,
         validation=validation,
         warnings=warnings,
-        timings=dict(job.timings or {}),
+        timings=without_preview(job.timings),
         cold_start=job.cold_start,
         tenant=job.tenant or "default",
         expires_at=job.expires_at,
@@ -76,6 +80,7 @@ def job_view(
         validation_attempts=_tries(job, expired),
         seed_used=retries.seed_of_try(dict(job.params or {}), len(retries.tries_of(job))),
         **(_eta(forecast, job) if forecast is not None else {}),
+        preview=preview,
         links=links,
     )
 

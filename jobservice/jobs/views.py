@@ -7,7 +7,7 @@ database or the service (the Python client, ``jobservice.client``, reads the API
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,9 +38,30 @@ class TryView(BaseModel):
     message: str = ""
     card_seconds: float | None = Field(default=None, description="What the try used (charged).")
     finished_at: datetime | None = None
+    preview: PreviewView | None = Field(
+        default=None,
+        description="A running job's preview of what it rendered so far (links.preview while ready); "
+        "null when queued or ended (links.video is then the validated video).",
+    )
     links: dict[str, str] = Field(
         default_factory=dict, description="video, report and log of the try (until retention)."
     )
+
+
+class PreviewView(BaseModel):
+    """What a running job has rendered so far (``jobservice.jobs.previews``): played from
+    ``links.preview``, not yet validated; the validated video replaces it when the job ends."""
+
+    state: Literal["none", "waiting", "ready"] = Field(
+        description="none: this model's back end hands over a finished file (or previews are off), so no "
+        "preview will exist; waiting: none yet; ready: links.preview plays it."
+    )
+    validated: bool = Field(default=False, description="Always false: only the final video is gated.")
+    number: int | None = Field(default=None, description="1 for the first preview, 2 for the next, ...")
+    frames: int | None = Field(default=None, description="Frames rendered when it was made.")
+    seconds: float | None = Field(default=None, description="The span it covers (video and its audio).")
+    published_at: datetime | None = None
+    message: str = ""
 
 
 class JobView(BaseModel):
@@ -113,5 +134,10 @@ class JobView(BaseModel):
         default=None,
         description="forecast; not_measured (its model's speed is a default, not a measurement); no_group "
         "(no online card group may run its model: no ETA); unknown (no forecast yet). Null once it ended.",
+    )
+    preview: PreviewView | None = Field(
+        default=None,
+        description="A running job's preview of what it rendered so far (links.preview while ready); "
+        "null when queued or ended (links.video is then the validated video).",
     )
     links: dict[str, str]

@@ -34,6 +34,7 @@ from sqlalchemy import func, select
 from jobservice.db.engine import Database
 from jobservice.db.tables import Batch, Job, JobStatus
 from jobservice.fleet.eta import Stored, eta_of, latest, running_finish
+from jobservice.jobs.previews import preview_number
 from jobservice.jobs.queries import queue_positions
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class JobState:
     cancel_requested: bool
     attempts: int
     eta: str | None = None  # the estimated start (queued) or finish (running), to the minute
+    preview: int = 0  # the number of the running job's latest preview (jobservice.jobs.previews)
 
     @property
     def is_terminal(self) -> bool:
@@ -130,6 +132,7 @@ def job_state_of(view: Any) -> JobState:
         cancel_requested=bool(view.cancel_requested),
         attempts=int(view.attempts),
         eta=eta_minute(view.estimated_start_at, view.estimated_finish_at),
+        preview=(view.preview.number or 0) if view.preview is not None else 0,
     )
 
 
@@ -152,6 +155,7 @@ def read_job_states(
             cancel_requested=job.cancel_requested_at is not None and not status.is_terminal,
             attempts=int(job.attempts or 0),
             eta=_eta_minute(forecast, job),
+            preview=preview_number(job),
         )
     return states
 

@@ -55,6 +55,13 @@ class WorkerSettings(BaseModel):
         description="Finish a generated job (encoder flush, output gate, upload, record) on a "
         "background thread while the card generates the next one; false: one job at a time, start to end.",
     )
+    preview_interval_seconds: float = Field(
+        default=3.0,
+        ge=0,
+        description="A job whose model streams its frames publishes what it has rendered so far as a "
+        "preview (links.preview, the stream's preview event) at most this often, the first as soon as "
+        "its first frames are out; 0: no previews.",
+    )
     torch_threads: int | None = Field(
         default=None, ge=1, description="torch's CPU threads in each worker process; unset: torch's default."
     )

@@ -71,6 +71,8 @@ def test_the_resident_pipeline_is_kept_between_jobs(ft: Any) -> None:
     assert summary["chunk_core_ms_avg"] == 3450.0 and summary["audio_embedding_ms_avg"] == 21.0
     assert summary["chunk_copy_ms_avg"] == 33.0 and summary["steady_chunk_total_ms_avg"] >= 954.0
     assert warm["validation"]["mode"] == "streamed" and warm["validation"]["verdict"] == "passed"
+    # The resident's chunks stream into the pipeline: the first one was published as a preview.
+    assert warm["extra"]["preview"]["published"] >= 1 and warm["extra"]["preview"]["failures"] == 0
     assert check(warm, "frame_count")["actual"] == 50 and check(warm, "audio_present")["passed"]
     ranks = checkout.records("flashtalk_resident")
     assert len(ranks) == 4 and {r["env"]["ASCEND_RT_VISIBLE_DEVICES"] for r in ranks} == {"4,5,6,7"}

@@ -201,6 +201,7 @@ RENDERING_MODULES = {
     "jobservice.http.api.native.fast_poll",
     "jobservice.http.api.native.jobs",
     "jobservice.jobs.lookup",
+    "jobservice.jobs.previews",  # reads the row's timings and tries only
     "jobservice.jobs.retries",
     "jobservice.jobs.presenters",
     "sqlalchemy.engine.result",

@@ -23,6 +23,7 @@ from jobservice.db.tables import Stage, utcnow
 from jobservice.reports.run_report import ChunkTelemetry
 from workers.adapters.base import AdapterError, JobCanceled, VideoFormat
 from workers.run.heartbeat import Heartbeat
+from workers.run.preview import PreviewPublisher
 from workers.video.encoder import EncoderError, EncodeResult, StreamingEncoder
 
 # Progress of the whole job: fetch/load take the first slice, the model most of it, the tail the rest.
@@ -69,8 +70,10 @@ class PipelineContext:
         policy: ValidationPolicy,
         hash_frames: bool = False,
         on_loading: Callable[[], AbstractContextManager[None]] | None = None,
+        preview: PreviewPublisher | None = None,
     ) -> None:
         self._heartbeat = heartbeat
+        self.preview = preview  # publishes the frames so far while the model renders (workers/run/preview.py)
         self._on_loading = on_loading
         # Per-frame digests of the raw frames (batch jobs): deterministic outputs compare exactly.
         self.frame_hashes: list[str] | None = [] if hash_frames else None
@@ -112,7 +115,10 @@ class PipelineContext:
             policy=self._policy,
             audio_path=fmt.audio_path,
             duration_s=fmt.num_frames / fmt.fps,
+            preview_path=self.preview.ts_path if self.preview is not None else None,
         )
+        if self.preview is not None:
+            self.preview.start()
 
     def emit_frames(self, frames: Any) -> None:
         """Send frames to the encoder as soon as they exist."""
@@ -139,6 +145,8 @@ class PipelineContext:
         self.last_frame_at = now
         self.last_frame_clock = time.perf_counter()
         self.frames_emitted += len(array)
+        if self.preview is not None:
+            self.preview.frames_out(self.frames_emitted)
 
     def progress(self, fraction: float, stage: str | None = None) -> None:
         """Map the model's 0..1 onto the job's progress bar."""
@@ -203,12 +211,22 @@ class PipelineContext:
         if self.encoder is None:
             raise AdapterError("model_error", "the model returned without producing any video")
         self._heartbeat.update(stage=Stage.ENCODING.value)
+        self.close_preview()  # the validated video replaces it
         try:
             return self.encoder.finish()
         except EncoderError as exc:
             raise AdapterError("encode_failed", _encoder_problem(exc)) from exc
 
+    def close_preview(self) -> None:
+        """Stop publishing previews (once); the report's ``extra.preview`` says what was published."""
+        if self.preview is not None:
+            preview, self.preview = self.preview, None
+            summary = preview.close()
+            if summary["published"] or summary["failures"]:
+                self.extra["preview"] = summary
+
     def abort(self) -> None:
         """Stop the encoder and drop partial output (cancel, failure)."""
+        self.close_preview()
         if self.encoder is not None:
             self.encoder.abort()

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 import uuid
+from typing import Any
 
 from jobservice.db.engine import Database
 from jobservice.jobs.leases import Owner, heartbeat
@@ -57,6 +58,7 @@ class Heartbeat:
         self._lock = threading.Lock()
         self._stage: str | None = None
         self._progress: float | None = None
+        self._preview: dict[str, Any] | None = None  # a preview record not written yet
         self._dirty = threading.Event()
         self._stopping = threading.Event()
         self.stop_requested = threading.Event()
@@ -73,14 +75,24 @@ class Heartbeat:
         self._dirty.set()
         self._thread.join(timeout=max(5.0, self._beat_seconds * 2))
 
-    def update(self, *, stage: str | None = None, progress: float | None = None, flush: bool = False) -> None:
-        """Record the latest stage/progress; written soon by the heartbeat thread."""
+    def update(
+        self,
+        *,
+        stage: str | None = None,
+        progress: float | None = None,
+        preview: dict[str, Any] | None = None,
+        flush: bool = False,
+    ) -> None:
+        """Record the latest stage/progress (and preview record, ``jobservice.jobs.previews``);
+        written soon by the heartbeat thread."""
         with self._lock:
             if stage is not None:
                 self._stage = stage
             if progress is not None:
                 self._progress = progress
-        if stage is not None or progress is not None or flush:
+            if preview is not None:
+                self._preview = preview
+        if stage is not None or progress is not None or preview is not None or flush:
             self._dirty.set()
 
     def lease_held(self, *, at: float | None = None) -> bool:
@@ -110,8 +122,11 @@ class Heartbeat:
         while not self._stopping.is_set():
             # Wake on new progress or at the beat, whichever comes first...
             self._dirty.wait(timeout=self._beat_seconds)
-            # ...but never write more often than the progress interval.
-            pause = last_write + self._progress_interval - time.monotonic()
+            # ...but never write more often than the progress interval (a preview record goes at
+            # once: the run hands one over at most every preview interval, seconds apart).
+            with self._lock:
+                preview_due = self._preview is not None
+            pause = 0.0 if preview_due else last_write + self._progress_interval - time.monotonic()
             if pause > 0 and self._stopping.wait(pause):
                 break
             if self._stopping.is_set():
@@ -126,7 +141,8 @@ class Heartbeat:
     def _beat(self) -> bool:
         """Renew the lease once; False when the run must stop beating (the lease is gone)."""
         with self._lock:
-            stage, progress = self._stage, self._progress
+            stage, progress, preview = self._stage, self._progress, self._preview
+            self._preview = None  # written once; put back below if this write fails
         started = time.monotonic()
         try:
             with self._db.session() as session:
@@ -137,8 +153,12 @@ class Heartbeat:
                     lease_seconds=self._lease_seconds,
                     stage=stage,
                     progress=progress,
+                    preview=preview,
                 )
         except Exception as exc:  # noqa: BLE001 - a database hiccup must not kill the run; retry next beat
+            with self._lock:
+                if self._preview is None:
+                    self._preview = preview
             if self.lease_held(at=time.monotonic() + self._beat_seconds):  # still ours at the next beat
                 if self._failing_since is None:  # once per outage, not at every beat
                     self._failing_since = started

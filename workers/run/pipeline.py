@@ -28,7 +28,7 @@ from jobservice.db.tables import Job, JobStatus, Stage, utcnow
 from jobservice.fleet import costs as fleet_costs
 from jobservice.fleet import groups
 from jobservice.fleet.usage import Phases, record_attempt
-from jobservice.jobs import retries
+from jobservice.jobs import previews, retries
 from jobservice.jobs.transitions import (
     Owner,
     claim_job,
@@ -45,6 +45,7 @@ from workers.devices import memory_report, reset_peak_memory
 from workers.host_activity import HostWindow
 from workers.run.context import LeaseLostError, PipelineContext
 from workers.run.heartbeat import Heartbeat
+from workers.run.preview import PreviewPublisher
 from workers.run.report import build_report, failed_check_message, validation_summary
 from workers.run.tail import expectation_of, store_output, summary_timings, write_final
 from workers.runtime import WorkerRuntime
@@ -233,14 +234,38 @@ class JobRun:
             policy=self.spec.validation,
             hash_frames=self.job.batch_id is not None,  # batches compare outputs frame by frame
             on_loading=self._loading_in_run,
+            preview=self._preview_publisher(),
         )
         self.generate_started_at = utcnow()
         self.ctx.check_cancel()
         self.output = loaded.adapter.run(loaded.handle, inputs, self.ctx)
+        if self.ctx.preview is not None:
+            self.ctx.preview.stop()  # the last frame is out: the validated video follows
         self.ctx.check_cancel()
         self._lap("generate_ms", t)
         self.host = window.close()
         self.generate_memory = memory_report(self.runtime.device)
+
+    def _preview_publisher(self) -> PreviewPublisher | None:
+        """The run's preview publisher, when its model streams frames and previews are on; either
+        way the row says at once whether a preview will come (``jobservice.jobs.previews``)."""
+        assert self.spec is not None
+        base = {"attempt": self.job.attempts, "try": previews.current_try(self.job)}
+        interval = self.settings.preview_interval_seconds
+        if not self.spec.previews or interval <= 0:
+            message = previews.NO_PREVIEW_BACKEND if not self.spec.previews else previews.NO_PREVIEW_OFF
+            self.heartbeat.update(preview={**base, "state": "none", "message": message})
+            return None
+        self.heartbeat.update(preview={**base, "state": "waiting"})
+        return PreviewPublisher(
+            store=self.services.store,
+            key_of=self.key,
+            announce=lambda record: self.heartbeat.update(preview=record),
+            folder=self.scratch,
+            interval=interval,
+            record=base,
+            on_stored=self.written.append,
+        )
 
     @contextlib.contextmanager
     def _loading_in_run(self) -> Iterator[None]:

@@ -15,12 +15,22 @@ def ffmpeg_rate(fps: float) -> str:
     return str(rate.numerator) if rate.denominator == 1 else f"{rate.numerator}/{rate.denominator}"
 
 
-def tee_target(path: Path) -> str:
-    """The tee spec: the final +faststart MP4, and a video-only MPEG-TS copy on stdout."""
+def _tee_file(path: Path) -> str:
     # The tee muxer splits on "|" and honours backslash escapes; "file:" stops a colon in the name
     # from being read as a protocol.
     escaped = str(path).replace("\\", "\\\\").replace("'", "\\'").replace("|", "\\|")
-    return f"[f=mp4:movflags=+faststart]file:{escaped}|[f=mpegts:select=v]pipe:1"
+    return f"file:{escaped}"
+
+
+def tee_target(path: Path, preview_path: Path | None = None) -> str:
+    """The tee spec: the final +faststart MP4, and a video-only MPEG-TS copy on stdout; with
+    ``preview_path``, a third copy (video and audio) as MPEG-TS flushed at every packet, which a
+    preview is remuxed from while the model still renders (workers/video/preview.py). Its failure
+    (``onfail=ignore``) never stops the encode."""
+    target = f"[f=mp4:movflags=+faststart]{_tee_file(path)}|[f=mpegts:select=v]pipe:1"
+    if preview_path is not None:
+        target += f"|[f=mpegts:onfail=ignore:flush_packets=1]{_tee_file(preview_path)}"
+    return target
 
 
 def encoder_argv(
@@ -34,6 +44,7 @@ def encoder_argv(
     duration_s: float | None,
     preset: str,
     crf: int,
+    preview_path: Path | None = None,
 ) -> list[str]:
     """Raw RGB frames on stdin (+ optional audio file) -> H.264/AAC MP4 and MPEG-TS on stdout."""
     argv = [ffmpeg, "-hide_banner", "-nostats", "-v", "error", "-y"]
@@ -58,7 +69,7 @@ def encoder_argv(
         argv += ["-c:a", "aac", "-b:a", "128k"]
     # Headroom for packets queued before every stream has produced its first packet (the
     # audio is ready long before a model's first frame); the default 128 could overflow.
-    argv += ["-max_muxing_queue_size", "4096", "-f", "tee", tee_target(out_path)]
+    argv += ["-max_muxing_queue_size", "4096", "-f", "tee", tee_target(out_path, preview_path)]
     return argv
 
 

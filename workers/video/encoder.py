@@ -87,8 +87,10 @@ class StreamingEncoder:
         duration_s: float | None = None,
         preset: str = "veryfast",
         crf: int = 20,
+        preview_path: Path | None = None,
     ) -> None:
-        """Start the encoder, decoder and probe processes; ``duration_s`` is required with ``audio_path``."""
+        """Start the encoder, decoder and probe processes; ``duration_s`` is required with ``audio_path``;
+        ``preview_path``: where the encoder also writes the stream for previews (MPEG-TS)."""
         _check_format(width, height, fps, audio_path, duration_s)
         self.out_path = Path(out_path).resolve()
         self.width, self.height, self.fps = width, height, float(fps)
@@ -108,6 +110,7 @@ class StreamingEncoder:
             duration_s=duration_s,
             preset=preset,
             crf=crf,
+            preview_path=preview_path,
         )
         self.out_path.parent.mkdir(parents=True, exist_ok=True)
         self._start(encode, decoder_argv(ffmpeg, policy))

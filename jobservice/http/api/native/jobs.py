@@ -31,7 +31,7 @@ from jobservice.http.api.doc import (
 from jobservice.http.api.native.prefer import PREFER_WAIT, applied, held
 from jobservice.http.api.native.submission import parse_submission
 from jobservice.http.api.policy.auth import current_principal
-from jobservice.jobs import retries
+from jobservice.jobs import previews, retries
 from jobservice.jobs.lookup import job_of, read_job_row
 from jobservice.jobs.presenters import JobList, job_view, job_views, list_jobs
 from jobservice.jobs.queries import count_ahead, count_ahead_of_new, events_of
@@ -343,25 +343,90 @@ def job_video(job_id: str) -> Any:
     output_key, _ = files_of_try(job)
     if not output_key:
         raise NotFound("video_not_ready", f"Job {job.id} has no video yet (it is {job.status}).")
-    store = services().store
     download = request.args.get("download") in {"1", "true", "yes"}
     name = f"{job.id}.mp4" if output_key == job.output_key else f"{job.id}-try-{request.args['try']}.mp4"
-    path = store.local_path(output_key)
+    return send_video(output_key, name, download=download, max_age=3600)
+
+
+def send_video(key: str, name: str, *, download: bool = False, max_age: int | None = 3600) -> Any:
+    """The stored video ``key``: streamed with Range support (local store) or a presigned redirect
+    (S3); ``max_age`` None: the answer must not be cached (a preview's)."""
+    store = services().store
+    path = store.local_path(key)
     if path is not None:
         if not path.exists():
             raise NotFound("video_missing", "The video is recorded but missing from the object store.")
-        return send_file(
+        response = send_file(
             path,
             mimetype="video/mp4",
             conditional=True,
             as_attachment=download,
             download_name=name,
-            max_age=3600,
+            max_age=max_age,
         )
-    url = store.presigned_url(output_key, filename=name if download else None)
+        if max_age is None:
+            response.headers["Cache-Control"] = "no-store"
+        return response
+    url = store.presigned_url(key, filename=name if download else None)
     if url is None:
         raise NotFound("video_missing", "The object store cannot hand out this video.")
     return redirect(url, code=302)
+
+
+@api.route(
+    "get",
+    JOB + "/preview",
+    "A running job's preview: what it has rendered so far, with its audio, not yet validated",
+    parameters=(
+        in_path("job_id"),
+        in_query(
+            "n",
+            {"type": "integer", "minimum": 1},
+            description="The preview's number (links.preview names it): the latest or one of the two "
+            "before it; without it, the latest.",
+        ),
+    ),
+    responses={
+        "200": {"description": "MP4 (+faststart)", "content": {"video/mp4": {}}},
+        "206": {"description": "Partial content", "content": {"video/mp4": {}}},
+        "302": answer("Redirect to a presigned URL"),
+        "404": refused(
+            "No preview: preview_not_ready (none yet, or the job is queued), no_preview (the model's back "
+            "end hands over a finished file), preview_replaced (the job ended: see /video), "
+            "preview_not_found (a number no longer kept)."
+        ),
+        "410": refused("Its files were deleted by retention (expired)."),
+        "422": refused("n is not a whole number from 1 (invalid_preview_number)."),
+    },
+)
+def job_preview(job_id: str) -> Any:
+    """The job's latest preview (``?n=``: that one, while stored): what it has rendered so far, an
+    MP4 a browser plays; never cached, for the next preview replaces it."""
+    job = files_of(load_job(job_id))
+    raw = request.args.get("n")
+    number = None
+    if raw is not None:
+        if not (raw.isascii() and raw.isdecimal() and int(raw) >= 1):
+            raise Invalid("invalid_preview_number", f"n must be a whole number from 1, not '{raw[:40]}'.")
+        number = int(raw)
+    status = JobStatus(job.status)
+    if status.is_terminal:
+        raise NotFound(
+            "preview_replaced",
+            f"Job {job.id} is {status.value}: its preview is replaced by its video (links.video).",
+        )
+    view = previews.preview_of(job)
+    if view is not None and view.state == "none":
+        raise NotFound("no_preview", view.message)
+    key = previews.preview_key(job, number)
+    if key is None:
+        if view is not None and view.state == "ready" and number is not None:
+            raise NotFound(
+                "preview_not_found",
+                f"Preview {number} of job {job.id} is not kept; the latest is {view.number}.",
+            )
+        raise NotFound("preview_not_ready", f"Job {job.id} has no preview yet (it is {status.value}).")
+    return send_video(key, f"{job.id}-preview.mp4", max_age=None)
 
 
 @api.route(

@@ -1,11 +1,12 @@
 """Live events: ``GET /jobs/<id>/stream`` and ``GET /batches/<id>/stream`` (Server-Sent Events).
 
 A stream starts with a ``retry:`` line, then sends the full view (the same JSON as ``GET``) as
-``status`` (first, and whenever the status changes), ``stage``, ``progress`` or ``queue_position``
-events; when the job or batch has ended it sends ``end`` with the final view and closes. Each
-event's ``id`` is a resume token: a client that reconnects with ``Last-Event-ID`` (or
-``?last_event_id=``) is not sent a state it already has. A ``: keep-alive`` comment goes out
-every ``stream_heartbeat_seconds`` so that proxies keep the connection open.
+``status`` (first, and whenever the status changes), ``stage``, ``preview`` (a new preview of what
+the job rendered so far: ``links.preview``), ``progress`` or ``queue_position`` events; when the
+job or batch has ended it sends ``end`` with the final view and closes. Each event's ``id`` is a
+resume token: a client that reconnects with ``Last-Event-ID`` (or ``?last_event_id=``) is not
+sent a state it already has. A ``: keep-alive`` comment goes out every ``stream_heartbeat_seconds``
+so that proxies keep the connection open.
 
 Under gunicorn's gthread worker an open stream holds one of the process's threads, so a stream
 lives at most ``stream_max_seconds`` and then closes without ``end``: the browser's EventSource
@@ -53,7 +54,7 @@ api = RouteTable(bp)
 log = logging.getLogger(__name__)
 
 # The stream is a sequence of events (``schema``), each (OpenAPI 3.2's ``itemSchema``) a name
-# (status, stage, progress, queue_position, eta, end ...), JSON ``data`` and a resume ``id``.
+# (status, stage, preview, progress, queue_position, eta, end ...), JSON ``data`` and a resume ``id``.
 _SSE_EVENT = {
     "type": "object",
     "properties": {
@@ -105,6 +106,8 @@ def job_event_name(before: State | None, after: State) -> str | None:
         return "status"
     if before.stage != after.stage:
         return "stage"
+    if before.preview != after.preview:
+        return "preview"
     if before.progress != after.progress:
         return "progress"
     if before.queue_position != after.queue_position:
@@ -253,7 +256,7 @@ def event_stream(events: Generator[str, None, None]) -> Response:
 @api.route(
     "get",
     "/jobs/{job_id}/stream",
-    "A job's live events (Server-Sent Events: status, stage, progress, queue_position, end)",
+    "A job's live events (Server-Sent Events: status, stage, preview, progress, queue_position, end)",
     parameters=(in_path("job_id"), *_RESUME),
     responses={
         "200": {"description": "Events, each with the full JobView as data.", "content": _SSE},

@@ -2,7 +2,8 @@
 //  - new-job form: file previews, type/size/duration checks before upload, model switching,
 //    upload progress (XMLHttpRequest upload events), field errors from the server;
 //  - job page: live status from the event stream (GET /jobs/<id>/stream), else by polling the JSON
-//    API (GET /jobs/<id>); seeking from the validation timeline;
+//    API (GET /jobs/<id>); the preview of what a running job rendered so far (links.preview);
+//    seeking from the validation timeline;
 //  - jobs list: refreshes its rows while a job is unfinished.
 (function () {
   "use strict";
@@ -353,7 +354,58 @@
     $('[data-role="eta"]', live).textContent = eta ? " · " + eta : "";
     const cancel = $("#cancel-job");
     if (cancel && job.cancel_requested) cancel.disabled = true;
+    showPreview(job);
     return TERMINAL.includes(job.status);
+  }
+
+  function showPreview(job) {
+    // A running job's preview (links.preview): what it has rendered so far, not yet validated. A
+    // new one keeps the viewer's place and play state; at the job's end the page reloads and
+    // shows the validated video instead.
+    const box = $("#render-preview");
+    if (!box) return;
+    const p = job.preview;
+    let video = $("#preview-video", box);
+    if (TERMINAL.includes(job.status)) {
+      // Ended: its preview is gone (404 preview_replaced); stop reading it before the page reloads.
+      if (!video) return;
+      video.pause();
+      video.removeAttribute("src");
+      video.load();
+      return;
+    }
+    const text = $('[data-role="preview-text"]', box);
+    const label = $('[data-role="preview-label"]', box);
+    if (!p || p.state === "waiting") { box.hidden = true; return; }
+    box.hidden = false;
+    if (p.state !== "ready") {
+      if (video) video.hidden = true;
+      label.hidden = true;
+      text.textContent = "No preview: " + (p.message || "this model hands over a finished file.");
+      return;
+    }
+    if (!video) {  // the page was drawn before the first preview: the player comes with it
+      video = document.createElement("video");
+      video.id = "preview-video";
+      video.controls = video.muted = video.playsInline = true;
+      video.preload = "auto";
+      box.insertBefore(video, text);
+    }
+    video.hidden = false;
+    label.hidden = false;
+    text.textContent = "What has been rendered so far (" + Number(p.seconds || 0).toFixed(1) + " s, preview "
+      + p.number + "); the checked video replaces it when the job ends.";
+    const url = job.links.preview;
+    if (!url || video.dataset.src === url) return;
+    const at = video.currentTime || 0;
+    const playing = !video.paused && !video.ended;
+    video.dataset.src = url;
+    video.addEventListener("loadedmetadata", function resume() {
+      video.removeEventListener("loadedmetadata", resume);
+      if (at) video.currentTime = Math.min(at, isFinite(video.duration) ? video.duration : at);
+      if (playing) video.play().catch(function () { /* autoplay refused: the viewer presses play */ });
+    });
+    video.src = url;
   }
 
   // A message shown once ("The job was canceled.") would vanish with the reload that follows the
@@ -402,7 +454,7 @@
     const source = new EventSource(live.dataset.streamUrl);
     let failures = 0;
     function onView(e) { showJob(live, JSON.parse(e.data)); }
-    ["status", "stage", "progress", "queue_position", "eta"].forEach(function (name) {
+    ["status", "stage", "preview", "progress", "queue_position", "eta"].forEach(function (name) {
       source.addEventListener(name, onView);
     });
     source.addEventListener("end", function (e) {

@@ -10,7 +10,8 @@
 http.py     transport: bearer key, ApiError, retries with backoff (Retry-After honoured)
 sse.py      the text/event-stream parser
 follow.py   waiting: the live stream, reconnecting with Last-Event-ID; polling when there is none
-jobs.py     /jobs calls; batches.py /batches calls; fleet.py /fleet and /usage; api.py the Client;
+jobs.py     /jobs calls; batches.py /batches calls; groups.py /job-groups calls; fleet.py /fleet and
+            /usage; api.py the Client;
 models.py   the typed answers
 """
 
@@ -22,6 +23,9 @@ from jobservice.client.models import (
     BatchView,
     CaseView,
     ErrorView,
+    GroupList,
+    GroupProgress,
+    GroupView,
     JobPage,
     JobView,
     Progress,
@@ -37,6 +41,9 @@ __all__ = [
     "CaseView",
     "Client",
     "ErrorView",
+    "GroupList",
+    "GroupProgress",
+    "GroupView",
     "JobPage",
     "JobView",
     "Progress",

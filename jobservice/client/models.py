@@ -1,7 +1,8 @@
 """The typed answers of the client: the API's own view models, and the list pages around them.
 
-``JobView`` and ``BatchView`` are the very models the API renders (``jobservice.jobs.views``,
-``jobservice.batches.views``); plain pydantic, without the database, Flask, Celery or torch.
+``JobView``, ``BatchView`` and ``GroupView`` are the very models the API renders
+(``jobservice.jobs.views``, ``jobservice.batches.views``, ``jobservice.groups.views``); plain
+pydantic, without the database, Flask, Celery or torch.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from jobservice.batches.views import BatchView, CaseView, Progress
+from jobservice.groups.views import GroupList, GroupProgress, GroupView
 from jobservice.jobs.views import ErrorView, JobView, ValidationView
 
 TERMINAL_JOB_STATUSES = frozenset({"succeeded", "failed", "canceled"})
@@ -23,6 +25,9 @@ __all__ = [
     "BatchView",
     "CaseView",
     "ErrorView",
+    "GroupList",
+    "GroupProgress",
+    "GroupView",
     "JobPage",
     "JobView",
     "Progress",

@@ -80,7 +80,7 @@ def forget_state(services: Any) -> None:
         for table in reversed(Base.metadata.sorted_tables):
             if table.name not in kept:
                 session.execute(table.delete())
-    for top in ("jobs/", "batches/"):
+    for top in ("jobs/", "batches/", "groups/"):
         services.store.delete_prefix(top)
     redis_client(services.settings.broker_url).flushdb()  # rate counters, queued messages
 

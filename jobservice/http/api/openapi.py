@@ -17,9 +17,10 @@ from pydantic import BaseModel
 from jobservice import __version__
 from jobservice.catalog import Catalog
 from jobservice.http.api.doc import REF, RouteTable, Schema, answer
-from jobservice.http.api.native import batches, fleet, jobs, metrics, quota, streams, system, webhooks
+from jobservice.http.api.native import batches, fleet, groups, jobs, metrics, quota, streams, system, webhooks
 from jobservice.http.api.native.batches import BATCH_MODELS
 from jobservice.http.api.native.fleet import FLEET_MODELS
+from jobservice.http.api.native.groups import GROUP_MODELS
 from jobservice.http.api.native.quota import QUOTA_MODELS
 from jobservice.http.api.native.submission import JobCreate
 from jobservice.http.api.openai import videos as openai_videos
@@ -47,6 +48,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     RunReport,
     JobCreate,
     *BATCH_MODELS,
+    *GROUP_MODELS,
     *QUOTA_MODELS,
     *FLEET_MODELS,
     *OPENAI_MODELS,
@@ -59,6 +61,7 @@ TABLES: tuple[RouteTable, ...] = (
     system.api,
     api,
     batches.api,
+    groups.api,
     quota.api,
     fleet.api,
     metrics.api,

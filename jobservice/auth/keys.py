@@ -22,7 +22,14 @@ from jobservice.db.tables import ApiKey, utcnow
 from jobservice.errors import Invalid, NotFound
 
 PREFIX = "jsk_"
-LIMIT_NAMES = ("active_jobs", "batch_jobs", "jobs_per_hour", "requests_per_minute", "retention_hours")
+LIMIT_NAMES = (
+    "active_jobs",
+    "batch_jobs",
+    "group_jobs",
+    "jobs_per_hour",
+    "requests_per_minute",
+    "retention_hours",
+)
 LAST_USED_EVERY = timedelta(minutes=1)  # last_used_at is refreshed at most this often
 
 

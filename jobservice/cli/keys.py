@@ -39,6 +39,7 @@ def keys_group() -> None:
 @click.option("--role", type=click.Choice(["user", "admin"]), default="user", show_default=True)
 @click.option("--active-jobs", type=click.IntRange(min=0), help="Override: interactive jobs at once.")
 @click.option("--batch-jobs", type=click.IntRange(min=0), help="Override: jobs in one batch.")
+@click.option("--group-jobs", type=click.IntRange(min=0), help="Override: jobs in one job group.")
 @click.option("--jobs-per-hour", type=click.IntRange(min=0), help="Override: jobs per rolling hour.")
 @click.option("--requests-per-minute", type=click.IntRange(min=0), help="Override (0: no rate limit).")
 @click.option("--retention-hours", type=click.FloatRange(min=0, min_open=True), help="Override: keep files.")

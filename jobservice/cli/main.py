@@ -15,6 +15,7 @@ from jobservice.cli.batches import batch_group, beat_command
 from jobservice.cli.check import check_command
 from jobservice.cli.fleet import fleet_group, usage_command
 from jobservice.cli.gc import gc_command
+from jobservice.cli.groups import group_group
 from jobservice.cli.keys import keys_group
 from jobservice.cli.tenants import tenants_group
 from jobservice.cli.webhooks import webhooks_group
@@ -188,7 +189,21 @@ def worker(
     default=None,
     help="Save the video here.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the final job as JSON.")
+@click.option(
+    "--manifest",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A CSV or JSON Lines file, one job per row: submit them all as one job group (-o saves the zip "
+    "of its videos).",
+)
+@click.option("--name", default=None, help="The job group's name (with --manifest).")
+@click.option(
+    "--results",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --manifest --wait: save the group's results CSV here.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the final job (or group) as JSON.")
 def submit(
     url: str,
     task: str | None,
@@ -202,10 +217,33 @@ def submit(
     wait: bool,
     timeout: float,
     output: Path | None,
+    manifest: Path | None,
+    name: str | None,
+    results: Path | None,
     as_json: bool,
 ) -> None:
-    """Submit a job (files in), wait with a progress bar, print the result."""
+    """Submit a job (files in), or a job group (--manifest), wait with a progress bar, print the result."""
     from jobservice.cli import client
+
+    if manifest is not None:
+        from jobservice.cli.groups import submit_manifest
+
+        single: dict[str, object] = {"--task": task, "--model": model, "--image": image, "--audio": audio}
+        single |= {"--prompt": prompt, "--param": params or None, "--retry-on-validation-failure": retry}
+        given = [flag for flag, value in single.items() if value is not None]
+        if given:
+            raise click.UsageError(f"{given[0]} does not go with --manifest: the manifest's columns say it.")
+        submit_manifest(
+            url,
+            manifest,
+            name=name,
+            wait=wait,
+            timeout=timeout,
+            results=results,
+            outputs=output,
+            as_json=as_json,
+        )
+        return
 
     values: dict[str, Any] = {}
     for item in params:
@@ -330,6 +368,7 @@ def reap(once: bool) -> None:
 
 
 cli.add_command(batch_group)
+cli.add_command(group_group)
 cli.add_command(beat_command)
 cli.add_command(workers_command)
 cli.add_command(tenants_group)

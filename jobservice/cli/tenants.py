@@ -47,6 +47,7 @@ def tenants_group() -> None:
 @click.argument("name")
 @click.option("--active-jobs", type=click.IntRange(min=0), help="Interactive jobs queued+running (0: none).")
 @click.option("--batch-jobs", type=click.IntRange(min=0), help="Jobs in one batch (0: no batches).")
+@click.option("--group-jobs", type=click.IntRange(min=0), help="Jobs in one job group (0: no groups).")
 @click.option("--jobs-per-hour", type=click.IntRange(min=0), help="Jobs created per rolling hour.")
 @click.option("--requests-per-minute", type=click.IntRange(min=0), help="Per key (0: no rate limit).")
 @click.option("--retention-hours", type=click.FloatRange(min=0, min_open=True), help="Keep files this long.")
@@ -133,6 +134,6 @@ def _echo(shown: list[dict[str, Any]], as_json: bool, *, single: bool) -> None:
             click.echo(f"  {limit:<20} {value}{mark}")
         usage = entry["usage"]
         click.echo(
-            f"  usage: {usage['active_jobs']} active jobs, {usage['active_batch_jobs']} active batch jobs, "
-            f"{usage['jobs_last_hour']} created in the last hour"
+            f"  usage: {usage['active_jobs']} active jobs, {usage['active_batch_jobs']} active batch and "
+            f"group jobs, {usage['jobs_last_hour']} created in the last hour"
         )

@@ -12,7 +12,8 @@ http.py     transport: bearer key, ApiError, retries with backoff (Retry-After h
 sse.py      the text/event-stream parser
 follow.py   waiting: the live stream, reconnecting with Last-Event-ID; polling when there is none
 jobs.py     /jobs calls; uploads.py /uploads (direct uploads: declare, PUT parts, complete);
-            batches.py /batches calls; fleet.py /fleet and /usage; api.py the Client;
+            batches.py /batches calls; groups.py /job-groups calls; fleet.py /fleet and /usage;
+            api.py the Client;
 models.py   the typed answers
 """
 
@@ -24,6 +25,9 @@ from jobservice.client.models import (
     BatchView,
     CaseView,
     ErrorView,
+    GroupList,
+    GroupProgress,
+    GroupView,
     JobPage,
     JobView,
     PreviewView,
@@ -42,6 +46,9 @@ __all__ = [
     "CaseView",
     "Client",
     "ErrorView",
+    "GroupList",
+    "GroupProgress",
+    "GroupView",
     "JobPage",
     "JobView",
     "PreviewView",

@@ -9,12 +9,13 @@ import requests
 
 from jobservice.client.batches import BatchCalls
 from jobservice.client.fleet import FleetCalls
+from jobservice.client.groups import GroupCalls
 from jobservice.client.http import Backoff, Transport
 from jobservice.client.jobs import JobCalls
 from jobservice.client.uploads import UploadCalls
 
 
-class Client(JobCalls, BatchCalls, FleetCalls, UploadCalls):
+class Client(JobCalls, BatchCalls, GroupCalls, FleetCalls, UploadCalls):
     """The API at ``base_url``; ``api_key`` defaults to JOBSERVICE_API_KEY (none: keys are off).
 
     ``timeout`` is the seconds one request may take (connecting, or between bytes of the answer);

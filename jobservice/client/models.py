@@ -1,13 +1,15 @@
 """The typed answers of the client: the API's own view models, and the list pages around them.
 
-``JobView`` and ``BatchView`` are the very models the API renders (``jobservice.jobs.views``,
-``jobservice.nightly.views``); plain pydantic, without the database, Flask, Celery or torch.
+``JobView``, ``BatchView`` and ``GroupView`` are the very models the API renders
+(``jobservice.jobs.views``, ``jobservice.nightly.views``, ``jobservice.groups.views``); plain
+pydantic, without the database, Flask, Celery or torch.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from jobservice.groups.views import GroupList, GroupProgress, GroupView
 from jobservice.jobs.views import ErrorView, JobView, PreviewView, ValidationView
 from jobservice.nightly.views import BatchView, CaseView, Progress
 
@@ -23,6 +25,9 @@ __all__ = [
     "BatchView",
     "CaseView",
     "ErrorView",
+    "GroupList",
+    "GroupProgress",
+    "GroupView",
     "JobPage",
     "JobView",
     "PreviewView",

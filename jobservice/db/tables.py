@@ -178,6 +178,10 @@ class Job(Base):
     # job was promised, and each try the gate failed (seed, verdict, files), oldest first.
     retry_on_validation_failure: Mapped[int] = mapped_column(Integer, server_default="0")
     validation_attempts: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    # A job submitted in a job group (jobservice.groups, ``POST /job-groups``): which group, and the
+    # manifest row (1 = the first job) it was made from.
+    group_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, ForeignKey("job_groups.id", ondelete="SET NULL"))
+    group_row: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         Index("ix_jobs_created_at_id", "created_at", "id"),
@@ -204,6 +208,10 @@ class Job(Base):
             "created_at",
             "id",
         ),
+        # Migration 0012: a group's jobs in row order (their created_at follows the rows), and its
+        # counts by status (progress, the live stream).
+        Index("ix_jobs_group_id_created_at_id", "group_id", "created_at", "id"),
+        Index("ix_jobs_group_id_status", "group_id", "status"),
     )
 
     def __repr__(self) -> str:
@@ -287,6 +295,36 @@ class Batch(Base):
 
     def __repr__(self) -> str:
         return f"<Batch {self.id} {self.name} {self.status}>"
+
+
+class JobGroup(Base):
+    """A job group: the jobs made from one manifest (``POST /job-groups``), one row of it each.
+
+    Its jobs carry ``group_id``; its progress and status are counted from them when read
+    (``jobservice.groups.presenters``), so nothing here changes while they run. ``canceled_at`` is
+    set when the group was canceled (its unfinished jobs were canceled with it).
+    """
+
+    __tablename__ = "job_groups"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(128), default="")
+    tenant: Mapped[str] = mapped_column(String(64), default="default", server_default="default")
+    submitted_by: Mapped[str | None] = mapped_column(String(32))
+    source: Mapped[str] = mapped_column(String(16), default="api")
+    manifest_format: Mapped[str] = mapped_column(String(8))  # csv, jsonl
+    manifest_sha256: Mapped[str] = mapped_column(String(64))
+    columns: Mapped[list[str]] = mapped_column(JSON, default=list)
+    total_jobs: Mapped[int] = mapped_column(Integer, default=0)
+    models: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # model -> jobs
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    canceled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_job_groups_tenant_created_at", "tenant", "created_at"),)
+
+    def __repr__(self) -> str:
+        return f"<JobGroup {self.id} {self.name} {self.total_jobs} jobs>"
 
 
 class ApiKey(Base):

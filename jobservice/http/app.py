@@ -9,12 +9,14 @@ from jobservice.http import web
 from jobservice.http.api import errors, openapi
 from jobservice.http.api.native import batches as batches_api
 from jobservice.http.api.native import fast_poll, fleet, jobs, metrics, quota, system
+from jobservice.http.api.native import groups as groups_api
 from jobservice.http.api.native import streams as streams_api
 from jobservice.http.api.native import uploads as uploads_api
 from jobservice.http.api.native import webhooks as webhooks_api
 from jobservice.http.api.openai import videos as openai_videos
 from jobservice.http.api.policy import steps as policy
 from jobservice.http.web import batches as batches_web
+from jobservice.http.web import groups as groups_web
 from jobservice.logs import configure_logging
 from jobservice.media.uploads import UploadRequest
 from jobservice.settings import Settings
@@ -55,6 +57,7 @@ def create_app(
     app.register_blueprint(system.bp)
     app.register_blueprint(openapi.bp)  # GET /openapi.json
     app.register_blueprint(batches_api.bp)
+    app.register_blueprint(groups_api.bp)
     streams_api.init_app(app, services)  # live events and Prefer: wait share one watcher
     app.register_blueprint(quota.bp)
     app.register_blueprint(fleet.bp)
@@ -62,6 +65,7 @@ def create_app(
     app.register_blueprint(webhooks_api.bp)  # GET /jobs/<id>/webhooks
     app.register_blueprint(uploads_api.bp)  # direct uploads
     app.register_blueprint(batches_web.bp)
+    app.register_blueprint(groups_web.bp)
     web.init_app(app)
     fast_poll.install(app, services)  # plain GET /jobs/<id> polls, answered beneath Flask
     return app

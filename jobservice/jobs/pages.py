@@ -20,6 +20,7 @@ import binascii
 import json
 import uuid
 from datetime import UTC, datetime
+from typing import Protocol
 
 from sqlalchemy import ColumnElement, Select, literal, tuple_
 from sqlalchemy.orm import Session
@@ -28,6 +29,20 @@ from jobservice.db.tables import Job
 from jobservice.errors import Malformed
 
 Position = tuple[datetime, uuid.UUID]  # (created_at, id): where a job stands in creation order
+
+
+class Positioned(Protocol):
+    """A row a cursor can point after: a job, or a job group in the list of groups."""
+
+    @property
+    def created_at(self) -> datetime:
+        """When it was created: the list's first key."""
+        ...
+
+    @property
+    def id(self) -> uuid.UUID:
+        """Its id: the tie-break of rows created at the same moment."""
+        ...
 
 
 def position_of(job: Job) -> Position:
@@ -41,9 +56,9 @@ def position_sql(position: Position) -> ColumnElement[Position]:
     return tuple_(literal(created, Job.created_at.type), literal(job_id, Job.id.type))
 
 
-def encode_cursor(job: Job) -> str:
-    """An opaque cursor pointing just after ``job`` (in the order of the list that made it)."""
-    raw = json.dumps([job.created_at.isoformat(), str(job.id)]).encode()
+def encode_cursor(row: Positioned) -> str:
+    """An opaque cursor pointing just after ``row`` (in the order of the list that made it)."""
+    raw = json.dumps([row.created_at.isoformat(), str(row.id)]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 

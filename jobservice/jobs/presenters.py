@@ -73,6 +73,8 @@ def job_view(
         timings=without_preview(job.timings),
         cold_start=job.cold_start,
         tenant=job.tenant or "default",
+        group_id=str(job.group_id) if job.group_id else None,
+        group_row=job.group_row,
         expires_at=job.expires_at,
         expired=expired,
         usage=job.usage or None,

@@ -1,10 +1,11 @@
 """Accepting a job: check it, store its inputs, record it, queue it.
 
-Shared by the JSON API, the web form and batches. Order matters for "nothing lost, nothing left
-behind": inputs go to the object store first, then the row is committed; the committed row is the
-queue (``jobservice.fleet.dispatch`` hands it to a card group when one should take it, and only then
-is a message sent). A refusal before the commit deletes whatever was stored; an accepted job is in
-the table, so it is never lost.
+Shared by the JSON API, the web form, batches and job groups (``jobservice.groups.service`` checks
+every row with ``check_submission``, then records all of them at once with ``new_job_row``). Order
+matters for "nothing lost, nothing left behind": inputs go to the object store first, then the row
+is committed; the committed row is the queue (``jobservice.fleet.dispatch`` hands it to a card group
+when one should take it, and only then is a message sent). A refusal before the commit deletes
+whatever was stored; an accepted job is in the table, so it is never lost.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import secrets
 import tempfile
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,9 @@ class Submission:
     batch_id: uuid.UUID | None = None
     batch_case: str | None = None
     batch_repeat: int | None = None
+    # Set for the jobs of a job group (jobservice.groups): which group, and its manifest row.
+    group_id: uuid.UUID | None = None
+    group_row: int | None = None
     # Who asks (jobservice.auth): the job belongs to its tenant; events record its key id.
     principal: Principal = field(default_factory=lambda: anonymous("default"))
     # Objects already in the store to use as the inputs (a batch's), instead of storing ``uploads``.
@@ -115,7 +119,8 @@ def validate_params(spec: ModelSpec, raw: dict[str, Any]) -> dict[str, Any]:
     return resolved
 
 
-def _fingerprint(sub: Submission, spec: ModelSpec) -> str:
+def request_fingerprint(sub: Submission, spec: ModelSpec) -> str:
+    """What makes two submissions the same request (an Idempotency-Key replay must match it)."""
     raw, uploads = sub.params, sub.uploads
     body: dict[str, Any] = {
         "model": spec.id,
@@ -146,7 +151,7 @@ def input_problems(spec: ModelSpec, uploads: dict[str, CheckedUpload]) -> list[D
             )
         )
     problems.extend(
-        Invalid("unexpected_input", f"Model '{spec.id}' takes no file '{name}'.")
+        Invalid("unexpected_input", f"Model '{spec.id}' takes no file '{name}'.", field=name)
         for name in uploads
         if name not in spec.inputs
     )
@@ -248,7 +253,7 @@ def submit_job(services: Services, sub: Submission, *, checked: Checked | None =
         raise checked.problems[0]
     spec, params = checked.spec, checked.params
     assert spec is not None  # a submission without problems has a model
-    fingerprint = _fingerprint(sub, spec)
+    fingerprint = request_fingerprint(sub, spec)
     key = scoped_key(sub.idempotency_key, sub.principal.tenant)
     if key:
         existing = _existing(services, key, fingerprint, sub.principal.tenant)
@@ -262,7 +267,9 @@ def submit_job(services: Services, sub: Submission, *, checked: Checked | None =
     else:
         check_free_space(services.settings, services.store)  # 507 before anything is stored
         input_keys = _store_inputs(services, job_id, sub.uploads)
-    job = _new_row(services, sub, spec, params, job_id=job_id, input_keys=input_keys, fingerprint=fingerprint)
+    job = new_job_row(
+        services, sub, spec, params, job_id=job_id, input_keys=input_keys, fingerprint=fingerprint
+    )
     job.idempotency_key = key
     try:
         _record_admitted(services, sub, job)
@@ -288,7 +295,7 @@ def submit_job(services: Services, sub: Submission, *, checked: Checked | None =
     return job, True
 
 
-def _new_row(
+def new_job_row(
     services: Services,
     sub: Submission,
     spec: ModelSpec,
@@ -297,8 +304,11 @@ def _new_row(
     job_id: uuid.UUID,
     input_keys: dict[str, str],
     fingerprint: str,
+    now: datetime | None = None,
 ) -> Job:
-    now = utcnow()
+    """The row of a checked submission (``params``: ``check_submission``'s), not yet recorded;
+    ``now``: its creation time (a job group's rows are one moment apart, in row order)."""
+    now = now or utcnow()
     return Job(
         id=job_id,
         task=spec.task,
@@ -320,6 +330,8 @@ def _new_row(
         batch_id=sub.batch_id,
         batch_case=sub.batch_case,
         batch_repeat=sub.batch_repeat,
+        group_id=sub.group_id,
+        group_row=sub.group_row,
         tenant=sub.principal.tenant,
         submitted_by=sub.principal.key_id,
         webhook_url=sub.webhook,

@@ -100,6 +100,12 @@ class JobView(BaseModel):
     timings: dict[str, Any] = Field(default_factory=dict)
     cold_start: bool | None = None
     tenant: str = "default"
+    group_id: str | None = Field(
+        default=None, description="The job group it was made in (POST /job-groups), if any."
+    )
+    group_row: int | None = Field(
+        default=None, description="Its row in that group's manifest (1: the first job)."
+    )
     expires_at: datetime | None = Field(
         default=None, description="When the job's files (inputs, video, report, log) will be deleted."
     )

@@ -1,4 +1,4 @@
-"""Waiting for jobs and batches to change, at one database query per interval per process.
+"""Waiting for jobs, batches and job groups to change, at one database query per interval per process.
 
 Live event streams (``GET /jobs/<id>/stream``) and ``Prefer: wait=N`` both wait for a job to
 change. Instead of each waiter reading its row in a loop, one ``Watcher`` per API process polls
@@ -32,14 +32,14 @@ from typing import Any, Literal
 from sqlalchemy import func, select
 
 from jobservice.db.engine import Database
-from jobservice.db.tables import Batch, Job, JobStatus
+from jobservice.db.tables import Batch, Job, JobGroup, JobStatus
 from jobservice.fleet.eta import Stored, eta_of, latest, running_finish
 from jobservice.jobs.previews import preview_number
 from jobservice.jobs.queries import queue_positions
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["job", "batch"]
+Kind = Literal["job", "batch", "group"]
 Key = tuple[Kind, uuid.UUID]
 MAX_TOKEN_CHARS = 512
 
@@ -80,7 +80,20 @@ class BatchState:
         return _encode(astuple(self))
 
 
-State = JobState | BatchState
+@dataclass(frozen=True)
+class GroupState:
+    """What changes a job group's view: its jobs by status, their summed progress, and its cancel."""
+
+    counts: tuple[int, int, int, int, int]  # queued, running, succeeded, failed, canceled
+    progress: float  # the running jobs' progress, summed (rounded)
+    canceled: bool
+
+    def to_token(self) -> str:
+        """An opaque resume token (the SSE event id) that names this state."""
+        return _encode((list(self.counts), self.progress, self.canceled))
+
+
+State = JobState | BatchState | GroupState
 
 
 def _encode(values: tuple[Any, ...]) -> str:
@@ -113,6 +126,18 @@ def batch_state_from_token(token: str | None) -> BatchState | None:
     try:
         return BatchState(*values) if values is not None else None
     except TypeError:
+        return None
+
+
+def group_state_from_token(token: str | None) -> GroupState | None:
+    """The group state a resume token names, or None for a missing, foreign or damaged token."""
+    values = _decode(token)
+    try:
+        if values is None or len(values) != 3 or len(values[0]) != 5:
+            return None
+        counts, progress, canceled = values
+        return GroupState(tuple(int(c) for c in counts), float(progress), bool(canceled))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
         return None
 
 
@@ -184,6 +209,36 @@ def read_batch_states(session: Any, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID,
         newest = max(t for t in (updated, jobs_updated) if t is not None) if updated or jobs_updated else None
         states[batch_id] = BatchState(str(status), int(jobs), newest.isoformat() if newest else "")
     return states
+
+
+GROUP_ORDER = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED)
+
+
+def read_group_states(session: Any, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, GroupState]:
+    """The states of the job groups ``ids`` (missing rows left out): their rows and one grouped
+    count of their jobs (an index range of ``(group_id, status)`` each)."""
+    canceled = dict(
+        session.execute(select(JobGroup.id, JobGroup.canceled_at).where(JobGroup.id.in_(list(ids)))).all()
+    )
+    counts: dict[uuid.UUID, dict[JobStatus, int]] = {group_id: {} for group_id in canceled}
+    progress: dict[uuid.UUID, float] = dict.fromkeys(canceled, 0.0)
+    query = (
+        select(Job.group_id, Job.status, func.count(), func.sum(Job.progress))
+        .where(Job.group_id.in_(list(canceled)))
+        .group_by(Job.group_id, Job.status)
+    )
+    for group_id, status, jobs, progressed in session.execute(query) if canceled else ():
+        counts[group_id][JobStatus(status)] = int(jobs)
+        if JobStatus(status) == JobStatus.RUNNING:
+            progress[group_id] = float(progressed or 0.0)
+    return {
+        group_id: GroupState(
+            tuple(counts[group_id].get(s, 0) for s in GROUP_ORDER),  # type: ignore[arg-type]
+            round(progress[group_id], 3),
+            canceled[group_id] is not None,
+        )
+        for group_id in canceled
+    }
 
 
 class Watcher:
@@ -301,6 +356,7 @@ class Watcher:
         started = time.perf_counter()
         jobs = [ident for kind, ident in keys if kind == "job"]
         batches = [ident for kind, ident in keys if kind == "batch"]
+        groups = [ident for kind, ident in keys if kind == "group"]
         out: dict[Key, State | None] = dict.fromkeys(keys)
         with self._db.session() as session:
             if jobs:
@@ -310,6 +366,8 @@ class Watcher:
                 )
             if batches:
                 out.update({("batch", i): s for i, s in read_batch_states(session, batches).items()})
+            if groups:
+                out.update({("group", i): s for i, s in read_group_states(session, groups).items()})
         self.polls += 1
         self.poll_seconds += time.perf_counter() - started
         return out

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from jobservice.db.tables import Batch, Job
+from jobservice.db.tables import Batch, Job, JobGroup
 from jobservice.errors import DomainError, Invalid
 from jobservice.jobs.submit import resolve_model, validate_params
 from jobservice.media.uploads import FILE_CHECKS, CheckedUpload, SpoolFile
@@ -221,7 +221,8 @@ def _check_file(plan: Plan, name: str, path: Path, settings: Settings, *, where:
 
 
 def key_owner(services: Services, key: str) -> str | None:
-    """The tenant of the job or batch whose folder ``key`` is in (``jobs/<id>/``, ``batches/<id>/``)."""
+    """The tenant of the job, batch or job group whose folder ``key`` is in (``jobs/<id>/``,
+    ``batches/<id>/``, ``groups/<id>/``)."""
     kind, _, rest = key.partition("/")
     try:
         owner_id = uuid.UUID(rest.split("/", 1)[0])
@@ -232,6 +233,8 @@ def key_owner(services: Services, key: str) -> str | None:
             return session.scalar(select(Job.tenant).where(Job.id == owner_id))
         if kind == "batches":
             return session.scalar(select(Batch.tenant).where(Batch.id == owner_id))
+        if kind == "groups":
+            return session.scalar(select(JobGroup.tenant).where(JobGroup.id == owner_id))
     return None
 
 

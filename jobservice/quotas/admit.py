@@ -12,6 +12,10 @@ limits interactive jobs: a nightly batch of 500 must fit under the default cap o
 its jobs queue at a lower priority than interactive ones, and its size is already bounded by
 ``batch_jobs`` (per batch) and ``jobs_per_hour`` (batches per hour). The jobs of an admitted batch
 are then inserted one by one without a second admission.
+
+Job groups (``jobservice.groups``) are admitted the same way, as a whole in the transaction that
+inserts all their jobs (``group=True``, ``count`` = manifest rows): against ``group_jobs`` and
+``jobs_per_hour``; their jobs also queue at batch priority and are not in ``active_jobs``.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ def admit_jobs(
     count: int,
     *,
     batch: bool = False,
+    group: bool = False,
     now: datetime | None = None,
     inserted: int = 0,
     limits: Limits | None = None,
@@ -65,7 +70,8 @@ def admit_jobs(
     Call it in the transaction that inserts the rows: before the insert, or after it with
     ``inserted`` = how many of the ``count`` rows it already holds (they are then in the counts;
     inserting first keeps the tenant's lock, held until commit, around the counts alone: a tenant's
-    submissions queue on it). ``batch=True`` admits a whole batch (``count`` = cases x repeats).
+    submissions queue on it). ``batch=True`` admits a whole batch (``count`` = cases x repeats),
+    ``group=True`` a whole job group (``count`` = its rows).
     Returns the limits it applied (``retention_hours`` sets the new jobs' ``expires_at``);
     ``limits``: the caller's ``effective_limits`` when it has them.
     """
@@ -84,7 +90,18 @@ def admit_jobs(
             usage=count,
             count=count,
         )
-    if not batch:
+    if group and count > limits.group_jobs:
+        raise _refusal(
+            principal,
+            "group_jobs",
+            limits.group_jobs,
+            f"A job group of tenant '{tenant}' may have at most {limits.group_jobs} jobs (manifest rows); "
+            f"this one has {count}. Split the manifest",
+            NEVER_FITS_RETRY_SECONDS,
+            usage=count,
+            count=count,
+        )
+    if not (batch or group):
         active, created = admission_usage(session, tenant, now - HOUR, inserted=inserted)
         if active + count > limits.active_jobs:
             raise _refusal(

@@ -2,8 +2,8 @@
 
 What 0 means, per limit (an operator who writes 0 gets the safe reading):
 
-- ``active_jobs``, ``batch_jobs``, ``jobs_per_hour``: 0 allows no such jobs (the tenant can still
-  read what it has). There is no "unlimited" value; a large number is one.
+- ``active_jobs``, ``batch_jobs``, ``group_jobs``, ``jobs_per_hour``: 0 allows no such jobs (the
+  tenant can still read what it has). There is no "unlimited" value; a large number is one.
 - ``requests_per_minute``: 0 is no rate limit (refusing every request is what revoking a key
   does), and so is any value of ``UNLIMITED_RATE`` or more.
 - ``retention_hours``: always greater than 0 (``jobservice.auth.keys.check_limits``).
@@ -38,11 +38,12 @@ OVERRIDES_KEPT = 4096
 class Limits:
     """The limits that apply to one caller."""
 
-    active_jobs: int  # interactive jobs queued + running at once (batch jobs are not counted)
+    active_jobs: int  # interactive jobs queued + running at once (batch and group jobs are not counted)
     batch_jobs: int  # jobs (cases x repeats) in one batch
     jobs_per_hour: int  # jobs created in any rolling hour, batch jobs included
     requests_per_minute: int  # API requests per minute per key (0: no limit)
     retention_hours: float  # a job's files are deleted this long after it was created
+    group_jobs: int = 5000  # jobs (manifest rows) in one job group (jobservice.groups)
 
     @property
     def rate_limited(self) -> bool:
@@ -62,6 +63,7 @@ def default_limits(settings: Settings) -> Limits:
         jobs_per_hour=settings.quota_jobs_per_hour,
         requests_per_minute=settings.quota_requests_per_minute,
         retention_hours=settings.retention_hours,
+        group_jobs=settings.quota_group_jobs,
     )
 
 

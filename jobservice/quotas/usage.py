@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import and_, delete, func, not_, select
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobStatus, TenantJobMinute, TenantUsageCount, utcnow
@@ -19,7 +19,7 @@ class Usage:
     """A tenant's usage, counted from the jobs table."""
 
     active_jobs: int  # interactive jobs queued or running (what ``active_jobs`` limits)
-    active_batch_jobs: int  # batch jobs queued or running (shown, not limited by active_jobs)
+    active_batch_jobs: int  # batch and group jobs queued or running (shown, not limited by active_jobs)
     jobs_last_hour: int  # jobs created in the last hour, batch jobs included
 
     def as_dict(self) -> dict[str, int]:
@@ -28,9 +28,12 @@ class Usage:
 
 
 def count_active(session: Session, tenant: str, *, batch: bool = False) -> int:
-    """Jobs of ``tenant`` queued or running: interactive ones, or with ``batch`` those of batches."""
-    in_batch = Job.batch_id.is_not(None) if batch else Job.batch_id.is_(None)
-    query = select(func.count()).where(Job.tenant == tenant, Job.status.in_(ACTIVE_STATUSES), in_batch)
+    """Jobs of ``tenant`` queued or running: interactive ones, or with ``batch`` those of batches
+    and job groups (what migration 0012's triggers count as not interactive)."""
+    interactive = and_(Job.batch_id.is_(None), Job.group_id.is_(None))
+    query = select(func.count()).where(
+        Job.tenant == tenant, Job.status.in_(ACTIVE_STATUSES), not_(interactive) if batch else interactive
+    )
     return int(session.scalar(query) or 0)
 
 

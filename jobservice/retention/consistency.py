@@ -3,7 +3,7 @@
 Run it after restoring a backup (the database from last night's dump, the store with today's
 files), after an outage of either, or whenever in doubt. It reads; ``repair`` changes. Findings:
 
-- **orphans**: ``jobs/<id>/`` and ``batches/<id>/`` prefixes with objects but no row: what a
+- **orphans**: ``jobs/<id>/``, ``batches/<id>/`` and ``groups/<id>/`` prefixes with objects but no row: what a
   restored database no longer knows, or a failed submission's leftovers. A prefix written less
   than ``min_age`` ago may be a submission in flight (its inputs are stored before its row is
   committed): it is listed as ``young`` and never repaired.
@@ -36,7 +36,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobStatus, utcnow
+from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobGroup, JobStatus, utcnow
 from jobservice.fleet.presence import online_workers, stale_after
 from jobservice.jobs.upkeep import Upkeep
 from jobservice.retention.orphans import Prefix, store_prefixes, without_rows
@@ -46,7 +46,11 @@ from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
 
-TOPS = (("jobs/", Job), ("batches/", Batch))
+TOPS: tuple[tuple[str, type[Job] | type[Batch] | type[JobGroup]], ...] = (
+    ("jobs/", Job),
+    ("batches/", Batch),
+    ("groups/", JobGroup),
+)
 MIN_AGE = timedelta(minutes=10)  # a row-less prefix younger than this may be a submission in flight
 
 

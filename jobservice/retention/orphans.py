@@ -7,9 +7,10 @@
   run): once their job is finished or gone and they were untouched for a while.
 - Half-written files of the local object store (its temp-then-rename names), older than an hour.
 - ``jobs/<id>/`` prefixes whose job row does not exist (an attempt that lost its job, a failed
-  submission's leftovers) and ``batches/<id>/`` prefixes without a batch row (an interrupted
-  creation), once their newest object is older than an hour: a submission stores its inputs BEFORE
-  its row is committed, so a young prefix without a row may be one in flight.
+  submission's leftovers), ``batches/<id>/`` prefixes without a batch row (an interrupted
+  creation) and ``groups/<id>/`` prefixes without a job group row (likewise), once their newest
+  object is older than an hour: a submission stores its inputs BEFORE its row is committed, so a
+  young prefix without a row may be one in flight.
 
 Only names this service makes are touched; anything else in those folders is left alone.
 """
@@ -29,7 +30,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import select
 
-from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, utcnow
+from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobGroup, utcnow
 from jobservice.storage import LocalStore, ObjectInfo
 from jobservice.wiring import Services
 
@@ -144,9 +145,15 @@ def _sweep_scratch(services: Services, folder: Path, now: datetime, result: Orph
 
 
 def sweep_store_orphans(services: Services, *, now: datetime, result: OrphanResult, limit: int = 500) -> None:
-    """``jobs/<id>/`` prefixes without a job row and ``batches/<id>/`` ones without a batch row,
-    whose newest object is older than ORPHAN_AGE (at most ``limit`` prefixes per pass)."""
-    for top, table in (("jobs/", Job), ("batches/", Batch)):
+    """``jobs/<id>/`` prefixes without a job row, ``batches/<id>/`` ones without a batch row and
+    ``groups/<id>/`` ones without a group row, whose newest object is older than ORPHAN_AGE (at most
+    ``limit`` prefixes per pass)."""
+    tops: tuple[tuple[str, type[Job] | type[Batch] | type[JobGroup]], ...] = (
+        ("jobs/", Job),
+        ("batches/", Batch),
+        ("groups/", JobGroup),
+    )
+    for top, table in tops:
         try:
             prefixes = _old_prefixes(services, top, now)
             orphans = list(without_rows(services, table, prefixes))
@@ -229,7 +236,7 @@ def _owner(top: str, info: ObjectInfo) -> uuid.UUID | None:
 
 
 def without_rows(
-    services: Services, table: type[Job] | type[Batch], found: dict[uuid.UUID, T]
+    services: Services, table: type[Job] | type[Batch] | type[JobGroup], found: dict[uuid.UUID, T]
 ) -> Iterator[T]:
     """The entries of ``found`` whose id has no row in ``table``."""
     ids = sorted(found, key=str)

@@ -17,7 +17,8 @@ Direct uploads (``uploads/<id>/``, ``jobservice.uploads``) go, object and row, o
 ``expires_at`` has passed: a job that used one holds its own copy.
 
 A batch's shared inputs (``batches/<id>/``) go once every job of the batch has expired and the
-batch is finished or canceled and not pinned.
+batch is finished or canceled and not pinned; a job group's (``groups/<id>/``) once every job of
+the group has expired.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobEvent, Tenant, utcnow
+from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobEvent, JobGroup, Tenant, utcnow
 from jobservice.quotas.limits import resolve_limits
 from jobservice.settings import Settings
 from jobservice.uploads.service import sweep_uploads
@@ -59,6 +60,7 @@ class SweepResult:
     marked_elsewhere: int = 0  # due jobs another pass marked first
     batch_inputs: list[str] = field(default_factory=list)  # batches whose shared inputs were deleted
     uploads: list[str] = field(default_factory=list)  # expired direct uploads deleted (object and row)
+    group_inputs: list[str] = field(default_factory=list)  # job groups whose shared inputs were deleted
 
     def as_dict(self) -> dict[str, Any]:
         """The result as plain JSON values."""
@@ -98,6 +100,7 @@ def sweep_expired(
             result.expired.append(str(job_id))
     _sweep_batch_inputs(services, now=now, limit=limit, result=result)
     result.uploads = sweep_uploads(services, now=now, limit=limit, dry_run=dry_run)
+    _sweep_group_inputs(services, now=now, limit=limit, result=result)
     if result.expired or result.failed or result.batch_inputs or result.uploads:
         log.info(
             "retention%s: %d jobs expired, %d objects deleted, %d failed, %d batches' inputs deleted, "
@@ -247,6 +250,36 @@ def _sweep_batch_inputs(services: Services, *, now: datetime, limit: int, result
         if deleted:
             log.info("batch %s: inputs deleted (every job expired)", batch_id)
             result.batch_inputs.append(str(batch_id))
+
+
+def spent_groups(session: Session, *, now: datetime, limit: int) -> list[uuid.UUID]:
+    """Job groups whose jobs have all expired, the last one within BATCH_INPUTS_WINDOW."""
+    unexpired = exists().where(Job.group_id == JobGroup.id, Job.expired_at.is_(None))
+    recent = exists().where(Job.group_id == JobGroup.id, Job.expired_at >= now - BATCH_INPUTS_WINDOW)
+    query = select(JobGroup.id).where(~unexpired, recent).order_by(JobGroup.created_at).limit(limit)
+    return list(session.scalars(query))
+
+
+def _sweep_group_inputs(services: Services, *, now: datetime, limit: int, result: SweepResult) -> None:
+    """Delete the shared inputs of job groups whose every job expired (dry run: count them)."""
+    with services.db.session() as session:
+        group_ids = spent_groups(session, now=now, limit=limit)
+    for group_id in group_ids:
+        prefix = f"groups/{group_id}/"
+        if result.dry_run:
+            if _preview(services, prefix, result):
+                result.group_inputs.append(str(group_id))
+            continue
+        try:
+            deleted = services.store.delete_prefix(prefix)
+        except Exception as exc:  # noqa: BLE001 - retried next pass (within the window)
+            log.warning("group %s: deleting its inputs failed, retried next pass: %s", group_id, exc)
+            result.failed.append(prefix)
+            continue
+        result.objects_deleted += deleted
+        if deleted:
+            log.info("group %s: inputs deleted (every job expired)", group_id)
+            result.group_inputs.append(str(group_id))
 
 
 def _batches_completed_by(session: Session, job_ids: list[str], known: set[uuid.UUID]) -> list[uuid.UUID]:

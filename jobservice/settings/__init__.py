@@ -27,6 +27,7 @@ from jobservice.settings.batches import BatchSettings
 from jobservice.settings.core import CoreSettings
 from jobservice.settings.deployment import DeploymentSettings
 from jobservice.settings.fleet import FleetSettings
+from jobservice.settings.groups import GroupSettings
 from jobservice.settings.media import MediaSettings
 from jobservice.settings.queue import QueueSettings
 from jobservice.settings.quotas import QuotaSettings
@@ -53,6 +54,7 @@ class Settings(
     RetentionSettings,
     FleetSettings,
     BatchSettings,
+    GroupSettings,
     WebhookSettings,
     WorkerSettings,
 ):

@@ -14,6 +14,9 @@ class QuotaSettings(BaseModel):
 
     quota_active_jobs: int = Field(default=100, ge=0, description="Jobs queued+running at once, per tenant.")
     quota_batch_jobs: int = Field(default=500, ge=0, description="Jobs (cases x repeats) in one batch.")
+    quota_group_jobs: int = Field(
+        default=5000, ge=0, description="Jobs (manifest rows) in one job group (POST /job-groups)."
+    )
     quota_jobs_per_hour: int = Field(default=2000, ge=0, description="Jobs created per rolling hour.")
     quota_requests_per_minute: int = Field(default=1200, ge=0, description="API requests per minute per key.")
     min_free_mb: int = Field(

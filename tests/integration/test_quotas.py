@@ -172,6 +172,7 @@ def test_quota_shows_the_default_tenants_limits_and_usage(services: Services, cl
         "jobs_per_hour": 2000,
         "requests_per_minute": 1200,
         "retention_hours": 720.0,
+        "group_jobs": 5000,
     }
     usage = body["usage"]
     assert (usage["active_jobs"], usage["active_batch_jobs"], usage["jobs_last_hour"]) == (2, 0, 2)

@@ -50,7 +50,8 @@ def test_postgres_round_trip(pg_url: str) -> None:
     try:
         columns = {c["name"] for c in inspect(engine).get_columns("jobs")}
         assert {"batch_id", "batch_case", "batch_repeat"} <= columns
-        assert [fk["referred_table"] for fk in inspect(engine).get_foreign_keys("jobs")] == ["batches"]
+        referred = [fk["referred_table"] for fk in inspect(engine).get_foreign_keys("jobs")]
+        assert sorted(referred) == ["batches", "job_groups"]  # job_groups: migration 0012
         command.downgrade(alembic_config(pg_url), "0001")
         assert "batches" not in inspect(engine).get_table_names()
         upgrade(pg_url)

@@ -58,7 +58,7 @@ def leftovers(services: Services) -> list[str]:
     """Everything a refused request must not have left: rows, stored objects, spool files."""
     found: list[str] = []
     with services.db.session() as session:
-        for table in ("jobs", "batches"):
+        for table in ("jobs", "batches", "job_groups"):
             count = session.execute(text(f"SELECT count(*) FROM {table}")).scalar()  # noqa: S608
             found += [f"{count} row(s) in {table}"] if count else []
     found += [o.key for o in services.store.list("")]

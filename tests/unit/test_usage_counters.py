@@ -1,7 +1,7 @@
 """The counters that triggers keep (migrations 0007, 0008, 0009) agree with counting the jobs table.
 
-A random history of inserts, status changes (claims, requeues, endings), backdated rows, batch jobs
-and deletions, on SQLite here and on PostgreSQL in the integration tier; after it, what admission
+A random history of inserts, status changes (claims, requeues, endings), backdated rows, batch jobs,
+job-group jobs (not interactive either, migration 0012) and deletions, on SQLite here and on PostgreSQL in the integration tier; after it, what admission
 reads from the counters equals COUNT(*) over the rows, for several windows.
 """
 
@@ -19,7 +19,7 @@ from sqlalchemy import delete, func, insert, literal, select, tuple_, update
 
 from jobservice.db.engine import Database
 from jobservice.db.migrate import alembic_config, upgrade
-from jobservice.db.tables import Batch, Job, JobStatus, QueueCount, TenantJobMinute, utcnow
+from jobservice.db.tables import Batch, Job, JobGroup, JobStatus, QueueCount, TenantJobMinute, utcnow
 from jobservice.jobs.queries import count_ahead, count_ahead_of_new
 from jobservice.quotas.usage import admission_usage, count_active, count_created_since, forget_old_minutes
 from tests.factories import sqlite_copy
@@ -30,12 +30,16 @@ ENDINGS = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED)
 
 
 def play_history(db: Database, seed: int, *, fleet: bool = True) -> None:
-    """A random history; ``fleet``: with migration 0009's columns (tenant moves, seconds of video)."""
+    """A random history; ``fleet``: with the columns of migrations 0009 (tenant moves, seconds of
+    video) and 0012 (job groups)."""
     rng = random.Random(seed)
     now = utcnow()
     with db.session() as s:
         batch = Batch(id=uuid.uuid4(), name="nightly", spec_digest="0" * 64, tenant="acme")
         s.add(batch)
+        group = JobGroup(id=uuid.uuid4(), tenant="beta", manifest_format="csv", manifest_sha256="0" * 64)
+        if fleet:
+            s.add(group)
     ids: list[uuid.UUID] = []
     for _ in range(300):
         roll = rng.random()
@@ -55,6 +59,8 @@ def play_history(db: Database, seed: int, *, fleet: bool = True) -> None:
                 }
                 if fleet:
                     values["output_seconds"] = rng.choice([None, 2.5, 10.0, 37.48])
+                    if values["batch_id"] is None and rng.random() < 0.2:
+                        values["group_id"] = group.id
                 # Only the columns given: before migration 0009 the table has none of its columns.
                 s.execute(insert(Job).values(**values))
                 ids.append(values["id"])

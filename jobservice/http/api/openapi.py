@@ -20,6 +20,7 @@ from jobservice.http.api.doc import REF, RouteTable, Schema, answer
 from jobservice.http.api.native import (
     batches,
     fleet,
+    groups,
     jobs,
     metrics,
     quota,
@@ -30,6 +31,7 @@ from jobservice.http.api.native import (
 )
 from jobservice.http.api.native.batches import BATCH_MODELS
 from jobservice.http.api.native.fleet import FLEET_MODELS
+from jobservice.http.api.native.groups import GROUP_MODELS
 from jobservice.http.api.native.quota import QUOTA_MODELS
 from jobservice.http.api.native.submission import JobCreate
 from jobservice.http.api.native.uploads import UPLOAD_MODELS
@@ -58,6 +60,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     RunReport,
     JobCreate,
     *BATCH_MODELS,
+    *GROUP_MODELS,
     *QUOTA_MODELS,
     *FLEET_MODELS,
     *OPENAI_MODELS,
@@ -72,6 +75,7 @@ TABLES: tuple[RouteTable, ...] = (
     system.api,
     api,
     batches.api,
+    groups.api,
     quota.api,
     fleet.api,
     metrics.api,

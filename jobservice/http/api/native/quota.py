@@ -19,16 +19,19 @@ class QuotaLimits(BaseModel):
 
     active_jobs: int = Field(description="Interactive jobs queued or running at once (0: none).")
     batch_jobs: int = Field(description="Jobs (cases x repeats) in one batch (0: no batches).")
-    jobs_per_hour: int = Field(description="Jobs created in any rolling hour, batch jobs included.")
+    jobs_per_hour: int = Field(description="Jobs created in any rolling hour, batch and group jobs included.")
     requests_per_minute: int = Field(description="API requests per minute per key (0: no limit).")
     retention_hours: float = Field(description="A job's files are deleted this long after creation.")
+    group_jobs: int = Field(description="Jobs (manifest rows) in one job group (0: no job groups).")
 
 
 class QuotaUsage(BaseModel):
     """What the caller's tenant uses now."""
 
     active_jobs: int = Field(description="Interactive jobs queued or running.")
-    active_batch_jobs: int = Field(description="Batch jobs queued or running (not in active_jobs).")
+    active_batch_jobs: int = Field(
+        description="Batch and job-group jobs queued or running (not in active_jobs)."
+    )
     jobs_last_hour: int = Field(description="Jobs created in the last hour.")
     requests_this_minute: int | None = Field(description="This key's requests this minute (null: unknown).")
 

@@ -1,12 +1,14 @@
-"""Live events: ``GET /jobs/<id>/stream`` and ``GET /batches/<id>/stream`` (Server-Sent Events).
+"""Live events: ``GET /jobs/<id>/stream``, ``GET /batches/<id>/stream`` and
+``GET /job-groups/<id>/stream`` (Server-Sent Events).
 
 A stream starts with a ``retry:`` line, then sends the full view (the same JSON as ``GET``) as
 ``status`` (first, and whenever the status changes), ``stage``, ``preview`` (a new preview of what
-the job rendered so far: ``links.preview``), ``progress`` or ``queue_position`` events; when the
-job or batch has ended it sends ``end`` with the final view and closes. Each event's ``id`` is a
-resume token: a client that reconnects with ``Last-Event-ID`` (or ``?last_event_id=``) is not
-sent a state it already has. A ``: keep-alive`` comment goes out every ``stream_heartbeat_seconds``
-so that proxies keep the connection open.
+the job rendered so far: ``links.preview``), ``progress`` or ``queue_position`` events (a group:
+``status`` and ``progress``, its jobs by status); when the job, batch or group has ended it sends
+``end`` with the final view and closes. Each event's ``id`` is a resume token: a client that
+reconnects with ``Last-Event-ID`` (or ``?last_event_id=``) is not sent a state it already has. A
+``: keep-alive`` comment goes out every ``stream_heartbeat_seconds`` so that proxies keep the
+connection open.
 
 Under gunicorn's gthread worker an open stream holds one of the process's threads, so a stream
 lives at most ``stream_max_seconds`` and then closes without ``end``: the browser's EventSource
@@ -28,19 +30,25 @@ from flask import Blueprint, Flask, Response, current_app, request
 
 from jobservice.errors import Unavailable
 from jobservice.fleet.eta import latest as latest_forecast
+from jobservice.groups.presenters import group_view
+from jobservice.groups.service import get_group
+from jobservice.groups.views import ENDED_GROUP_STATUSES, GroupProgress, group_status
 from jobservice.http.api.doc import RouteTable, in_path, in_query, refused
 from jobservice.http.api.native.batches import load_batch
+from jobservice.http.api.native.groups import load_group
 from jobservice.http.api.native.jobs import load_job, services
 from jobservice.http.api.native.prefer import Holds, holds_of, install_watcher, watcher_of
 from jobservice.jobs.presenters import job_view
 from jobservice.jobs.queries import get_job
 from jobservice.jobs.watch import (
     BatchState,
+    GroupState,
     JobState,
     Kind,
     State,
     Watcher,
     batch_state_from_token,
+    group_state_from_token,
     job_state_from_token,
     job_state_of,
 )
@@ -205,6 +213,45 @@ def batch_feed(svc: Services, batch_id: uuid.UUID) -> Feed:
     return Feed("batch", batch_id, render, batch_event_name, ended)
 
 
+def status_of_group(state: GroupState) -> str:
+    """The status a group in ``state`` shows (``jobservice.groups.views.group_status``)."""
+    queued, running, succeeded, failed, canceled = state.counts
+    progress = GroupProgress(
+        total=sum(state.counts),
+        queued=queued,
+        running=running,
+        succeeded=succeeded,
+        failed=failed,
+        canceled=canceled,
+        fraction=0.0,
+    )
+    return group_status(progress, canceled=state.canceled)
+
+
+def group_event_name(before: State | None, after: State) -> str | None:
+    """A group's change: ``status`` when its status changes, else ``progress``; None when unchanged."""
+    if not isinstance(before, GroupState) or not isinstance(after, GroupState):
+        return "status"
+    if status_of_group(before) != status_of_group(after) or before.canceled != after.canceled:
+        return "status"
+    return "progress" if before != after else None
+
+
+def group_feed(svc: Services, group_id: uuid.UUID) -> Feed:
+    """A group's stream: its view (progress by status), ended when every job has."""
+
+    def render(polled: State) -> Shown | None:
+        assert isinstance(polled, GroupState)
+        with svc.db.session() as session:
+            view = group_view(session, get_group(session, group_id))
+        return polled, view.model_dump(mode="json")
+
+    def ended(state: State) -> bool:
+        return isinstance(state, GroupState) and status_of_group(state) in ENDED_GROUP_STATUSES
+
+    return Feed("group", group_id, render, group_event_name, ended)
+
+
 def _resume_token() -> str | None:
     return request.headers.get("Last-Event-ID") or request.args.get("last_event_id") or None
 
@@ -290,6 +337,26 @@ def batch_stream(batch_id: str) -> Response:
     svc = services()
     last = batch_state_from_token(_resume_token())
     events = live_events(watcher_of(current_app), batch_feed(svc, batch.id), last=last, limits=_limits(svc))
+    return event_stream(events)
+
+
+@api.route(
+    "get",
+    "/job-groups/{group_id}/stream",
+    "A job group's live events (Server-Sent Events: status, progress, end)",
+    parameters=(in_path("group_id"), *_RESUME),
+    responses={
+        "200": {"description": "Events, each with the full GroupView as data.", "content": _SSE},
+        "404": refused("No such job group (group_not_found)."),
+        "503": _BUSY,
+    },
+)
+def group_stream(group_id: str) -> Response:
+    """The group's live events (404 JSON, before any event, for a group the caller cannot see)."""
+    group = load_group(group_id)
+    svc = services()
+    last = group_state_from_token(_resume_token())
+    events = live_events(watcher_of(current_app), group_feed(svc, group.id), last=last, limits=_limits(svc))
     return event_stream(events)
 
 

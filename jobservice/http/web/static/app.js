@@ -265,6 +265,25 @@
   const TYPES = { png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", webp: "image/webp", wav: "audio/wav",
     mp3: "audio/mpeg", flac: "audio/flac", ogg: "audio/ogg", m4a: "audio/mp4" };
 
+  // One file as a direct upload: declared, its parts PUT (onProgress(bytes of the part so far),
+  // onPart(part) once a part is in), then completed; resolves to the ready upload's view. The job
+  // form and the job-group page (groups.js, through window.jobserviceUploads) both use it.
+  function uploadFile(file, onProgress, onPart) {
+    const declared = { filename: file.name, size: file.size, content_type: TYPES[ext(file.name)] || file.type || "application/octet-stream" };
+    return api("POST", "/uploads", declared).then(function (view) {
+      let parts = Promise.resolve();
+      view.parts.forEach(function (part) {
+        parts = parts.then(function () {
+          return putPart(part.url, file.slice(part.offset, part.offset + part.size), onProgress, 3).then(function () {
+            onPart(part);
+          });
+        });
+      });
+      return parts.then(function () { return api("POST", view.complete_url); });
+    });
+  }
+  window.jobserviceUploads = { uploadFile: uploadFile };
+
   function uploadAll(inputs, bar, status) {
     const total = inputs.reduce(function (sum, input) { return sum + input.files[0].size; }, 0);
     let sent = 0;
@@ -276,22 +295,13 @@
     inputs.forEach(function (input) {
       const file = input.files[0];
       chain = chain.then(function (ids) {
-        const declared = { filename: file.name, size: file.size, content_type: TYPES[ext(file.name)] || file.type || "application/octet-stream" };
-        return api("POST", "/uploads", declared).catch(function (err) { err.field = input.name; throw err; }).then(function (view) {
-          let parts = Promise.resolve();
-          view.parts.forEach(function (part) {
-            parts = parts.then(function () {
-              return putPart(part.url, file.slice(part.offset, part.offset + part.size), show, 3).then(function () {
-                sent += part.size;
-                show(0);
-              });
-            });
-          });
-          return parts.then(function () {
-            status.textContent = "Checking " + file.name + "…";
-            return api("POST", view.complete_url).catch(function (err) { err.field = input.name; throw err; });
-          }).then(function (ready) { return ids.concat([[input.name, ready.id]]); });
-        });
+        const onPart = function (part) {
+          sent += part.size;
+          show(0);
+          if (sent >= total) status.textContent = "Checking " + file.name + "…";
+        };
+        return uploadFile(file, show, onPart).catch(function (err) { err.field = input.name; throw err; })
+          .then(function (ready) { return ids.concat([[input.name, ready.id]]); });
       });
     });
     return chain;

@@ -25,16 +25,23 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
 
 MODEL = "reference-talking-head"
 
+# A newer preview may replace the player's source at any moment (one every 0.5 s here): its metadata
+# is then gone until the new one has loaded, and a play() in flight is aborted. So the player is
+# read once it holds a source that has loaded and played for a moment (seen: NaN and 0 x 0 read
+# just after such a swap, under CI's load).
 PREVIEW_PLAYS = """async () => {
   const v = document.querySelector('#preview-video');
-  if (v.readyState < 1) {
-    await new Promise((resolve, reject) => {
-      v.addEventListener('loadedmetadata', resolve, {once: true});
-      v.addEventListener('error', () => reject(new Error('preview error ' + (v.error && v.error.code))), {once: true});
-    });
+  const loaded = () => v.readyState >= 1 ? Promise.resolve() : new Promise((resolve, reject) => {
+    v.addEventListener('loadedmetadata', resolve, {once: true});
+    v.addEventListener('error', () => reject(new Error('preview error ' + (v.error && v.error.code))), {once: true});
+  });
+  for (let tries = 0; tries < 10; tries += 1) {
+    await loaded();
+    try { await v.play(); } catch (e) { continue; }  // aborted by a newer preview's load: again
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    if (v.readyState >= 1 && v.currentTime > 0) break;
   }
-  await v.play();
-  await new Promise((resolve) => setTimeout(resolve, 400));
+  await loaded();
   return {duration: v.duration, time: v.currentTime, width: v.videoWidth, height: v.videoHeight,
           src: v.currentSrc};
 }"""

@@ -33,7 +33,7 @@ from jobservice.fleet.eta import refresh as refresh_forecast
 from jobservice.groups.inputs import input_identity
 from jobservice.groups.plan import GroupPlan
 from jobservice.jobs.idempotency import scoped_key
-from jobservice.jobs.submit import new_job_row, request_fingerprint
+from jobservice.jobs.submit import new_job_row, request_fingerprint, store_input
 from jobservice.jobs.transitions import (
     InvalidTransition,
     cancel_queued_jobs,
@@ -196,10 +196,7 @@ def _store_inputs(services: Services, group_id: uuid.UUID, plan: GroupPlan) -> d
     try:
         for identity, upload in inputs.items():
             key = f"{group_prefix(group_id)}inputs/{identity}.{upload.extension}"
-            if upload.stored_key is not None:  # a direct upload: copied inside the store
-                services.store.copy(upload.stored_key, key)
-            else:
-                services.store.put_file(key, upload.path, content_type=upload.content_type)
+            store_input(services, key, upload)
             stored[identity] = key
     except BaseException:
         _discard_inputs(services, group_id)

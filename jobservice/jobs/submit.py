@@ -374,6 +374,15 @@ def _enqueue(services: Services, job: Job) -> None:
         log.warning("job %s: not dispatched at once (%s); a maintenance round will", job.id, exc)
 
 
+def store_input(services: Services, key: str, upload: CheckedUpload) -> None:
+    """Put one checked input file at ``key``: a direct upload is copied inside the store (its bytes
+    never pass through this process), a spooled file is put."""
+    if upload.stored_key is not None:
+        services.store.copy(upload.stored_key, key)
+    else:
+        services.store.put_file(key, upload.path, content_type=upload.content_type)
+
+
 def _store_inputs(services: Services, job_id: uuid.UUID, uploads: dict[str, CheckedUpload]) -> dict[str, str]:
     """Put the job's checked files in the object store; on an outage, delete what was put and re-raise."""
     prefix = f"jobs/{job_id}/"
@@ -381,10 +390,7 @@ def _store_inputs(services: Services, job_id: uuid.UUID, uploads: dict[str, Chec
     try:
         for name, upload in uploads.items():
             key = f"{prefix}inputs/{name}.{upload.extension}"
-            if upload.stored_key is not None:  # a direct upload: copied inside the store
-                services.store.copy(upload.stored_key, key)
-            else:
-                services.store.put_file(key, upload.path, content_type=upload.content_type)
+            store_input(services, key, upload)
             input_keys[name] = key
     except ObjectNotFound:
         _cleanup(services, prefix)

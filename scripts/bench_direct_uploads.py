@@ -23,7 +23,6 @@ The LAST line is one JSON object.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import shutil
@@ -44,8 +43,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_upload as form_bench  # noqa: E402  (its WAV header, multipart body, RSS sampler)
 
-from jobservice.cli.embedded import Child, start_redis  # noqa: E402
-from jobservice.db import migrate  # noqa: E402
+from jobservice.cli.embedded import Child  # noqa: E402
 
 MB = 2**20
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -160,48 +158,23 @@ def start_moto(run_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 def start_api(run_dir: Path, endpoint: str, public: str, size: int) -> tuple[Child, Child, int]:
     """Redis, a migrated SQLite database and ``jobservice api`` on S3 (its own calls to ``endpoint``,
-    the presigned URLs it hands out to ``public``); (redis, api, port)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSERVICE_")}
-    redis_child, broker = start_redis(run_dir, env)
-    database = f"sqlite:///{run_dir / 'jobservice.db'}"
-    migrate.upgrade(database)
-    port = form_bench.free_port()
+    the presigned URLs it hands out to ``public``); (redis, api, port). The form bench's start,
+    with these settings."""
     size_mb = str(size // MB + 64)
-    env.update(
-        {
-            **CREDENTIALS,
-            "JOBSERVICE_VAR_DIR": str(run_dir),
-            "JOBSERVICE_DATABASE_URL": database,
-            "JOBSERVICE_BROKER_URL": broker,
-            "JOBSERVICE_AUTH": "off",
-            "JOBSERVICE_API_WORKERS": "1",  # one API process: the warm-up and the measure meet there
-            "JOBSERVICE_STORAGE_BACKEND": "s3",
-            "JOBSERVICE_S3_ENDPOINT_URL": endpoint,
-            "JOBSERVICE_S3_PUBLIC_ENDPOINT_URL": public,
-            "JOBSERVICE_S3_BUCKET": "bench-uploads",
-            "JOBSERVICE_S3_ACCESS_KEY_ID": "testing",
-            "JOBSERVICE_S3_SECRET_ACCESS_KEY": "testing",
-            "JOBSERVICE_MAX_REQUEST_MB": size_mb,
-            "JOBSERVICE_MAX_AUDIO_MB": size_mb,
-            "JOBSERVICE_MAX_AUDIO_SECONDS": "1000000",
-            "JOBSERVICE_MIN_FREE_MB": "0",
-        }
-    )
-    exe = str(Path(sys.executable).parent / "jobservice")
-    api = Child("api", [exe, "api", "--port", str(port)], env, run_dir / "api.log")
-    api.start()
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200:
-                return redis_child, api, port
-        except OSError:
-            time.sleep(0.2)
-    api.stop()
-    redis_child.stop()
-    raise SystemExit("bench_uploads: the API did not start; see " + str(run_dir / "api.log"))
+    extra = {
+        **CREDENTIALS,
+        "JOBSERVICE_API_WORKERS": "1",  # one API process: the warm-up and the measure meet there
+        "JOBSERVICE_STORAGE_BACKEND": "s3",
+        "JOBSERVICE_S3_ENDPOINT_URL": endpoint,
+        "JOBSERVICE_S3_PUBLIC_ENDPOINT_URL": public,
+        "JOBSERVICE_S3_BUCKET": "bench-uploads",
+        "JOBSERVICE_S3_ACCESS_KEY_ID": "testing",
+        "JOBSERVICE_S3_SECRET_ACCESS_KEY": "testing",
+        "JOBSERVICE_MAX_REQUEST_MB": size_mb,
+        "JOBSERVICE_MAX_AUDIO_MB": size_mb,
+        "JOBSERVICE_MAX_AUDIO_SECONDS": "1000000",
+    }
+    return form_bench.start_api(run_dir, extra, name="bench_direct_uploads")
 
 
 def direct(base: str, size: int, noise: bytes, part_size: int | None = None) -> dict[str, Any]:

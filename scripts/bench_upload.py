@@ -239,8 +239,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_api(run_dir: Path) -> tuple[Child, Child, int]:
-    """Redis, a migrated SQLite database and ``jobservice api``; (redis, api, port)."""
+def start_api(
+    run_dir: Path, extra: dict[str, str] | None = None, name: str = "bench_upload"
+) -> tuple[Child, Child, int]:
+    """Redis, a migrated SQLite database and ``jobservice api`` (``extra``: more or other settings,
+    as environment variables); (redis, api, port)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBSERVICE_")}
     redis_child, broker = start_redis(run_dir, env)
     database = f"sqlite:///{run_dir / 'jobservice.db'}"
@@ -255,6 +258,7 @@ def start_api(run_dir: Path) -> tuple[Child, Child, int]:
             "JOBSERVICE_MAX_REQUEST_MB": "600",
             "JOBSERVICE_MAX_AUDIO_MB": "512",
             "JOBSERVICE_MIN_FREE_MB": "0",
+            **(extra or {}),
         }
     )
     exe = str(Path(sys.executable).parent / "jobservice")
@@ -271,7 +275,7 @@ def start_api(run_dir: Path) -> tuple[Child, Child, int]:
             time.sleep(0.2)
     api.stop()
     redis_child.stop()
-    raise SystemExit("bench_upload: the API did not start; see " + str(run_dir / "api.log"))
+    raise SystemExit(f"{name}: the API did not start; see " + str(run_dir / "api.log"))
 
 
 def cpu_seconds(pid: int) -> float:

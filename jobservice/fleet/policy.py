@@ -12,15 +12,21 @@ The rules, in the order they apply when a group is free (between jobs; nothing i
 2. **Unserved first.** A model with queued work that no group holds, loads or runs (for a per-run
    back end: that no group could run without evicting something) is served by the first eligible
    group that frees up, unless that would evict a model the group loaded less than
-   ``min_residency_s`` ago (a swap is never undone before it paid for itself).
+   ``min_residency_s`` ago (a swap is never undone before it paid for itself). A swap that only
+   moves who is unserved (it evicts a model that has queued work as urgent and no other group)
+   waits instead: it is taken once the evicted model has held the group, and the waiting model's
+   oldest job has waited, ``hysteresis`` times what the swap costs (this model's load plus the
+   evicted ones' reload), so a lone group between two busy models runs each in turns that pay for
+   their loads rather than swapping on every job.
 3. **Warm next.** A job of a model the group holds (or, per-run, can run beside what it holds)
    needs no load.
 4. **Load only when it pays.** A model that other groups serve is loaded here only if the work
    the group would do with it (its queued work per serving group) exceeds ``hysteresis`` times
    what the swap costs: this model's load, plus the reload of each evicted model that was used in
    the last ``recent_s``. If the swap leaves an evicted model that still receives jobs with no
-   other group, rule 2 pulls the group back at its next job, so the stint is counted only until
-   then (one over that model's arrival rate): a trickle of talking heads keeps its group, a long
+   other group, rule 2 pulls the group back at its next job (at once if that job is more urgent,
+   else after rule 2's wait), so the stint is counted, conservatively, only until that job arrives
+   (one over that model's arrival rate): a trickle of talking heads keeps its group, a long
    batch of them does not. And a job is not loaded here when a group holding its model warm will
    start it sooner.
 5. **Fair share within a choice.** Among the jobs of the chosen class, the tenant with the least
@@ -297,6 +303,8 @@ class _Round:
             return None
         servers = self.servers(cost, besides=group.id)
         if not servers:
+            if self._strands(group, item, evict, load_s=cost.load_s if load else 0.0):
+                return None
             return _Option(item, 0, load, evict, "unserved")
         # Would a group that holds it warm start this job sooner than loading it here?
         load_here = cost.load_s if load else 0.0
@@ -320,6 +328,32 @@ class _Round:
         if stint <= self.params.hysteresis * (load_here + reload):
             return None
         return _Option(item, 2, load, evict, "backlog")
+
+    def _strands(self, group: GroupState, item: Waiting, evict: tuple[str, ...], *, load_s: float) -> bool:
+        """Whether serving ``item`` here should wait: the swap evicts a model with queued work as
+        urgent as ``item`` that no other group serves (it only moves who is unserved), and that
+        model has not yet held the group, or the oldest job of ``item`` not yet waited,
+        ``hysteresis`` times what the swap costs (a turn each that pays for its loads)."""
+        stranded = [
+            m
+            for m in evict
+            if m in self.models
+            and self.queued(m, item.priority)
+            and not self.servers(self.models[m], besides=group.id)
+        ]
+        if not stranded:
+            return False
+        turn_s = self.params.hysteresis * (load_s + sum(self.models[m].load_s for m in stranded))
+        held_s = min(self.now - group.resident[m].since for m in stranded)
+        return min(held_s, self.now - item.oldest) < turn_s
+
+    def queued(self, model: str, max_priority: int) -> int:
+        """Queued jobs of ``model`` at ``max_priority`` or more urgent (what-if entries aside)."""
+        return sum(
+            w.jobs
+            for w in self.waiting.values()
+            if w.model == model and not w.probe and w.priority <= max_priority
+        )
 
     def best(self, group: GroupState) -> _Option | None:
         options = self.options(group)

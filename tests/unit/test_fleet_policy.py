@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from jobservice.fleet.policy import (
     INTERACTIVE,
     FleetState,
@@ -92,11 +94,38 @@ def test_interactive_before_batch_and_warm_before_a_load() -> None:
 
 
 def test_an_unserved_model_takes_the_first_free_group() -> None:
-    # "big" holds a warm model with queued work, but nobody serves t2v: it is served now.
-    decisions = plan(state([group("g", "big")], [wait("big", jobs=50), wait("t2v", oldest=5)]))
-    assert (
-        decisions[0].model == "t2v" and decisions[0].reason == "unserved" and decisions[0].evict == ("big",)
+    # g holds big, which has queued work, but another group serves big too; nobody serves t2v: it is
+    # served now, by the group that frees up.
+    other = group("h", "big", busy_until=500.0, running="big")
+    decisions = plan(state([group("g", "big"), other], [wait("big", jobs=50), wait("t2v", oldest=95)]))
+    assert [(d.group, d.model, d.reason, d.evict) for d in decisions] == [("g", "t2v", "unserved", ("big",))]
+
+
+def test_a_swap_that_only_moves_who_is_unserved_waits_until_it_pays() -> None:
+    # One group, room for one model, both with queued batch work: swapping to t2v would leave big's
+    # 50 jobs with nobody. It waits until t2v's oldest job has waited 3 x (210 load + 88 reload).
+    lone = [group("g", "big")]
+    waiting = [wait("big", jobs=50), wait("t2v", oldest=5)]
+    assert plan(state(lone, waiting))[0].model == "big"  # waited 95 s
+    later = FleetState(now=5 + 3 * 298 + 1, groups=tuple(lone), models=MODELS, waiting=tuple(waiting))
+    assert [(d.model, d.reason, d.evict) for d in plan(later)] == [("t2v", "unserved", ("big",))]
+    # Nor does it swap back the moment big was loaded (its own jobs have waited long too): big
+    # keeps the group for its turn first.
+    fresh = GroupState(
+        "g", 4, ALL, memory_gb_per_card=64, resident={"big": Resident(since=800.0, last_used=890.0)}
     )
+    assert plan(replace(later, groups=(fresh,)))[0].model == "big"
+    # Once big's queue is empty, the swap strands nothing: taken at once.
+    assert plan(state(lone, [wait("t2v", oldest=95)]))[0].model == "t2v"
+
+
+def test_an_interactive_job_does_not_wait_for_batch_work_it_would_strand() -> None:
+    lone = [group("g", "big")]
+    waiting = [wait("big", jobs=50), wait("t2v", oldest=99, priority=INTERACTIVE)]
+    assert [(d.model, d.reason) for d in plan(state(lone, waiting))] == [("t2v", "unserved")]
+    # ... but it does wait for interactive work of the model it would strand.
+    both = [wait("big", jobs=5, priority=INTERACTIVE), wait("t2v", oldest=99, priority=INTERACTIVE)]
+    assert plan(state(lone, both))[0].model == "big"
 
 
 def test_a_load_waits_for_a_warm_group_that_frees_sooner() -> None:

@@ -189,7 +189,7 @@ def test_a_model_without_previews_says_so_while_it_runs(served: tuple[Stack, str
         # Waiting from the claim until the run starts generating, then "none" for good.
         states = [v.preview.state for v in during if v.preview is not None]
         assert states and states[-1] == "none" and "ready" not in states, states
-        assert during[-1].preview is not None and "finished file" in during[-1].preview.message
+        assert during[-1].preview is not None and "only once it is finished" in during[-1].preview.message
         assert all("preview" not in v.links for v in views)
         assert final.status == "succeeded" and final.preview is None
         models = {m["id"]: m for m in requests.get(f"{base}/models", timeout=30).json()["models"]}

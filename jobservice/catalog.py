@@ -66,7 +66,8 @@ class ModelSpec:
     requires: tuple[str, ...] = ()  # importable packages the adapter needs (checked without importing)
     execution_mode: str = "resident"
     # Its adapter streams frames as it renders them (chunks): a running job publishes previews of
-    # them. False: the back end hands over a finished file, and no preview exists.
+    # them. False: the back end hands over its video only once it is finished (a file, or every frame
+    # at once), and no preview exists.
     previews: bool = False
     validation: ValidationPolicy = field(default_factory=ValidationPolicy)
     timeout_seconds: float | None = None

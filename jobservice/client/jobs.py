@@ -164,8 +164,9 @@ class JobCalls:
 
     def download_preview(self, job_id: str, path: str | Path, number: int | None = None) -> Path:
         """Save a running job's latest preview (``number``: that one, while it is kept) to ``path``:
-        what it has rendered so far, with its audio, not yet validated. Refusals: ``ApiError`` with
-        ``preview_not_ready``, ``no_preview`` (the model's back end hands over a finished file),
+        what it has rendered so far, with its audio if it has any, not yet validated. Refusals: ``ApiError``
+        with ``preview_not_ready``, ``no_preview`` (the model's back end hands over its video only once
+        it is finished),
         ``preview_replaced`` (the job ended: ``download`` its video)."""
         query = f"?n={int(number)}" if number is not None else ""
         return self._save(f"/jobs/{job_id}/preview{query}", Path(path))

@@ -48,9 +48,15 @@ FAMILY = register(
         adapter="workers.adapters.diffusers_wan:DiffusersWanAdapter",
         task="text2video",
         title="Wan2.1 T2V (diffusers)",
-        summary="Wan2.1 text2video from a local diffusers folder (WanPipeline) on the worker's device.",
+        summary=(
+            "Wan2.1 text2video from a local diffusers folder (WanPipeline) on the worker's device. "
+            "No previews: the pipeline hands over the clip only once every frame is denoised and decoded."
+        ),
         execution_mode="resident",
-        previews=True,  # its adapter streams each chunk's frames
+        # WanPipeline denoises the whole clip and decodes it in one call: the adapter gets every
+        # frame at once, at the end, so a "preview" could only race the final video (and delay it
+        # by a remux); its running jobs say that no preview will exist.
+        previews=False,
         devices=("cpu", "cuda", "npu"),
         requires=("torch", "numpy", "diffusers", "transformers", "accelerate"),
         min_memory_gb=None,

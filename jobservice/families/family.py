@@ -28,7 +28,7 @@ class Family:
     execution_mode: str
     devices: tuple[str, ...]
     # Its adapter streams frames (chunks) through the pipeline, so running jobs publish previews;
-    # False: it hands over a finished file (ModelSpec.previews).
+    # False: it hands over its video only once it is finished (ModelSpec.previews).
     previews: bool = False
     requires: tuple[str, ...] = ()
     min_memory_gb: float | None = None

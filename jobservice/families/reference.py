@@ -63,6 +63,8 @@ REFERENCE_T2V = ModelSpec(
     params=ReferenceT2VParams,
     adapter="workers.adapters.reference.t2v:ReferenceT2VAdapter",
     requires=("torch", "numpy"),
+    # Its decoder streams the clip 16 frames at a time once denoising ends (the whole clip is
+    # denoised at once): previews, video only, cover that last stretch of the run.
     previews=True,
 )
 

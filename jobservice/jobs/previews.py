@@ -8,9 +8,10 @@ left by an earlier attempt is never shown for a later one, and it counts for the
 once the job ends, its validated video (``links.video``) replaces the preview, and the final
 transition writes ``timings`` anew.
 
-States (the view's ``preview.state``): ``none`` (this model's back end hands over a finished file,
-or previews are off on its worker: no preview will exist; ``message`` says which), ``waiting`` (no
-preview yet), ``ready`` (``links.preview`` plays it). A queued or ended job has no ``preview``.
+States (the view's ``preview.state``): ``none`` (this model's back end hands over its video only once
+it is finished, or previews are off on its worker: no preview will exist; ``message`` says which),
+``waiting`` (no preview yet), ``ready`` (``links.preview`` plays it). A queued or ended job has no
+``preview``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from jobservice.jobs.views import PreviewView
 KEY = "preview"  # the record's key in the row's timings
 KEPT = 3  # previews a run keeps while it runs: the latest and the two before it
 NOT_VALIDATED = "A preview, not yet validated: the output gate checks the final video only."
-NO_PREVIEW_BACKEND = "This model's back end hands over a finished file: it publishes no preview."
+NO_PREVIEW_BACKEND = (
+    "This model's back end hands over its video only once it is finished: it publishes no preview."
+)
 NO_PREVIEW_OFF = "Previews are off on this model's workers (JOBSERVICE_PREVIEW_INTERVAL_SECONDS=0)."
 
 

@@ -53,8 +53,8 @@ class PreviewView(BaseModel):
     ``links.preview``, not yet validated; the validated video replaces it when the job ends."""
 
     state: Literal["none", "waiting", "ready"] = Field(
-        description="none: this model's back end hands over a finished file (or previews are off), so no "
-        "preview will exist; waiting: none yet; ready: links.preview plays it."
+        description="none: this model's back end hands over its video only once it is finished (or previews "
+        "are off), so no preview will exist; waiting: none yet; ready: links.preview plays it."
     )
     validated: bool = Field(default=False, description="Always false: only the final video is gated.")
     number: int | None = Field(default=None, description="1 for the first preview, 2 for the next, ...")

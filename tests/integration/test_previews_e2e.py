@@ -2,7 +2,8 @@
 for many chunks; the API shows ``links.preview`` and the stream sends ``preview`` events before
 the job ends, the Python client downloads a preview that plays (video and audio of the span so
 far), the CLI's ``status --follow`` prints it, and once the job has ended the validated video
-replaces it.
+replaces it. The reference text2video model, whose decoder streams the clip once denoising ends,
+publishes video-only previews the same way.
 
 The app is served over real HTTP (tests/browser/server.py); the worker publishes a preview at most
 every half second (``JOBSERVICE_PREVIEW_INTERVAL_SECONDS``) so a test-sized job shows several.
@@ -32,6 +33,7 @@ from tests.integration.test_streams_e2e import follow
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MODEL = "reference-talking-head"
+T2V = "reference-t2v"
 NO_PREVIEWS = "fake-good"  # a test model whose spec says it publishes no previews (ModelSpec.previews)
 
 
@@ -46,7 +48,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, st
         stream_heartbeat_seconds=1.0,
         stream_max_seconds=5.0,
     )
-    stack.start_worker("previews", extra_env={"JOBSERVICE_WORKER_MODELS": json.dumps([MODEL, NO_PREVIEWS])})
+    stack.start_worker(
+        "previews", extra_env={"JOBSERVICE_WORKER_MODELS": json.dumps([MODEL, NO_PREVIEWS, T2V])}
+    )
     try:
         with serve(stack.services) as base:
             yield stack, base
@@ -164,6 +168,86 @@ def test_a_running_job_publishes_previews_that_the_validated_video_replaces(
     assert 1 <= len(kept) <= 3, kept
 
 
+def test_a_text2video_job_publishes_video_only_previews_while_its_decoder_streams(
+    served: tuple[Stack, str], tmp_path: Path
+) -> None:
+    """The whole clip is denoised at once (one step here), then decoded 16 frames at a time into the
+    encoder: 241 frames of 640x368 are 16 chunks, seconds of decoding and encoding on any CPU, while
+    the first preview goes out as soon as the first chunk is encoded (its remux takes tenths of a
+    second)."""
+    stack, base = served
+    with Client(base, timeout=60) as api:
+        job = api.submit(
+            model=T2V,
+            prompt="a red kite over the sea",
+            width=640,
+            height=368,
+            num_frames=241,
+            fps=16,
+            num_inference_steps=1,
+            seed=7,
+        )
+        stream: dict[str, Any] = {}
+        reader = threading.Thread(
+            target=lambda: stream.update(got=follow(f"{base}/jobs/{job.id}/stream", deadline_s=240)),
+            daemon=True,
+        )
+        reader.start()
+        seen: list[JobView] = []
+        downloaded: list[tuple[JobView, Path]] = []
+
+        def on_update(view: JobView) -> None:
+            seen.append(view)
+            preview = view.preview
+            got = {v.preview.number for v, _ in downloaded if v.preview is not None}
+            if preview is None or preview.state != "ready" or preview.number in got or len(got) == 2:
+                return
+            try:  # this very preview: a newer one may be out by now
+                path = tmp_path / f"preview-{preview.number}.mp4"
+                downloaded.append((view, api.download_preview(view.id, path, number=preview.number)))
+            except ApiError as exc:  # the job ended, or three newer ones came, since the event
+                assert exc.code in {"preview_replaced", "preview_not_found"}, exc
+
+        final = api.wait(job.id, timeout=300, on_update=on_update)
+        reader.join(timeout=60)
+        with Client(base, timeout=60) as after:
+            whole = probe_media(after.download(job.id, tmp_path / "final.mp4"))
+
+    assert final.status == "succeeded", final.error
+    ready = [
+        v for v in seen if v.status == "running" and v.preview is not None and v.preview.state == "ready"
+    ]
+    assert ready, [(v.status, v.stage, v.preview) for v in seen]
+    assert all(
+        v.links["preview"] == f"/jobs/{job.id}/preview?n={v.preview.number}" for v in ready if v.preview
+    )
+
+    # A preview plays: H.264 video and no audio (text2video has none), shorter than the whole.
+    assert downloaded, "no preview could be downloaded while the job ran"
+    assert whole.video is not None and whole.audio is None and whole.duration_s is not None
+    for view, path in downloaded:
+        facts = probe_media(path, count_frames=True)
+        assert view.preview is not None and view.preview.seconds is not None
+        assert facts.video is not None and facts.audio is None, facts
+        assert facts.video.codec_name == "h264" and (facts.video.width, facts.video.height) == (640, 368)
+        assert facts.video.nb_read_frames == view.preview.frames
+        assert facts.duration_s is not None and 0 < facts.duration_s < whole.duration_s
+        assert abs(facts.duration_s - view.preview.seconds) < 0.05
+
+    # The stream sent a preview event before the end.
+    names = [e["event"] for e in stream["got"].events]
+    assert "preview" in names and names[-1] == "end", names
+    assert names.index("preview") < names.index("end")
+
+    # Ended: the validated video replaces the preview.
+    assert final.preview is None and "preview" not in final.links and "video" in final.links
+    gone = requests.get(f"{base}/jobs/{job.id}/preview", timeout=30)
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "preview_replaced"
+    with Client(base, timeout=60) as reader_api:
+        published = reader_api.report(job.id)["extra"]["preview"]
+    assert published["published"] >= len({v.preview.number for v in ready if v.preview})
+
+
 def test_a_queued_job_has_no_preview_and_a_bad_number_is_refused(served: tuple[Stack, str]) -> None:
     _stack, base = served
     with Client(base, timeout=60) as api:
@@ -189,7 +273,7 @@ def test_a_model_without_previews_says_so_while_it_runs(served: tuple[Stack, str
         # Waiting from the claim until the run starts generating, then "none" for good.
         states = [v.preview.state for v in during if v.preview is not None]
         assert states and states[-1] == "none" and "ready" not in states, states
-        assert during[-1].preview is not None and "finished file" in during[-1].preview.message
+        assert during[-1].preview is not None and "only once it is finished" in during[-1].preview.message
         assert all("preview" not in v.links for v in views)
         assert final.status == "succeeded" and final.preview is None
         models = {m["id"]: m for m in requests.get(f"{base}/models", timeout=30).json()["models"]}

@@ -1,5 +1,6 @@
 """Previews while a job renders: the encoder's MPEG-TS copy remuxed into an MP4 that plays, with
-video and audio covering the chunks written so far; and the publisher that stores them."""
+video and audio covering the chunks written so far (or video alone, for a text2video model); and the
+publisher that stores them."""
 
 from __future__ import annotations
 
@@ -69,6 +70,64 @@ def test_each_preview_plays_with_video_and_audio_of_the_chunks_so_far(
     final = probe_media(result.path)
     assert final.video is not None and final.audio is not None
     assert final.duration_s is not None and abs(final.duration_s - total / FPS) < 0.1
+
+
+def test_a_video_only_stream_gives_video_only_previews_whose_record_matches_the_file(
+    tmp_path: Path, policy: ValidationPolicy
+) -> None:
+    """A text2video model has no audio: its frames alone go through the tee, the remux and the probe,
+    and each record's ``frames`` and ``seconds`` are those of the file stored (the span so far)."""
+    chunk, fps = 16, 16  # the reference text2video's decode chunk, at its default frame rate
+    store = LocalStore(tmp_path / "store")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    records: list[dict[str, Any]] = []
+    publisher = PreviewPublisher(
+        store=store,
+        key_of=lambda name: f"jobs/t2v/{name}",
+        announce=records.append,
+        folder=scratch,
+        interval=0.2,
+        record={"attempt": 1, "try": 1},
+    )
+    total = 6 * chunk
+    enc = StreamingEncoder(
+        out_path=scratch / "out.mp4",
+        width=W,
+        height=H,
+        fps=fps,
+        policy=policy,
+        duration_s=total / fps,
+        preview_path=publisher.ts_path,
+    )
+    with enc:
+        publisher.start()
+        for k in range(6):
+            enc.write(moving_frames(k * chunk, chunk, W, H))
+            publisher.frames_out((k + 1) * chunk)
+            time.sleep(0.3)  # a chunk's decode: the publisher keeps up
+        summary = publisher.close()
+        result = enc.finish()
+    assert summary["failures"] == 0 and summary["published"] == len(records) >= 2, summary
+    kept = {info.key for info in store.list("jobs/t2v/")}
+    checked = 0
+    for record in records:
+        if record["key"] not in kept:
+            continue  # an older one, deleted as newer ones came
+        facts = probe_media(store.local_path(record["key"]) or Path("missing"), count_frames=True)
+        assert facts.video is not None and facts.audio is None, facts
+        assert facts.video.codec_name == "h264" and (facts.video.width, facts.video.height) == (W, H)
+        assert facts.video.nb_read_frames == record["frames"] and 0 < record["frames"] <= total
+        # The span it covers: its frames at the clip's rate, as the file says.
+        assert facts.duration_s is not None and abs(facts.duration_s - record["seconds"]) < 0.01
+        assert abs(record["seconds"] - record["frames"] / fps) < 0.01, record
+        checked += 1
+    assert checked == min(3, len(records))
+    # The final video is untouched by the preview copy.
+    assert result.frames_written == result.decoded_frames == total
+    final = probe_media(result.path)
+    assert final.video is not None and final.audio is None
+    assert final.duration_s is not None and abs(final.duration_s - total / fps) < 0.1
 
 
 def test_nothing_encoded_yet_is_an_error_not_a_file(tmp_path: Path) -> None:

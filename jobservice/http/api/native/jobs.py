@@ -392,8 +392,8 @@ def send_video(key: str, name: str, *, download: bool = False, max_age: int | No
         "302": answer("Redirect to a presigned URL"),
         "404": refused(
             "No preview: preview_not_ready (none yet, or the job is queued), no_preview (the model's back "
-            "end hands over a finished file), preview_replaced (the job ended: see /video), "
-            "preview_not_found (a number no longer kept)."
+            "end hands over its video only once it is finished), preview_replaced (the job ended: see "
+            "/video), preview_not_found (a number no longer kept)."
         ),
         "410": refused("Its files were deleted by retention (expired)."),
         "422": refused("n is not a whole number from 1 (invalid_preview_number)."),

@@ -391,7 +391,7 @@
     if (p.state !== "ready") {
       if (video) video.hidden = true;
       label.hidden = true;
-      text.textContent = "No preview: " + (p.message || "this model hands over a finished file.");
+      text.textContent = "No preview: " + (p.message || "this model hands over its video only once it is finished.");
       return;
     }
     if (!video) {  // the page was drawn before the first preview: the player comes with it

@@ -1,4 +1,4 @@
-"""Direct uploads: declare, take parts (local store only), complete, use in a job, expire.
+"""Direct uploads: declare, take parts (local store only), complete, use in a job, delete, expire.
 
 The two calls every client makes are the same whatever the store: ``declare`` answers where to PUT
 the bytes (one part, or several above ``upload_multipart_threshold_mb``), ``complete`` joins the
@@ -13,8 +13,12 @@ PCM WAV's header (the first 64 KB, laid over a sparse file of the object's size,
 their size limits).
 
 A job that names an upload gets a server-side copy of it among its own inputs, so the job keeps it
-for the job's retention; the upload itself (object and row) is deleted ``upload_expiry_hours``
-after its declaration by the retention pass (``sweep_uploads``).
+for the job's retention; the upload itself (unfinished parts, object and row) is deleted by its
+tenant (``delete_upload``, ``DELETE /uploads/<id>``) or ``upload_expiry_hours`` after its
+declaration by the retention pass (``sweep_uploads``), both through ``discard``. The row goes with
+the object: nothing refers to it once the jobs hold their copies, and an id that is gone reads as
+one that never was (404). A presigned PUT URL cannot be revoked: an object PUT after its upload
+was deleted has no row, and the orphan sweep (``jobservice.retention.orphans``) deletes it.
 """
 
 from __future__ import annotations
@@ -238,8 +242,9 @@ def _parse_id(raw: str) -> uuid.UUID:
         raise NotFound("upload_not_found", f"There is no upload '{str(raw)[:64]}'.") from None
 
 
-def load_upload(services: Services, principal: Principal, raw_id: str) -> Upload:
-    """The upload named ``raw_id`` if ``principal`` may see it (another tenant's is a 404 too)."""
+def _owned_upload(services: Services, principal: Principal, raw_id: str) -> Upload:
+    """The upload named ``raw_id`` if ``principal`` may see it (another tenant's is a 404 too),
+    expired or not."""
     upload_id = _parse_id(raw_id)
     with services.db.session() as session:
         row = session.get(Upload, upload_id)
@@ -247,6 +252,12 @@ def load_upload(services: Services, principal: Principal, raw_id: str) -> Upload
             session.expunge(row)
     if row is None or not principal.owns(row.tenant):
         raise NotFound("upload_not_found", f"There is no upload '{raw_id}'.")
+    return row
+
+
+def load_upload(services: Services, principal: Principal, raw_id: str) -> Upload:
+    """The upload named ``raw_id`` if ``principal`` may see it and it has not expired (410)."""
+    row = _owned_upload(services, principal, raw_id)
     if row.expires_at <= utcnow():
         raise Gone("upload_expired", f"Upload {row.id} expired on {row.expires_at:%Y-%m-%d %H:%M} UTC.")
     return row
@@ -302,11 +313,14 @@ def complete(services: Services, principal: Principal, raw_id: str) -> UploadVie
             "upload_size_mismatch",
             f"Upload {row.id} was declared as {row.size} bytes but {info.size} arrived; PUT it again.",
         )
+    deleted = NotFound("upload_not_found", f"Upload {row.id} was deleted while it was being completed.")
     try:
         checked = check_stored(services, row)
     except DomainError:
         _forget(services, row)
         raise
+    except ObjectNotFound:  # deleted (DELETE, or expired and swept) while it was read
+        raise deleted from None
     facts = {k: v for k, v in checked.meta.items() if v != "" or k != "sha256"}  # no digest taken: none
     meta = {"facts": facts, "extension": checked.extension, "mime": checked.content_type}
     with services.db.session() as session:
@@ -316,8 +330,11 @@ def complete(services: Services, principal: Principal, raw_id: str) -> UploadVie
             .values(status="ready", meta=meta, completed_at=utcnow(), multipart_id=None)
         )
         fresh = session.get(Upload, row.id)
-        assert fresh is not None
-        return view_of(fresh)
+        view = view_of(fresh) if fresh is not None else None
+    if view is None:  # deleted meanwhile: the object this call joined must not outlive its row
+        services.store.delete(row.key)
+        raise deleted
+    return view
 
 
 def _finish_parts(services: Services, row: Upload) -> None:
@@ -382,14 +399,36 @@ def check_stored(services: Services, row: Upload) -> CheckedUpload:
         return check(row.kind, _Stored(path, row.size, _digest(path)), settings)
 
 
+def discard(services: Services, row: Upload) -> bool:
+    """Delete ``row``'s unfinished parts, its object, then its row; whether the row was still there
+    (False: a concurrent deletion took it). The store goes first: an outage (StoreUnavailable,
+    raised) leaves the row, and the upload, for a later try, never an object that no row names."""
+    if row.multipart_id is not None:
+        services.store.abort_upload(row.key, row.multipart_id)
+    services.store.delete(row.key)
+    with services.db.session() as session:
+        result = session.execute(delete(Upload).where(Upload.id == row.id))
+    return bool(getattr(result, "rowcount", 0))
+
+
+def delete_upload(services: Services, principal: Principal, raw_id: str) -> None:
+    """Delete one of the tenant's uploads, pending, ready or expired: its unfinished parts (the S3
+    multipart upload aborted, the local parts removed), its object and its row. Afterwards its id
+    is unknown (404) everywhere, a second delete included; jobs that used it keep their own copies.
+    """
+    row = _owned_upload(services, principal, raw_id)
+    if not discard(services, row):
+        raise NotFound("upload_not_found", f"There is no upload '{raw_id}'.")
+    log.info("upload %s deleted by %s", row.id, principal.actor)
+
+
 def _forget(services: Services, row: Upload) -> None:
-    """Delete the upload's object and row (a refused file leaves nothing behind)."""
+    """Delete the upload's object and row (a refused file leaves nothing behind; if the store is
+    away, the row stays and retention deletes both)."""
     try:
-        services.store.delete(row.key)
+        discard(services, row)
     except StoreUnavailable:
         log.exception("upload %s: could not delete %s after its check failed", row.id, row.key)
-    with services.db.session() as session:
-        session.execute(delete(Upload).where(Upload.id == row.id))
 
 
 def checked_upload(services: Services, principal: Principal, raw_id: Any, field: str) -> CheckedUpload:
@@ -450,13 +489,9 @@ def sweep_uploads(
     for row in rows:
         if not dry_run:
             try:
-                if row.multipart_id is not None:
-                    services.store.abort_upload(row.key, row.multipart_id)
-                services.store.delete(row.key)
+                discard(services, row)
             except StoreUnavailable as exc:
                 log.warning("uploads: deleting %s failed, tried again next pass: %s", row.key, exc)
                 continue
-            with services.db.session() as session:
-                session.execute(delete(Upload).where(Upload.id == row.id))
         done.append(str(row.id))
     return done

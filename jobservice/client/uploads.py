@@ -4,7 +4,8 @@ delete it.
 The same calls whatever the API's object store: with S3 the part URLs are presigned (the bytes go
 straight to S3, without the API key), with the local store they are paths on the API (sent with
 the key). A part that fails (a dropped connection, a 5xx, a 429) is sent again with backoff; the
-others are not. An upload that ``upload`` gives up on is deleted.
+others are not. An upload that ``upload`` gives up on is deleted, freeing its place in the
+tenant's ``pending_uploads`` quota.
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ class UploadCalls:
             raise
 
     def _forget_upload(self, upload_id: str) -> None:
-        """Delete an upload that ``upload`` gave up on: nobody holds its id (failing to is not an
-        error: retention deletes it)."""
+        """Delete an upload that ``upload`` gave up on: nobody holds its id, and while it is pending
+        it takes one of the tenant's ``pending_uploads`` places (failing to is not an error)."""
         with contextlib.suppress(ApiError, requests.RequestException):
             self.delete_upload(upload_id)
 

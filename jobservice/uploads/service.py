@@ -12,6 +12,9 @@ PCM WAV's header (the first 64 KB, laid over a sparse file of the object's size,
 ``jobservice.media.wav`` reads), other files whole (an image or a compressed audio file, within
 their size limits).
 
+A declaration is admitted against the tenant's ``pending_uploads`` and ``pending_upload_mb``
+quotas (``jobservice.quotas.admit.admit_upload``) in the transaction that inserts its row.
+
 A job that names an upload gets a server-side copy of it among its own inputs, so the job keeps it
 for the job's retention; the upload itself (unfinished parts, object and row) is deleted by its
 tenant (``delete_upload``, ``DELETE /uploads/<id>``) or ``upload_expiry_hours`` after its
@@ -41,6 +44,8 @@ from jobservice.db.tables import Upload, utcnow
 from jobservice.errors import Conflict, DomainError, Gone, Invalid, NotFound, TooLarge, Unsupported
 from jobservice.media.uploads import FILE_CHECKS, CheckedUpload
 from jobservice.media.wav import pcm_wav_facts
+from jobservice.quotas.admit import admit_upload
+from jobservice.quotas.limits import recent_limits
 from jobservice.settings import Settings
 from jobservice.storage import ObjectNotFound, StoredPart, StoreUnavailable
 from jobservice.uploads.views import UploadPart, UploadView
@@ -197,8 +202,10 @@ def view_of(row: Upload, parts: list[UploadPart] | None = None) -> UploadView:
 
 
 def declare(services: Services, principal: Principal, decl: Declaration) -> UploadView:
-    """Record the upload and answer where to PUT its bytes."""
+    """Record the upload if the tenant's quotas allow it, and answer where to PUT its bytes (a
+    refusal, 429 ``quota_exceeded``, leaves nothing behind)."""
     settings, store = services.settings, services.store
+    limits = recent_limits(services.db, settings, principal)
     upload_id = uuid.uuid4()
     key = f"uploads/{upload_id}/{decl.kind}"
     part_size, count = plan_parts(decl, settings)
@@ -230,9 +237,25 @@ def declare(services: Services, principal: Principal, decl: Declaration) -> Uplo
             url = signed or part_path(upload_id, number)
         assert url is not None
         urls.append(UploadPart(number=number, url=url, offset=offset, size=size))
-    with services.db.session() as session:
-        session.add(row)
+    try:
+        with services.db.session() as session:
+            admit_upload(session, principal, limits, decl.size, now=now)
+            session.add(row)
+    except BaseException:
+        if multipart_id is not None:
+            _abort_quietly(services, row)
+        raise
     return view_of(row, urls)
+
+
+def _abort_quietly(services: Services, row: Upload) -> None:
+    """Abort ``row``'s multipart upload after its declaration was refused (a failure is logged: the
+    store's own expiry of abandoned uploads, or the bucket's lifecycle rule, ends it)."""
+    assert row.multipart_id is not None
+    try:
+        services.store.abort_upload(row.key, row.multipart_id)
+    except StoreUnavailable:
+        log.exception("upload %s: could not abort the multipart upload of a refused declaration", row.id)
 
 
 def _parse_id(raw: str) -> uuid.UUID:

@@ -1,5 +1,5 @@
-"""The Python client's ``delete_upload``, and ``upload`` deleting what it gave up on (no caller
-holds its id: it would only wait for retention)."""
+"""The Python client's ``delete_upload``, and ``upload`` deleting what it gave up on (an upload no
+caller holds the id of would take a place in the tenant's ``pending_uploads`` until it expired)."""
 
 from __future__ import annotations
 

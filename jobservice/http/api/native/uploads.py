@@ -69,6 +69,10 @@ def _json(response: UploadView, status: int = 200) -> Response:
         "413": refused("Larger than the kind's limit (file_too_large)."),
         "415": refused("Not a content type any job takes (unsupported_content_type)."),
         "422": refused("A bad filename, size or part_size (invalid_*, too_many_parts, unexpected_field)."),
+        "429": refused(
+            "Over the tenant's pending uploads (quota_exceeded: pending_uploads, pending_upload_mb; "
+            "complete or delete some), or the key's request rate (rate_limited); see Retry-After."
+        ),
         "503": refused("The object store is unavailable."),
     },
 )

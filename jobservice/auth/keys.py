@@ -29,6 +29,8 @@ LIMIT_NAMES = (
     "jobs_per_hour",
     "requests_per_minute",
     "retention_hours",
+    "pending_uploads",
+    "pending_upload_mb",
 )
 LAST_USED_EVERY = timedelta(minutes=1)  # last_used_at is refreshed at most this often
 

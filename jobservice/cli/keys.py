@@ -43,6 +43,8 @@ def keys_group() -> None:
 @click.option("--jobs-per-hour", type=click.IntRange(min=0), help="Override: jobs per rolling hour.")
 @click.option("--requests-per-minute", type=click.IntRange(min=0), help="Override (0: no rate limit).")
 @click.option("--retention-hours", type=click.FloatRange(min=0, min_open=True), help="Override: keep files.")
+@click.option("--pending-uploads", type=click.IntRange(min=0), help="Override: uploads not yet completed.")
+@click.option("--pending-upload-mb", type=click.IntRange(min=0), help="Override: MiB of those, together.")
 @click.option("--json", "as_json", is_flag=True, help="Print the key (secret included) as JSON.")
 def create_command(name: str, tenant: str, role: str, as_json: bool, **limits: Any) -> None:
     """Create a key and print its secret: the only time it is shown (only a hash is stored)."""

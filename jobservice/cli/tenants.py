@@ -52,6 +52,10 @@ def tenants_group() -> None:
 @click.option("--requests-per-minute", type=click.IntRange(min=0), help="Per key (0: no rate limit).")
 @click.option("--retention-hours", type=click.FloatRange(min=0, min_open=True), help="Keep files this long.")
 @click.option(
+    "--pending-uploads", type=click.IntRange(min=0), help="Direct uploads declared, not completed (0: none)."
+)
+@click.option("--pending-upload-mb", type=click.IntRange(min=0), help="Declared MiB of those, all together.")
+@click.option(
     "--weight",
     type=click.FloatRange(min=0.01, max=1000),
     help="Fair share: its card-seconds count divided by this while others wait (default 1).",
@@ -135,5 +139,6 @@ def _echo(shown: list[dict[str, Any]], as_json: bool, *, single: bool) -> None:
         usage = entry["usage"]
         click.echo(
             f"  usage: {usage['active_jobs']} active jobs, {usage['active_batch_jobs']} active batch and "
-            f"group jobs, {usage['jobs_last_hour']} created in the last hour"
+            f"group jobs, {usage['jobs_last_hour']} created in the last hour, "
+            f"{usage['pending_uploads']} pending uploads ({usage['pending_upload_mb']:g} MiB)"
         )

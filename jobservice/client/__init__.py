@@ -11,7 +11,7 @@
 http.py     transport: bearer key, ApiError, retries with backoff (Retry-After honoured)
 sse.py      the text/event-stream parser
 follow.py   waiting: the live stream, reconnecting with Last-Event-ID; polling when there is none
-jobs.py     /jobs calls; uploads.py /uploads (direct uploads: declare, PUT parts, complete);
+jobs.py     /jobs calls; uploads.py /uploads (direct uploads: declare, PUT parts, complete, delete);
             batches.py /batches calls; groups.py /job-groups calls; fleet.py /fleet and /usage;
             api.py the Client;
 models.py   the typed answers

@@ -1,13 +1,16 @@
-"""The client's direct uploads: declare a file, PUT its parts where the API says, complete it.
+"""The client's direct uploads: declare a file, PUT its parts where the API says, complete it;
+delete it.
 
 The same calls whatever the API's object store: with S3 the part URLs are presigned (the bytes go
 straight to S3, without the API key), with the local store they are paths on the API (sent with
 the key). A part that fails (a dropped connection, a 5xx, a 429) is sent again with backoff; the
-others are not.
+others are not. An upload that ``upload`` gives up on is deleted, freeing its place in the
+tenant's ``pending_uploads`` quota.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -63,16 +66,26 @@ class UploadCalls:
         view = self.declare_upload(path, content_type=content_type, part_size=part_size)
         assert view.parts is not None
         sent = 0
-        if on_progress:
-            on_progress(0, view.size)
-        with Path(path).open("rb") as handle:
-            for part in view.parts:
-                handle.seek(part.offset)
-                self.put_part(part, handle.read(part.size), retries=part_retries)
-                sent += part.size
-                if on_progress:
-                    on_progress(sent, view.size)
-        return UploadId(self.complete_upload(view.id).id)
+        try:
+            if on_progress:
+                on_progress(0, view.size)
+            with Path(path).open("rb") as handle:
+                for part in view.parts:
+                    handle.seek(part.offset)
+                    self.put_part(part, handle.read(part.size), retries=part_retries)
+                    sent += part.size
+                    if on_progress:
+                        on_progress(sent, view.size)
+            return UploadId(self.complete_upload(view.id).id)
+        except Exception:
+            self._forget_upload(view.id)
+            raise
+
+    def _forget_upload(self, upload_id: str) -> None:
+        """Delete an upload that ``upload`` gave up on: nobody holds its id, and while it is pending
+        it takes one of the tenant's ``pending_uploads`` places (failing to is not an error)."""
+        with contextlib.suppress(ApiError, requests.RequestException):
+            self.delete_upload(upload_id)
 
     def declare_upload(
         self, path: str | Path, *, content_type: str | None = None, part_size: int | None = None
@@ -127,3 +140,8 @@ class UploadCalls:
     def get_upload(self, upload_id: str) -> UploadView:
         """``GET /uploads/<id>``."""
         return UploadView.model_validate(self.http.json("GET", f"/uploads/{upload_id}"))
+
+    def delete_upload(self, upload_id: str) -> None:
+        """``DELETE /uploads/<id>``: its parts and object go (jobs that used it keep their copies);
+        ApiError 404 ``upload_not_found`` when there is none, or it was deleted already."""
+        self.http.call("DELETE", f"/uploads/{upload_id}").close()

@@ -618,4 +618,9 @@ class Upload(Base):
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # the first job that used it
 
-    __table_args__ = (Index("ix_uploads_expires_at", "expires_at"), Index("ix_uploads_tenant", "tenant"))
+    __table_args__ = (
+        Index("ix_uploads_expires_at", "expires_at"),
+        Index("ix_uploads_tenant", "tenant"),
+        # Migration 0013: the pending-uploads quota counts a tenant's live pending uploads by range.
+        Index("ix_uploads_tenant_status_expires_at", "tenant", "status", "expires_at"),
+    )

@@ -16,6 +16,10 @@ are then inserted one by one without a second admission.
 Job groups (``jobservice.groups``) are admitted the same way, as a whole in the transaction that
 inserts all their jobs (``group=True``, ``count`` = manifest rows): against ``group_jobs`` and
 ``jobs_per_hour``; their jobs also queue at batch priority and are not in ``active_jobs``.
+
+Direct uploads (``jobservice.uploads``): ``admit_upload`` admits one declaration against
+``pending_uploads`` (how many are declared and not completed) and ``pending_upload_mb`` (their
+declared sizes together), under the same lock, in the transaction that inserts the upload's row.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from jobservice.auth.principal import Principal
 from jobservice.db.tables import Tenant, utcnow
 from jobservice.errors import TooMany
 from jobservice.quotas.limits import Limits, effective_limits
-from jobservice.quotas.usage import HOUR, admission_usage, nth_oldest_since
+from jobservice.quotas.usage import HOUR, MIB, admission_usage, nth_oldest_since, pending_uploads
 from jobservice.settings import Settings
 
 QUOTA_LOCK_CLASS = 0x4A53  # the first key of pg_advisory_xact_lock(int, int): quota locks ("JS")
@@ -118,6 +122,52 @@ def admit_jobs(
         created = admission_usage(session, tenant, now - HOUR, inserted=inserted)[1]
     _admit_hourly(session, principal, limits, count, now, created)
     return limits
+
+
+def admit_upload(
+    session: Session, principal: Principal, limits: Limits, size: int, *, now: datetime | None = None
+) -> None:
+    """Admit one declared upload of ``size`` bytes, or raise TooMany (429 ``quota_exceeded``).
+
+    Call it first in the transaction that inserts the upload's row (on SQLite the lock must be the
+    transaction's first statement; ``limits``: the caller's, read before): the tenant's lock is
+    held until commit, so two declarations cannot both take the last place.
+    """
+    tenant = principal.tenant
+    lock_tenant(session, tenant)
+    now = now or utcnow()
+    pending = pending_uploads(session, tenant, now=now)
+    free = (
+        ". Complete them (POST /uploads/<id>/complete) or delete them (DELETE /uploads/<id>)"
+        if pending.count
+        else ""
+    )
+    # Places free up when the client completes or deletes an upload, or as the oldest one expires.
+    expiry = (pending.first_expiry - now).total_seconds() if pending.first_expiry else 60.0
+    if pending.count + 1 > limits.pending_uploads:
+        raise _refusal(
+            principal,
+            "pending_uploads",
+            limits.pending_uploads,
+            f"Tenant '{tenant}' may have {limits.pending_uploads} uploads declared and not yet "
+            f"completed; it has {pending.count}{free}",
+            expiry if limits.pending_uploads else NEVER_FITS_RETRY_SECONDS,
+            usage=pending.count,
+            count=1,
+        )
+    cap = limits.pending_upload_mb * MIB
+    if pending.bytes + size > cap:
+        raise _refusal(
+            principal,
+            "pending_upload_mb",
+            limits.pending_upload_mb,
+            f"Tenant '{tenant}' may have {limits.pending_upload_mb} MiB of uploads declared and not yet "
+            f"completed; it has {pending.bytes / MIB:.1f} MiB in {pending.count} and this one adds "
+            f"{size / MIB:.1f} MiB{free}",
+            expiry if size <= cap else NEVER_FITS_RETRY_SECONDS,
+            usage=math.ceil(pending.bytes / MIB),
+            count=math.ceil(size / MIB),
+        )
 
 
 def _admit_hourly(

@@ -4,6 +4,7 @@ What 0 means, per limit (an operator who writes 0 gets the safe reading):
 
 - ``active_jobs``, ``batch_jobs``, ``group_jobs``, ``jobs_per_hour``: 0 allows no such jobs (the
   tenant can still read what it has). There is no "unlimited" value; a large number is one.
+- ``pending_uploads``, ``pending_upload_mb``: 0 allows no direct uploads (``POST /uploads``).
 - ``requests_per_minute``: 0 is no rate limit (refusing every request is what revoking a key
   does), and so is any value of ``UNLIMITED_RATE`` or more.
 - ``retention_hours``: always greater than 0 (``jobservice.auth.keys.check_limits``).
@@ -44,6 +45,8 @@ class Limits:
     requests_per_minute: int  # API requests per minute per key (0: no limit)
     retention_hours: float  # a job's files are deleted this long after it was created
     group_jobs: int = 5000  # jobs (manifest rows) in one job group (jobservice.groups)
+    pending_uploads: int = 100  # direct uploads declared and not completed (jobservice.uploads)
+    pending_upload_mb: int = 65536  # their declared sizes together, in MiB
 
     @property
     def rate_limited(self) -> bool:
@@ -64,6 +67,8 @@ def default_limits(settings: Settings) -> Limits:
         requests_per_minute=settings.quota_requests_per_minute,
         retention_hours=settings.retention_hours,
         group_jobs=settings.quota_group_jobs,
+        pending_uploads=settings.quota_pending_uploads,
+        pending_upload_mb=settings.quota_pending_upload_mb,
     )
 
 

@@ -3,10 +3,10 @@
 Run it after restoring a backup (the database from last night's dump, the store with today's
 files), after an outage of either, or whenever in doubt. It reads; ``repair`` changes. Findings:
 
-- **orphans**: ``jobs/<id>/``, ``batches/<id>/`` and ``groups/<id>/`` prefixes with objects but no row: what a
-  restored database no longer knows, or a failed submission's leftovers. A prefix written less
-  than ``min_age`` ago may be a submission in flight (its inputs are stored before its row is
-  committed): it is listed as ``young`` and never repaired.
+- **orphans**: ``jobs/<id>/``, ``batches/<id>/``, ``groups/<id>/`` and ``uploads/<id>/`` prefixes
+  with objects but no row: what a restored database no longer knows, or a failed submission's
+  leftovers. A prefix written less than ``min_age`` ago may be a submission in flight (its inputs
+  are stored before its row is committed): it is listed as ``young`` and never repaired.
 - **missing**: a job whose files were not expired by retention, but whose output, report or an
   input named by its row is not in the store.
 - **corrupt** (``deep`` only: it reads every succeeded job's report and video): a video whose
@@ -36,21 +36,16 @@ from typing import Any
 
 from sqlalchemy import select
 
-from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobGroup, JobStatus, utcnow
+from jobservice.db.tables import TERMINAL_STATUSES, Job, JobStatus, utcnow
 from jobservice.fleet.presence import online_workers, stale_after
 from jobservice.jobs.upkeep import Upkeep
-from jobservice.retention.orphans import Prefix, store_prefixes, without_rows
+from jobservice.retention.orphans import STORE_TOPS, Prefix, store_prefixes, without_rows
 from jobservice.retention.sweep import mark_expired
 from jobservice.storage import ObjectNotFound
 from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
 
-TOPS: tuple[tuple[str, type[Job] | type[Batch] | type[JobGroup]], ...] = (
-    ("jobs/", Job),
-    ("batches/", Batch),
-    ("groups/", JobGroup),
-)
 MIN_AGE = timedelta(minutes=10)  # a row-less prefix younger than this may be a submission in flight
 
 
@@ -99,7 +94,7 @@ def check(services: Services, *, deep: bool = False, min_age: timedelta = MIN_AG
     now = utcnow()
     found = Findings(deep=deep)
     listed: dict[str, dict[uuid.UUID, Prefix]] = {}
-    for top, table in TOPS:
+    for top, table in STORE_TOPS:
         listed[top] = store_prefixes(services, top)
         for prefix in without_rows(services, table, listed[top]):
             young = prefix.newest is None or now - prefix.newest < min_age
@@ -139,7 +134,7 @@ def _missing_files(services: Services, stored: set[str], found: Findings) -> Non
             for key in _referenced(job):
                 if key in stored:
                     continue
-                if key.startswith(tuple(top for top, _ in TOPS)) or not services.store.exists(key):
+                if key.startswith(tuple(top for top, _ in STORE_TOPS)) or not services.store.exists(key):
                     gone.append(key)
             if gone:
                 status = JobStatus(job.status).value

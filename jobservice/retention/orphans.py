@@ -8,9 +8,10 @@
 - Half-written files of the local object store (its temp-then-rename names), older than an hour.
 - ``jobs/<id>/`` prefixes whose job row does not exist (an attempt that lost its job, a failed
   submission's leftovers), ``batches/<id>/`` prefixes without a batch row (an interrupted
-  creation) and ``groups/<id>/`` prefixes without a job group row (likewise), once their newest
-  object is older than an hour: a submission stores its inputs BEFORE its row is committed, so a
-  young prefix without a row may be one in flight.
+  creation), ``groups/<id>/`` prefixes without a job group row (likewise) and ``uploads/<id>/``
+  prefixes without an upload row (a file PUT to a presigned URL after its upload was deleted: the
+  URL cannot be revoked), once their newest object is older than an hour: a submission stores its
+  inputs BEFORE its row is committed, so a young prefix without a row may be one in flight.
 
 Only names this service makes are touched; anything else in those folders is left alone.
 """
@@ -30,7 +31,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import select
 
-from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobGroup, utcnow
+from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobGroup, Upload, utcnow
 from jobservice.storage import LocalStore, ObjectInfo
 from jobservice.wiring import Services
 
@@ -44,6 +45,14 @@ SPOOL_NAME = re.compile(r"^(upload|resubmit)-(?:(\d+)-)?")
 SCRATCH_NAME = re.compile(r"^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:-(\d+))?$")
 ROW_CHECK_CHUNK = 200
 T = TypeVar("T")
+Owner = type[Job] | type[Batch] | type[JobGroup] | type[Upload]
+# The store's top-level prefixes of objects owned by a row: <top><row id>/...
+STORE_TOPS: tuple[tuple[str, Owner], ...] = (
+    ("jobs/", Job),
+    ("batches/", Batch),
+    ("groups/", JobGroup),
+    ("uploads/", Upload),
+)
 
 
 @dataclass
@@ -145,15 +154,9 @@ def _sweep_scratch(services: Services, folder: Path, now: datetime, result: Orph
 
 
 def sweep_store_orphans(services: Services, *, now: datetime, result: OrphanResult, limit: int = 500) -> None:
-    """``jobs/<id>/`` prefixes without a job row, ``batches/<id>/`` ones without a batch row and
-    ``groups/<id>/`` ones without a group row, whose newest object is older than ORPHAN_AGE (at most
-    ``limit`` prefixes per pass)."""
-    tops: tuple[tuple[str, type[Job] | type[Batch] | type[JobGroup]], ...] = (
-        ("jobs/", Job),
-        ("batches/", Batch),
-        ("groups/", JobGroup),
-    )
-    for top, table in tops:
+    """``<top><id>/`` prefixes (``STORE_TOPS``: jobs, batches, groups, uploads) without their row,
+    whose newest object is older than ORPHAN_AGE (at most ``limit`` prefixes per pass)."""
+    for top, table in STORE_TOPS:
         try:
             prefixes = _old_prefixes(services, top, now)
             orphans = list(without_rows(services, table, prefixes))
@@ -235,9 +238,7 @@ def _owner(top: str, info: ObjectInfo) -> uuid.UUID | None:
         return None
 
 
-def without_rows(
-    services: Services, table: type[Job] | type[Batch] | type[JobGroup], found: dict[uuid.UUID, T]
-) -> Iterator[T]:
+def without_rows(services: Services, table: Owner, found: dict[uuid.UUID, T]) -> Iterator[T]:
     """The entries of ``found`` whose id has no row in ``table``."""
     ids = sorted(found, key=str)
     for start in range(0, len(ids), ROW_CHECK_CHUNK):

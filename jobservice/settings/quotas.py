@@ -19,6 +19,17 @@ class QuotaSettings(BaseModel):
     )
     quota_jobs_per_hour: int = Field(default=2000, ge=0, description="Jobs created per rolling hour.")
     quota_requests_per_minute: int = Field(default=1200, ge=0, description="API requests per minute per key.")
+    quota_pending_uploads: int = Field(
+        default=100,
+        ge=0,
+        description="Direct uploads declared and not yet completed (POST /uploads), per tenant; "
+        "completing or deleting one frees its place.",
+    )
+    quota_pending_upload_mb: int = Field(
+        default=65536,
+        ge=0,
+        description="Declared megabytes (MiB) of a tenant's pending direct uploads, all together.",
+    )
     min_free_mb: int = Field(
         default=1024,
         ge=0,

@@ -1,4 +1,4 @@
-"""Direct uploads: declare, take parts (local store only), complete, use in a job, expire.
+"""Direct uploads: declare, take parts (local store only), complete, use in a job, delete, expire.
 
 The two calls every client makes are the same whatever the store: ``declare`` answers where to PUT
 the bytes (one part, or several above ``upload_multipart_threshold_mb``), ``complete`` joins the
@@ -12,9 +12,16 @@ PCM WAV's header (the first 64 KB, laid over a sparse file of the object's size,
 ``jobservice.media.wav`` reads), other files whole (an image or a compressed audio file, within
 their size limits).
 
+A declaration is admitted against the tenant's ``pending_uploads`` and ``pending_upload_mb``
+quotas (``jobservice.quotas.admit.admit_upload``) in the transaction that inserts its row.
+
 A job that names an upload gets a server-side copy of it among its own inputs, so the job keeps it
-for the job's retention; the upload itself (object and row) is deleted ``upload_expiry_hours``
-after its declaration by the retention pass (``sweep_uploads``).
+for the job's retention; the upload itself (unfinished parts, object and row) is deleted by its
+tenant (``delete_upload``, ``DELETE /uploads/<id>``) or ``upload_expiry_hours`` after its
+declaration by the retention pass (``sweep_uploads``), both through ``discard``. The row goes with
+the object: nothing refers to it once the jobs hold their copies, and an id that is gone reads as
+one that never was (404). A presigned PUT URL cannot be revoked: an object PUT after its upload
+was deleted has no row, and the orphan sweep (``jobservice.retention.orphans``) deletes it.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ from jobservice.db.tables import Upload, utcnow
 from jobservice.errors import Conflict, DomainError, Gone, Invalid, NotFound, TooLarge, Unsupported
 from jobservice.media.uploads import FILE_CHECKS, CheckedUpload
 from jobservice.media.wav import pcm_wav_facts
+from jobservice.quotas.admit import admit_upload
+from jobservice.quotas.limits import recent_limits
 from jobservice.settings import Settings
 from jobservice.storage import ObjectNotFound, StoredPart, StoreUnavailable
 from jobservice.uploads.views import UploadPart, UploadView
@@ -193,8 +202,10 @@ def view_of(row: Upload, parts: list[UploadPart] | None = None) -> UploadView:
 
 
 def declare(services: Services, principal: Principal, decl: Declaration) -> UploadView:
-    """Record the upload and answer where to PUT its bytes."""
+    """Record the upload if the tenant's quotas allow it, and answer where to PUT its bytes (a
+    refusal, 429 ``quota_exceeded``, leaves nothing behind)."""
     settings, store = services.settings, services.store
+    limits = recent_limits(services.db, settings, principal)
     upload_id = uuid.uuid4()
     key = f"uploads/{upload_id}/{decl.kind}"
     part_size, count = plan_parts(decl, settings)
@@ -226,9 +237,25 @@ def declare(services: Services, principal: Principal, decl: Declaration) -> Uplo
             url = signed or part_path(upload_id, number)
         assert url is not None
         urls.append(UploadPart(number=number, url=url, offset=offset, size=size))
-    with services.db.session() as session:
-        session.add(row)
+    try:
+        with services.db.session() as session:
+            admit_upload(session, principal, limits, decl.size, now=now)
+            session.add(row)
+    except BaseException:
+        if multipart_id is not None:
+            _abort_quietly(services, row)
+        raise
     return view_of(row, urls)
+
+
+def _abort_quietly(services: Services, row: Upload) -> None:
+    """Abort ``row``'s multipart upload after its declaration was refused (a failure is logged: the
+    store's own expiry of abandoned uploads, or the bucket's lifecycle rule, ends it)."""
+    assert row.multipart_id is not None
+    try:
+        services.store.abort_upload(row.key, row.multipart_id)
+    except StoreUnavailable:
+        log.exception("upload %s: could not abort the multipart upload of a refused declaration", row.id)
 
 
 def _parse_id(raw: str) -> uuid.UUID:
@@ -238,8 +265,9 @@ def _parse_id(raw: str) -> uuid.UUID:
         raise NotFound("upload_not_found", f"There is no upload '{str(raw)[:64]}'.") from None
 
 
-def load_upload(services: Services, principal: Principal, raw_id: str) -> Upload:
-    """The upload named ``raw_id`` if ``principal`` may see it (another tenant's is a 404 too)."""
+def _owned_upload(services: Services, principal: Principal, raw_id: str) -> Upload:
+    """The upload named ``raw_id`` if ``principal`` may see it (another tenant's is a 404 too),
+    expired or not."""
     upload_id = _parse_id(raw_id)
     with services.db.session() as session:
         row = session.get(Upload, upload_id)
@@ -247,6 +275,12 @@ def load_upload(services: Services, principal: Principal, raw_id: str) -> Upload
             session.expunge(row)
     if row is None or not principal.owns(row.tenant):
         raise NotFound("upload_not_found", f"There is no upload '{raw_id}'.")
+    return row
+
+
+def load_upload(services: Services, principal: Principal, raw_id: str) -> Upload:
+    """The upload named ``raw_id`` if ``principal`` may see it and it has not expired (410)."""
+    row = _owned_upload(services, principal, raw_id)
     if row.expires_at <= utcnow():
         raise Gone("upload_expired", f"Upload {row.id} expired on {row.expires_at:%Y-%m-%d %H:%M} UTC.")
     return row
@@ -302,11 +336,14 @@ def complete(services: Services, principal: Principal, raw_id: str) -> UploadVie
             "upload_size_mismatch",
             f"Upload {row.id} was declared as {row.size} bytes but {info.size} arrived; PUT it again.",
         )
+    deleted = NotFound("upload_not_found", f"Upload {row.id} was deleted while it was being completed.")
     try:
         checked = check_stored(services, row)
     except DomainError:
         _forget(services, row)
         raise
+    except ObjectNotFound:  # deleted (DELETE, or expired and swept) while it was read
+        raise deleted from None
     facts = {k: v for k, v in checked.meta.items() if v != "" or k != "sha256"}  # no digest taken: none
     meta = {"facts": facts, "extension": checked.extension, "mime": checked.content_type}
     with services.db.session() as session:
@@ -316,8 +353,11 @@ def complete(services: Services, principal: Principal, raw_id: str) -> UploadVie
             .values(status="ready", meta=meta, completed_at=utcnow(), multipart_id=None)
         )
         fresh = session.get(Upload, row.id)
-        assert fresh is not None
-        return view_of(fresh)
+        view = view_of(fresh) if fresh is not None else None
+    if view is None:  # deleted meanwhile: the object this call joined must not outlive its row
+        services.store.delete(row.key)
+        raise deleted
+    return view
 
 
 def _finish_parts(services: Services, row: Upload) -> None:
@@ -382,14 +422,36 @@ def check_stored(services: Services, row: Upload) -> CheckedUpload:
         return check(row.kind, _Stored(path, row.size, _digest(path)), settings)
 
 
+def discard(services: Services, row: Upload) -> bool:
+    """Delete ``row``'s unfinished parts, its object, then its row; whether the row was still there
+    (False: a concurrent deletion took it). The store goes first: an outage (StoreUnavailable,
+    raised) leaves the row, and the upload, for a later try, never an object that no row names."""
+    if row.multipart_id is not None:
+        services.store.abort_upload(row.key, row.multipart_id)
+    services.store.delete(row.key)
+    with services.db.session() as session:
+        result = session.execute(delete(Upload).where(Upload.id == row.id))
+    return bool(getattr(result, "rowcount", 0))
+
+
+def delete_upload(services: Services, principal: Principal, raw_id: str) -> None:
+    """Delete one of the tenant's uploads, pending, ready or expired: its unfinished parts (the S3
+    multipart upload aborted, the local parts removed), its object and its row. Afterwards its id
+    is unknown (404) everywhere, a second delete included; jobs that used it keep their own copies.
+    """
+    row = _owned_upload(services, principal, raw_id)
+    if not discard(services, row):
+        raise NotFound("upload_not_found", f"There is no upload '{raw_id}'.")
+    log.info("upload %s deleted by %s", row.id, principal.actor)
+
+
 def _forget(services: Services, row: Upload) -> None:
-    """Delete the upload's object and row (a refused file leaves nothing behind)."""
+    """Delete the upload's object and row (a refused file leaves nothing behind; if the store is
+    away, the row stays and retention deletes both)."""
     try:
-        services.store.delete(row.key)
+        discard(services, row)
     except StoreUnavailable:
         log.exception("upload %s: could not delete %s after its check failed", row.id, row.key)
-    with services.db.session() as session:
-        session.execute(delete(Upload).where(Upload.id == row.id))
 
 
 def checked_upload(services: Services, principal: Principal, raw_id: Any, field: str) -> CheckedUpload:
@@ -450,13 +512,9 @@ def sweep_uploads(
     for row in rows:
         if not dry_run:
             try:
-                if row.multipart_id is not None:
-                    services.store.abort_upload(row.key, row.multipart_id)
-                services.store.delete(row.key)
+                discard(services, row)
             except StoreUnavailable as exc:
                 log.warning("uploads: deleting %s failed, tried again next pass: %s", row.key, exc)
                 continue
-            with services.db.session() as session:
-                session.execute(delete(Upload).where(Upload.id == row.id))
         done.append(str(row.id))
     return done

@@ -173,6 +173,8 @@ def test_quota_shows_the_default_tenants_limits_and_usage(services: Services, cl
         "requests_per_minute": 1200,
         "retention_hours": 720.0,
         "group_jobs": 5000,
+        "pending_uploads": 100,
+        "pending_upload_mb": 65536,
     }
     usage = body["usage"]
     assert (usage["active_jobs"], usage["active_batch_jobs"], usage["jobs_last_hour"]) == (2, 0, 2)

@@ -3,7 +3,8 @@
 On S3 (moto's server) and PostgreSQL, as production runs: the test itself PUTs to the presigned
 URLs with plain HTTP requests (no API key: they go to S3, not the API), one PUT and multipart; then a
 job and a /v1/videos request name the uploads and the worker makes the videos. On the local store,
-the Python client's ``upload`` does the same two calls, the API taking the bytes.
+the Python client's ``upload`` does the same two calls, the API taking the bytes. A multipart upload
+deleted halfway is aborted in the bucket.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from typing import Any
 import pytest
 import requests
 
-from jobservice.client import Client, UploadId
+from jobservice.client import ApiError, Client, UploadId
+from jobservice.storage import S3Store
 from tests.browser.server import serve
 from tests.conftest import ffmpeg
 from tests.integration.conftest import Stack, build_stack
+from tests.integration.test_retention_stores import raw_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -182,3 +185,22 @@ def test_client_sends_a_failed_part_again_straight_to_s3(prod_stack: Stack, long
         upload_id = api.upload(long_wav, part_size=5 * MIB)
     assert tries == ["1", "2", "2"]  # part 2 again, part 1 not
     assert prod_stack.services.store.get_bytes(f"uploads/{upload_id}/audio") == long_wav.read_bytes()
+
+
+def test_deleting_a_multipart_upload_halfway_aborts_it_in_the_bucket(
+    prod_stack: Stack, long_wav: Path
+) -> None:
+    store = prod_stack.services.store
+    assert isinstance(store, S3Store) and store.endpoint_url is not None
+    s3 = raw_client(store.endpoint_url)
+    with serve(prod_stack.services) as base, Client(base, timeout=60) as api:
+        view = api.declare_upload(long_wav, part_size=5 * MIB)
+        assert view.parts is not None and len(view.parts) == 2
+        api.put_part(view.parts[0], long_wav.read_bytes()[: view.parts[0].size])  # part 1 of 2
+        listed = s3.list_multipart_uploads(Bucket=store.bucket).get("Uploads", [])
+        assert [u["Key"] for u in listed] == [f"uploads/{view.id}/audio"]
+        api.delete_upload(view.id)
+        assert s3.list_multipart_uploads(Bucket=store.bucket).get("Uploads", []) == []
+        with pytest.raises(ApiError) as gone:
+            api.get_upload(view.id)
+        assert gone.value.code == "upload_not_found"

@@ -48,6 +48,18 @@ def test_set_creates_then_merges_then_clears_overrides(database: Database) -> No
     assert shown["overrides"] == {"active_jobs": 5, "retention_hours": 1.5, "batch_jobs": 0}
     assert shown["limits"]["batch_jobs"] == 0 and shown["limits"]["jobs_per_hour"] == 2000
 
+    uploads = run("tenants", "set", "acme", "--pending-uploads", "3", "--pending-upload-mb", "512")
+    assert uploads.exit_code == 0, uploads.output
+    assert stored(database, "acme") == {
+        "active_jobs": 5,
+        "retention_hours": 1.5,
+        "batch_jobs": 0,
+        "pending_uploads": 3,
+        "pending_upload_mb": 512,
+    }
+    assert "pending_upload_mb    512  (override)" in uploads.output
+    assert "0 pending uploads (0 MiB)" in uploads.output
+
     cleared = run("tenants", "set", "acme", "--clear", "--jobs-per-hour", "9")
     assert cleared.exit_code == 0, cleared.output
     assert stored(database, "acme") == {"jobs_per_hour": 9}
@@ -58,7 +70,13 @@ def test_show_one_tenant_with_defaults_and_usage_and_all_tenants(database: Datab
     assert alone.exit_code == 0, alone.output
     body = json.loads(alone.output)
     assert body["overrides"] == {} and body["limits"]["active_jobs"] == 100
-    assert body["usage"] == {"active_jobs": 0, "active_batch_jobs": 0, "jobs_last_hour": 0}
+    assert body["usage"] == {
+        "active_jobs": 0,
+        "active_batch_jobs": 0,
+        "jobs_last_hour": 0,
+        "pending_uploads": 0,
+        "pending_upload_mb": 0.0,
+    }
     assert stored(database, "nobody") is None  # showing creates nothing
 
     assert "no tenant has overrides" in run("tenants", "show").output

@@ -23,6 +23,8 @@ class QuotaLimits(BaseModel):
     requests_per_minute: int = Field(description="API requests per minute per key (0: no limit).")
     retention_hours: float = Field(description="A job's files are deleted this long after creation.")
     group_jobs: int = Field(description="Jobs (manifest rows) in one job group (0: no job groups).")
+    pending_uploads: int = Field(description="Direct uploads declared and not yet completed (0: none).")
+    pending_upload_mb: int = Field(description="Declared MiB of those pending uploads, all together.")
 
 
 class QuotaUsage(BaseModel):
@@ -34,6 +36,8 @@ class QuotaUsage(BaseModel):
     )
     jobs_last_hour: int = Field(description="Jobs created in the last hour.")
     requests_this_minute: int | None = Field(description="This key's requests this minute (null: unknown).")
+    pending_uploads: int = Field(description="Direct uploads declared, not completed, not expired.")
+    pending_upload_mb: float = Field(description="Their declared sizes together, in MiB.")
 
 
 class QuotaView(BaseModel):

@@ -1,5 +1,5 @@
 """``/uploads``: direct uploads. Declare a file, PUT its bytes where the answer says (presigned S3
-URLs, or this API with the local store), complete it; jobs then name it by id
+URLs, or this API with the local store), complete it; jobs then name it by id; delete it once done
 (``jobservice.uploads``)."""
 
 from __future__ import annotations
@@ -69,6 +69,10 @@ def _json(response: UploadView, status: int = 200) -> Response:
         "413": refused("Larger than the kind's limit (file_too_large)."),
         "415": refused("Not a content type any job takes (unsupported_content_type)."),
         "422": refused("A bad filename, size or part_size (invalid_*, too_many_parts, unexpected_field)."),
+        "429": refused(
+            "Over the tenant's pending uploads (quota_exceeded: pending_uploads, pending_upload_mb; "
+            "complete or delete some), or the key's request rate (rate_limited); see Retry-After."
+        ),
         "503": refused("The object store is unavailable."),
     },
 )
@@ -147,3 +151,20 @@ def put_part(upload_id: str, number: str) -> Response:
 def complete_upload(upload_id: str) -> Response:
     """Join and check the upload; a refused file is deleted with its record."""
     return _json(service.complete(services(), current_principal(), upload_id))
+
+
+@api.route(
+    "delete",
+    UPLOAD,
+    "Delete an upload, pending or ready: its parts and object go; jobs that used it keep their copies",
+    parameters=(in_path("upload_id"),),
+    responses={
+        "204": answer("Deleted: the id is now unknown everywhere (404)."),
+        "404": refused("No such upload (another tenant's is none either), or deleted already."),
+        "503": refused("The object store is unavailable: nothing was deleted; DELETE again."),
+    },
+)
+def delete_upload(upload_id: str) -> Response:
+    """Abort its unfinished parts, delete its object and its record."""
+    service.delete_upload(services(), current_principal(), upload_id)
+    return Response(status=204)

@@ -2,10 +2,12 @@
 
 The forecast copies the fleet as it is now (what each group holds and runs, until when; the queue
 in fair order; the tenants' usage), plays it forward in virtual time with the production policy
-(``jobservice.fleet.simulate``) until every queued job has started, and notes each job's start and
-finish. It also asks, for each (model, priority, tenant) and for a tenant with no usage at all,
-"when would a job submitted now start?" with what-if probes that are picked like jobs but never
-run, so a job submitted after the forecast gets an honest ETA without waiting for the next one.
+(``jobservice.fleet.simulate``) until every queued job and every probe has started, and notes each
+job's start and finish. It also asks, for each (model, priority, tenant) and for a tenant with no
+usage at all, "when would a job submitted now start?" with what-if probes that are picked like jobs
+but never run (in their tenant's order: after the jobs it queued, before the ones it is expected
+to submit later), so a job submitted after the forecast gets an honest ETA without waiting for
+the next one.
 
 What is not queued yet is expected as it arrived lately: the copy keeps the arrival rates of now
 (they would otherwise age out of the rate window as its clock runs on, and a group kept for a
@@ -174,7 +176,11 @@ def forecast(
                 key = (model, priority, tenant)
                 twin.probes[key] = SimJob(f"probe:{key}", model, tenant, priority, 0.0, twin.now)
     queued = [(key, list(queue)) for key, queue in twin.queues.items()]
-    twin.run_until_idle(limit=horizon)
+
+    def answered() -> bool:  # every probe and every queued job has started: later events change nothing
+        return not twin.probes and all(q[0].id.startswith(EXPECTED) for q in twin.queues.values() if q)
+
+    twin.run_until_idle(limit=horizon, enough=answered)
     jobs: dict[str, tuple[float, float]] = {}
     for job in [*twin.done, *twin.running.values()]:
         if job.started is not None and job.finished is not None and not job.id.startswith(EXPECTED):

@@ -284,12 +284,15 @@ class Engine:
             self.dispatch()
         self.now = max(self.now, until)
 
-    def run_until_idle(self, *, limit: int | None = None) -> None:
-        """Dispatch and run until every queued job has started and ended (or ``limit`` more started)."""
+    def run_until_idle(self, *, limit: int | None = None, enough: Callable[[], bool] | None = None) -> None:
+        """Dispatch and run until every queued job has started and ended (or ``limit`` more started,
+        or ``enough()`` says what the caller wanted to see has happened)."""
         begun = len(self.done) + len(self.running)
         self.dispatch()
         while (at := self._due()) is not None:
             if limit is not None and len(self.done) + len(self.running) - begun >= limit:
+                return
+            if enough is not None and enough():
                 return
             self.advance(at)
 
@@ -303,14 +306,16 @@ class Engine:
 
     def dispatch(self) -> list[SimJob]:
         """Start a job on every free group the policy gives one. A decision that picks a probe
-        records when that what-if job would have started, and the round is planned again without it."""
+        records when that what-if job would have started, and the round is planned again without it.
+        A tenant's jobs start in the order they were submitted, the probe's among them: a decision
+        for a queue whose oldest job came after the probe (an expected arrival) is the probe's."""
         started: list[SimJob] = []
         again = True
         while again:
             again = False
             for decision in self.decide():
-                if decision.probe:
-                    key = (decision.model, decision.priority, decision.tenant)
+                key = (decision.model, decision.priority, decision.tenant)
+                if decision.probe or self._probe_first(key):
                     load_s = self.models[decision.model].load_s if decision.load else 0.0
                     self.probe_starts[key] = self.now + load_s
                     del self.probes[key]
@@ -320,6 +325,11 @@ class Engine:
         for hook in self.on_dispatch:
             hook(self)
         return started
+
+    def _probe_first(self, key: tuple[str, int, str]) -> bool:
+        """Whether the probe of ``key`` was submitted before every job queued under ``key``."""
+        probe, queue = self.probes.get(key), self.queues.get(key)
+        return probe is not None and bool(queue) and queue[0].submitted > probe.submitted
 
     def _start(self, decision: Decision) -> SimJob:
         key = (decision.model, decision.priority, decision.tenant)

@@ -103,6 +103,20 @@ def test_the_forecast_is_the_engine_played_forward() -> None:
     assert probe == min(j.finished or 0.0 for j in engine.done if j.model == "a")
 
 
+def test_a_probe_keeps_its_tenants_order_among_expected_arrivals() -> None:
+    """x queued two jobs and is expected to submit five more in 10 s: a job x submits now starts
+    after the two it queued and before the five it has not submitted yet (it once hid behind them)."""
+    one = {**HEADER, "fleet": HEADER["fleet"][:1]}  # type: ignore[index]
+    trace = parse_trace(lines(header=one))
+    engine = Engine(groups=trace.groups, models=trace.models)
+    for i in range(2):
+        engine.submit(SimJob(f"x{i}", "a", "x", 6, 30.0, 0.0))
+    later = [SimJob(f"{EXPECTED}x{i}", "a", "x", 6, 30.0, 10.0) for i in range(5)]
+    predicted = forecast(engine, expected=later, tenants=["x"], priorities=[6])
+    assert predicted.jobs["x0"] == (20.0, 50.0) and predicted.jobs["x1"] == (50.0, 80.0)  # a load, then two
+    assert predicted.next_start[("a", 6, "x")] == 80.0
+
+
 def test_etas_at_submission_are_exact_when_nothing_arrives_later() -> None:
     trace = parse_trace(
         lines(

@@ -6,8 +6,8 @@ compare-and-swap on its timestamp, so one process at a time computes it: every w
 round tries) and replaces it. A submission of many jobs at once (a batch) replaces it at once, so
 those jobs' first answers already have their ETAs. The forecast plays the fleet forward with the
 production policy from the state the dispatcher reads: groups busy until their jobs should end, the
-queue in fair order, each model's measured speed and load time, and the batch jobs that arrived a
-day ago over the next hours, expected again (``forecast.recurring``).
+queue in fair order, each model's measured speed and load time, and the batch jobs (and bunches of
+interactive jobs) that arrived a day ago over the next hours, expected again (``forecast.recurring``).
 
 A job's ETA is honest about what it cannot know: no online group may run its model (``no_group``),
 or its model was never measured and its deployment gives no default (``not_measured``: the ETA is
@@ -34,7 +34,7 @@ from jobservice.db.engine import Database
 from jobservice.db.rows import insert_missing
 from jobservice.db.tables import FleetForecast, Job, JobStatus, utcnow
 from jobservice.fleet.dispatch import Snapshot, read_state
-from jobservice.fleet.forecast import DAY, EARLY, FRESH, Forecast, forecast, recurring, usage_levels
+from jobservice.fleet.forecast import AHEAD, DAY, EARLY, FRESH, Forecast, forecast, recurring, usage_levels
 from jobservice.fleet.policy import can_host
 from jobservice.fleet.simulate import Engine, SimJob
 from jobservice.fleet.usage import fair_usage, weights
@@ -43,7 +43,7 @@ from jobservice.settings import Settings
 log = logging.getLogger(__name__)
 
 HORIZON = 2000  # jobs played one by one; the rest of each sub-queue is extrapolated
-HISTORY_ROWS = 50_000  # at most this many of the last day's batch jobs are read to expect again
+HISTORY_ROWS = 50_000  # at most this many jobs of each span of history are read to expect again
 SPREAD = 10.0  # a forecast's cost is at most a tenth of one process's time
 READ_EVERY_SECONDS = 1.0  # a process looks for a newer stored forecast at most this often
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -137,23 +137,33 @@ def _engine(session: Session, snapshot: Snapshot, settings: Settings, catalog: C
 
 
 def _history(session: Session, engine: Engine, settings: Settings) -> list[SimJob]:
-    """The batch jobs submitted since a day (and ``EARLY``) ago: what ``recurring`` learns from."""
+    """The jobs ``recurring`` learns from: those submitted a day ago (from ``EARLY`` before to
+    ``AHEAD`` after) and in the last ``EARLY`` seconds, each span capped at ``HISTORY_ROWS``."""
     if not settings.forecast_expects_yesterday:
         return []
-    since = datetime.fromtimestamp(engine.now - DAY - EARLY, UTC)
-    rows = session.execute(
-        select(Job.id, Job.model, Job.tenant, Job.priority, Job.output_seconds, Job.created_at)
-        .where(Job.created_at > since, Job.priority >= settings.batch_priority)
-        .order_by(Job.created_at, Job.id)
-        .limit(HISTORY_ROWS)
-    )
-    return [
-        SimJob(
-            str(r.id), r.model, r.tenant, r.priority, float(r.output_seconds or 0.0), r.created_at.timestamp()
+    spans = ((engine.now - DAY - EARLY, engine.now - DAY + AHEAD), (engine.now - EARLY, engine.now))
+    found: list[SimJob] = []
+    for start, end in spans:
+        rows = session.execute(
+            select(Job.id, Job.model, Job.tenant, Job.priority, Job.output_seconds, Job.created_at)
+            .where(Job.created_at > datetime.fromtimestamp(start, UTC))
+            .where(Job.created_at <= datetime.fromtimestamp(end, UTC))
+            .order_by(Job.created_at, Job.id)
+            .limit(HISTORY_ROWS)
         )
-        for r in rows
-        if r.model in engine.models
-    ]
+        found.extend(
+            SimJob(
+                str(r.id),
+                r.model,
+                r.tenant,
+                r.priority,
+                float(r.output_seconds or 0.0),
+                r.created_at.timestamp(),
+            )
+            for r in rows
+            if r.model in engine.models
+        )
+    return found
 
 
 def compute(session: Session, catalog: Catalog, settings: Settings) -> dict[str, Any]:
@@ -162,7 +172,8 @@ def compute(session: Session, catalog: Catalog, settings: Settings) -> dict[str,
     engine = _engine(session, snapshot, settings, catalog)
     tenants = usage_levels(engine.fair_usage())
     priorities = {0, settings.batch_priority}
-    expected = recurring(_history(session, engine, settings), engine.now, lowest=settings.batch_priority)
+    history = _history(session, engine, settings)
+    expected = recurring(history, engine.now, lowest=settings.batch_priority, costs=engine.models)
     result = forecast(
         engine, expected=expected, tenants=tenants, priorities=priorities, horizon=HORIZON, in_place=True
     )

@@ -18,10 +18,12 @@ more than it gains: measured on the shipped traces, the one next job is what mov
 
 What arrived one day ago is expected again (``recurring``): nightly batches come at the same time
 every night, and a tenant that queues 300 jobs every night a minute after another's 900 takes its
-share of cards each night. Each job submitted in the next ``ahead`` seconds a day ago is expected
-at the same time today; one due earlier than now is dropped (it came today or it did not), and
-one whose like came early today is matched with it. A service running less than a day has only the
-rates above to go on; a night unlike the last gets ETAs that move as it unfolds.
+share of cards each night. So do bunches of interactive jobs (``bunched``: a team that submits
+twenty previews within a minute at 10:00 tends to again), while the interactive stream of single
+requests is left to the rates above. Each such job submitted in the next ``ahead`` seconds a day
+ago is expected at the same time today; one due earlier than now is dropped (it came today or it
+did not), and one whose like came early today is matched with it. A service running less than a
+day has only the rates above to go on; a night unlike the last gets ETAs that move as it unfolds.
 
 Jobs past ``horizon`` starts are not played one by one: each gets its sub-queue's last forecast
 start plus its place times the sub-queue's spacing (the mean gap between its forecast starts).
@@ -33,11 +35,12 @@ The service refreshes the forecast every few seconds and after a submission of m
 from __future__ import annotations
 
 import copy
+import itertools
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from jobservice.fleet.policy import can_host
+from jobservice.fleet.policy import ModelCost, can_host
 from jobservice.fleet.simulate import Engine, SimJob
 
 FRESH = "*"  # the probes' tenant that has used nothing (every real tenant name is a slug)
@@ -96,29 +99,51 @@ def fork(engine: Engine) -> Engine:
     return twin
 
 
+def bunched(jobs: Iterable[SimJob], costs: Mapping[str, ModelCost]) -> set[str]:
+    """The ids of jobs submitted in bunches: each with another job of the same model, priority and
+    tenant submitted within one run time (by ``costs``) of the earlier of the two. A job alone in
+    its span is a single request, which the arrival rates stand for."""
+    found: set[str] = set()
+    ordered = sorted(jobs, key=lambda j: (j.model, j.priority, j.tenant, j.submitted, j.id))
+    for _, members in itertools.groupby(ordered, key=lambda j: (j.model, j.priority, j.tenant)):
+        previous: SimJob | None = None
+        for job in members:
+            cost = costs.get(job.model)
+            if previous is not None and cost is not None:
+                if job.submitted - previous.submitted <= cost.run_s(previous.output_s):
+                    found.update((previous.id, job.id))
+            previous = job
+    return found
+
+
 def recurring(
     history: Iterable[SimJob],
     now: float,
     *,
     lowest: int = 0,
+    costs: Mapping[str, ModelCost] | None = None,
     period: float = DAY,
     ahead: float = AHEAD,
     early: float = EARLY,
 ) -> list[SimJob]:
     """What arrived one ``period`` ago in the next ``ahead`` seconds, expected again (see the module
-    docstring). ``history`` holds at least every job submitted in (now - period - early, now]; only
-    jobs of priority ``lowest`` or below (a larger number) are expected again: batches that recur,
-    not the interactive stream, which the rates of now stand for.
+    docstring). ``history`` holds at least every job submitted in (now - period - early,
+    now - period + ahead] and in (now - early, now]. Jobs of priority ``lowest`` or below (a larger
+    number) are expected again: batches that recur; so are, given ``costs``, interactive jobs that
+    came in bunches (``bunched``), not the single requests of the interactive stream, which the
+    rates of now stand for.
 
     A tenant whose batch came up to ``early`` seconds ahead of yesterday's time has it queued already:
     for each (model, priority, tenant), the arrivals of the last ``early`` seconds beyond what came in
     the same span yesterday are matched against (and drop) the first of its expected ones."""
     yesterday = now - period
+    jobs = list(history)
+    bunch = bunched((j for j in jobs if j.priority < lowest), costs) if costs is not None else set()
     due: dict[Key, list[SimJob]] = {}
     came: Counter[Key] = Counter()  # arrived in (now - early, now]
     owed: Counter[Key] = Counter()  # arrived in (yesterday - early, yesterday]
-    for job in history:
-        if job.priority < lowest:
+    for job in jobs:
+        if job.priority < lowest and job.id not in bunch:
             continue
         key = (job.model, job.priority, job.tenant)
         if yesterday < job.submitted <= yesterday + ahead:
@@ -128,9 +153,9 @@ def recurring(
         elif now - early < job.submitted <= now:
             came[key] += 1
     expected = []
-    for key, jobs in due.items():
-        jobs.sort(key=lambda j: (j.submitted, j.id))
-        for job in jobs[max(0, came[key] - owed[key]) :]:
+    for key, members in due.items():
+        members.sort(key=lambda j: (j.submitted, j.id))
+        for job in members[max(0, came[key] - owed[key]) :]:
             expected.append(
                 SimJob(
                     f"{EXPECTED}{job.id}",

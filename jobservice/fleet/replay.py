@@ -284,7 +284,9 @@ class Etas:
         first = bisect.bisect_right(self.times, engine.now - DAY - EARLY)
         self.last = forecast(
             engine,
-            expected=recurring(self.seen[first:], engine.now, lowest=PRIORITIES["batch"]),
+            expected=recurring(
+                self.seen[first:], engine.now, lowest=PRIORITIES["batch"], costs=engine.models
+            ),
             tenants=usage_levels(engine.fair_usage()),
             priorities=PRIORITIES.values(),
             horizon=self.horizon,

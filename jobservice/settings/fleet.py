@@ -23,6 +23,7 @@ class FleetSettings(BaseModel):
     )
     forecast_expects_yesterday: bool = Field(
         default=True,
-        description="ETAs expect again the batch jobs that arrived a day ago over the next 12 hours "
-        "(nightly batches recur); false: only the arrival rates of now.",
+        description="ETAs expect again the batch jobs, and the bunches of interactive jobs, that "
+        "arrived a day ago over the next 12 hours (nightly batches recur); false: only the arrival "
+        "rates of now.",
     )

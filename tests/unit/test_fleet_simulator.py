@@ -184,6 +184,24 @@ def test_what_arrived_a_day_ago_is_expected_again_and_an_early_batch_is_not_expe
     assert recurring(history, 1000.0, lowest=6) == []  # a service younger than a day expects nothing
 
 
+def test_yesterdays_bunches_of_interactive_jobs_are_expected_again_and_single_requests_are_not() -> None:
+    """Model a runs 10 s of output in 10 s: jobs of one tenant submitted within 10 s of each other
+    are a bunch, expected again the next day; a single request an hour from others is not."""
+    models = parse_trace(lines({"t": 0, "model": "a", "output_seconds": 1})).models
+    now = DAY + 1000.0
+    history = [
+        *[SimJob(f"p{i}", "a", "x", 0, 10.0, 2000.0 + 5 * i) for i in range(4)],  # a bunch of previews
+        SimJob("one", "a", "x", 0, 10.0, 5000.0),  # a single request
+        SimJob("two", "a", "x", 0, 10.0, 5011.0),  # 11 s later: past one run time, single too
+        *[SimJob(f"q{i}", "b", "y", 0, 10.0, 3000.0 + 8 * i) for i in range(3)],  # y's bunch ...
+        *[SimJob(f"q-today{i}", "b", "y", 0, 10.0, now - 30.0 + 2 * i) for i in range(2)],  # 2 came early
+    ]
+    expected = recurring(history, now, lowest=6, costs=models)
+    assert sorted(j.id for j in expected) == sorted([*(f"{EXPECTED}p{i}" for i in range(4)), f"{EXPECTED}q2"])
+    assert all(j.priority == 0 and j.submitted > now for j in expected)
+    assert recurring(history, now, lowest=6) == []  # without costs: no bunches, the rates stand for it
+
+
 def test_a_tenant_that_comes_every_night_is_expected_the_second_night() -> None:
     """Alpha queues 30 jobs at 0 s, beta 10 at 60 s (equal weights, one group). The first night
     alpha's ETAs assume it keeps the card, and beta's arrival moves them; the second night (beta 5

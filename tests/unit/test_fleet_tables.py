@@ -16,9 +16,10 @@ from sqlalchemy import select
 from jobservice.db.engine import Database
 from jobservice.db.tables import FleetGroup, Job, JobStatus, LedgerSpan, ModelSpeed, utcnow
 from jobservice.families.deployment import default_catalog
-from jobservice.fleet import costs, groups
+from jobservice.fleet import costs, eta, groups
+from jobservice.fleet.dispatch import read_state
 from jobservice.fleet.eta import compute, parse
-from jobservice.fleet.forecast import DAY
+from jobservice.fleet.forecast import DAY, EXPECTED, recurring
 from jobservice.fleet.usage import Phases, add_attempt, fair_usage, record_attempt
 from jobservice.settings import Settings
 from tests.factories import new_job, online_group, sqlite_copy
@@ -227,3 +228,37 @@ def test_the_forecast_expects_yesterdays_batches_from_the_jobs_table(db: Databas
         plain = compute(s, catalog, settings.model_copy(update={"forecast_expects_yesterday": False}))
     assert learned["jobs"][last][0] - plain["jobs"][last][0] > 4 * 60.0
     assert not any(job_id.startswith("expected:") for job_id in learned["jobs"])
+
+
+def test_the_forecast_expects_yesterdays_bunch_of_interactive_jobs_from_the_jobs_table(db: Database) -> None:
+    """Yesterday beta submitted 10 interactive jobs at once two minutes from now (on the clock), and
+    one more an hour later; today alpha has 10 batch jobs queued, a minute of video each. Expecting
+    beta's bunch again (interactive runs first), the forecast puts alpha's last job at least eight
+    jobs later; beta's lone job later is not expected."""
+    online_group(db, "g1", ["reference-t2v"])
+    catalog = default_catalog()
+    settings = Settings(batch_priority=6)
+    alpha = [new_job(db, priority=6, params={"prompt": "x", "num_frames": 16}) for _ in range(10)]
+    bunch = [
+        new_job(db, priority=0, created_offset=120.0 - DAY, params={"prompt": "x", "num_frames": 16})
+        for _ in range(10)
+    ]
+    alone = new_job(db, priority=0, created_offset=3720.0 - DAY, params={"prompt": "x", "num_frames": 16})
+    with db.session() as s:
+        for job_id in alpha:
+            row = s.get(Job, job_id)
+            assert row is not None
+            row.tenant, row.output_seconds = "alpha", 60.0
+        for job_id in [*bunch, alone]:
+            row = s.get(Job, job_id)
+            assert row is not None
+            row.tenant, row.output_seconds, row.status = "beta", 60.0, JobStatus.SUCCEEDED
+    last = str(alpha[-1])
+    with db.session() as s:
+        learned = compute(s, catalog, settings)
+        plain = compute(s, catalog, settings.model_copy(update={"forecast_expects_yesterday": False}))
+        engine = eta._engine(s, read_state(s, catalog, settings), settings, catalog)  # noqa: SLF001
+        history = eta._history(s, engine, settings)  # noqa: SLF001
+    assert learned["jobs"][last][0] - plain["jobs"][last][0] > 8 * 60.0
+    expected = recurring(history, engine.now, lowest=6, costs=engine.models)
+    assert sorted(j.id for j in expected) == sorted(f"{EXPECTED}{j}" for j in bunch)

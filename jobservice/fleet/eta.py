@@ -34,7 +34,7 @@ from jobservice.db.engine import Database
 from jobservice.db.rows import insert_missing
 from jobservice.db.tables import FleetForecast, Job, JobStatus, utcnow
 from jobservice.fleet.dispatch import Snapshot, read_state
-from jobservice.fleet.forecast import AHEAD, DAY, EARLY, FRESH, Forecast, forecast, recurring, usage_levels
+from jobservice.fleet.forecast import AHEAD, DAY, FRESH, SLACK, Forecast, forecast, recurring, usage_levels
 from jobservice.fleet.policy import can_host
 from jobservice.fleet.simulate import Engine, SimJob
 from jobservice.fleet.usage import fair_usage, weights
@@ -137,11 +137,11 @@ def _engine(session: Session, snapshot: Snapshot, settings: Settings, catalog: C
 
 
 def _history(session: Session, engine: Engine, settings: Settings) -> list[SimJob]:
-    """The jobs ``recurring`` learns from: those submitted a day ago (from ``EARLY`` before to
-    ``AHEAD`` after) and in the last ``EARLY`` seconds, each span capped at ``HISTORY_ROWS``."""
+    """The jobs ``recurring`` learns from: those submitted a day ago (from ``SLACK`` before to
+    ``AHEAD`` after) and in the last ``SLACK`` seconds, each span capped at ``HISTORY_ROWS``."""
     if not settings.forecast_expects_yesterday:
         return []
-    spans = ((engine.now - DAY - EARLY, engine.now - DAY + AHEAD), (engine.now - EARLY, engine.now))
+    spans = ((engine.now - DAY - SLACK, engine.now - DAY + AHEAD), (engine.now - SLACK, engine.now))
     found: list[SimJob] = []
     for start, end in spans:
         rows = session.execute(

@@ -21,9 +21,10 @@ every night, and a tenant that queues 300 jobs every night a minute after anothe
 share of cards each night. So do bunches of interactive jobs (``bunched``: a team that submits
 twenty previews within a minute at 10:00 tends to again), while the interactive stream of single
 requests is left to the rates above. Each such job submitted in the next ``ahead`` seconds a day
-ago is expected at the same time today; one due earlier than now is dropped (it came today or it
-did not), and one whose like came early today is matched with it. A service running less than a
-day has only the rates above to go on; a night unlike the last gets ETAs that move as it unfolds.
+ago is expected at the same time today, and a batch may come up to an hour off its time: one whose
+like came early today is matched with it (not expected twice), and a batch of the last hour of which
+nothing has come today is late, expected from now on. A service running less than a day has only the
+rates above to go on; a night unlike the last gets ETAs that move as it unfolds.
 
 Jobs past ``horizon`` starts are not played one by one: each gets its sub-queue's last forecast
 start plus its place times the sub-queue's spacing (the mean gap between its forecast starts).
@@ -47,7 +48,7 @@ FRESH = "*"  # the probes' tenant that has used nothing (every real tenant name 
 EXPECTED = "expected:"  # the id prefix of a forecast's expected arrivals
 DAY = 86400.0
 AHEAD = DAY / 2  # how far ahead yesterday's arrivals are expected again
-EARLY = 3600.0  # a batch that comes this much ahead of yesterday's time is still the same batch
+SLACK = 3600.0  # a batch that comes this much ahead of or behind yesterday's time is the same batch
 Key = tuple[str, int, str]  # (model, priority, tenant)
 
 
@@ -124,49 +125,53 @@ def recurring(
     costs: Mapping[str, ModelCost] | None = None,
     period: float = DAY,
     ahead: float = AHEAD,
-    early: float = EARLY,
+    slack: float = SLACK,
 ) -> list[SimJob]:
     """What arrived one ``period`` ago in the next ``ahead`` seconds, expected again (see the module
-    docstring). ``history`` holds at least every job submitted in (now - period - early,
-    now - period + ahead] and in (now - early, now]. Jobs of priority ``lowest`` or below (a larger
+    docstring). ``history`` holds at least every job submitted in (now - period - slack,
+    now - period + ahead] and in (now - slack, now]. Jobs of priority ``lowest`` or below (a larger
     number) are expected again: batches that recur; so are, given ``costs``, interactive jobs that
     came in bunches (``bunched``), not the single requests of the interactive stream, which the
     rates of now stand for.
 
-    A tenant whose batch came up to ``early`` seconds ahead of yesterday's time has it queued already:
-    for each (model, priority, tenant), the arrivals of the last ``early`` seconds beyond what came in
-    the same span yesterday are matched against (and drop) the first of its expected ones."""
+    A batch may come up to ``slack`` seconds off yesterday's time. For each (model, priority,
+    tenant), today's arrivals of the last ``slack`` seconds are set against yesterday's of the same
+    span: more today (it came early) drop as many of the first expected ones; none today (it is
+    late) leave yesterday's owed, expected from now on with yesterday's spacing. (Fewer, not none,
+    expect nothing more: a batch that came smaller than yesterday's is not waited for.)"""
     yesterday = now - period
     jobs = list(history)
     bunch = bunched((j for j in jobs if j.priority < lowest), costs) if costs is not None else set()
     due: dict[Key, list[SimJob]] = {}
-    came: Counter[Key] = Counter()  # arrived in (now - early, now]
-    owed: Counter[Key] = Counter()  # arrived in (yesterday - early, yesterday]
+    came: Counter[Key] = Counter()  # arrived in (now - slack, now]
+    owed: dict[Key, list[SimJob]] = {}  # arrived in (yesterday - slack, yesterday]
     for job in jobs:
         if job.priority < lowest and job.id not in bunch:
             continue
         key = (job.model, job.priority, job.tenant)
         if yesterday < job.submitted <= yesterday + ahead:
             due.setdefault(key, []).append(job)
-        elif yesterday - early < job.submitted <= yesterday:
-            owed[key] += 1
-        elif now - early < job.submitted <= now:
+        elif yesterday - slack < job.submitted <= yesterday:
+            owed.setdefault(key, []).append(job)
+        elif now - slack < job.submitted <= now:
             came[key] += 1
     expected = []
+    for key, members in owed.items():
+        if came[key]:  # it came, or part of it: the rest may never come (a smaller batch)
+            continue
+        members.sort(key=lambda j: (j.submitted, j.id))
+        for job in members:  # late: expected from now on, spaced as yesterday
+            expected.append(_again(job, now + 1.0 + job.submitted - members[0].submitted))
     for key, members in due.items():
         members.sort(key=lambda j: (j.submitted, j.id))
-        for job in members[max(0, came[key] - owed[key]) :]:
-            expected.append(
-                SimJob(
-                    f"{EXPECTED}{job.id}",
-                    job.model,
-                    job.tenant,
-                    job.priority,
-                    job.output_s,
-                    job.submitted + period,
-                )
-            )
+        for job in members[max(0, came[key] - len(owed.get(key, ()))) :]:
+            expected.append(_again(job, job.submitted + period))
     return expected
+
+
+def _again(job: SimJob, at: float) -> SimJob:
+    """``job`` expected to be submitted again at ``at``."""
+    return SimJob(f"{EXPECTED}{job.id}", job.model, job.tenant, job.priority, job.output_s, at)
 
 
 def forecast(

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from jobservice.fleet.forecast import DAY, EARLY, Forecast, behind_counts, forecast, recurring, usage_levels
+from jobservice.fleet.forecast import DAY, SLACK, Forecast, behind_counts, forecast, recurring, usage_levels
 from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, serves
 from jobservice.fleet.simulate import Engine, SimJob, Span, timeline
 
@@ -281,7 +281,7 @@ class Etas:
         self.times: list[float] = []  # their submission times
 
     def _refresh(self, engine: Engine) -> None:
-        first = bisect.bisect_right(self.times, engine.now - DAY - EARLY)
+        first = bisect.bisect_right(self.times, engine.now - DAY - SLACK)
         self.last = forecast(
             engine,
             expected=recurring(

@@ -167,21 +167,39 @@ def test_the_forecast_expects_the_arrivals_of_now_to_go_on() -> None:
 def test_what_arrived_a_day_ago_is_expected_again_and_an_early_batch_is_not_expected_twice() -> None:
     now = DAY + 1000.0
     history = [
-        SimJob("gone", "a", "x", 6, 10.0, 500.0),  # due at DAY + 500: passed, it came or it did not
         *[SimJob(f"x{i}", "a", "x", 6, 10.0, 2000.0) for i in range(3)],  # due in 1,000 s
         SimJob("late", "a", "x", 6, 10.0, DAY / 2 + 1001.0),  # past the 12 hours ahead
         SimJob("chat", "a", "x", 0, 10.0, 2000.0),  # interactive: the rates of now stand for it
         *[SimJob(f"y{i}", "b", "y", 6, 10.0, 3000.0) for i in range(4)],  # y's batch, due in 2,000 s
         *[SimJob(f"y-today{i}", "b", "y", 6, 10.0, now - 10.0) for i in range(4)],  # ... came early
+        SimJob("z", "a", "z", 6, 10.0, 600.0),  # z's job was due 400 s ago ...
+        SimJob("z-today", "a", "z", 6, 10.0, DAY + 650.0),  # ... and came
     ]
     expected = recurring(history, now, lowest=6)
     assert sorted(j.id for j in expected) == [f"{EXPECTED}x{i}" for i in range(3)]
     assert all(
         j.submitted == 2000.0 + DAY and (j.model, j.tenant, j.priority) == ("a", "x", 6) for j in expected
     )
-    half = recurring(history[:-2], now, lowest=6)  # two of y's four came early: two still expected
+    half = recurring(history[:-4], now, lowest=6)  # two of y's four came early: two still expected
     assert sorted(j.id for j in half if j.tenant == "y") == [f"{EXPECTED}y2", f"{EXPECTED}y3"]
     assert recurring(history, 1000.0, lowest=6) == []  # a service younger than a day expects nothing
+
+
+def test_a_batch_that_has_not_come_at_yesterdays_time_is_expected_late() -> None:
+    """Yesterday w queued 3 jobs at 500 s and 2 more at 560 s; today, at 1,000 s, none has come:
+    all five are late, expected from now on with yesterday's spacing. Had one come, the rest are
+    not waited for (a smaller batch); an hour later nothing is expected."""
+    now = DAY + 1000.0
+    history = [
+        *[SimJob(f"w{i}", "a", "w", 6, 10.0, 500.0) for i in range(3)],
+        *[SimJob(f"w{i}", "a", "w", 6, 10.0, 560.0) for i in range(3, 5)],
+    ]
+    expected = sorted(recurring(history, now, lowest=6), key=lambda j: (j.submitted, j.id))
+    assert [j.id for j in expected] == [f"{EXPECTED}w{i}" for i in range(5)]
+    assert [j.submitted - now for j in expected] == [1.0, 1.0, 1.0, 61.0, 61.0]
+    came = [*history, SimJob("w-today", "a", "w", 6, 10.0, DAY + 990.0)]
+    assert recurring(came, now, lowest=6) == []
+    assert recurring(history, now + 3600.0, lowest=6) == []
 
 
 def test_yesterdays_bunches_of_interactive_jobs_are_expected_again_and_single_requests_are_not() -> None:

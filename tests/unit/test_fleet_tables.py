@@ -201,6 +201,25 @@ def test_the_stored_forecast_reads_back() -> None:
     assert parse({}) is None
 
 
+def t2v_jobs(
+    db: Database, count: int, *, tenant: str, priority: int, offset: float = 0.0, done: bool = False
+) -> list[uuid.UUID]:
+    """``count`` text2video jobs of ``tenant``, a minute of video each, created ``offset`` seconds
+    from now (succeeded when ``done``)."""
+    made = [
+        new_job(db, priority=priority, created_offset=offset, params={"prompt": "x", "num_frames": 16})
+        for _ in range(count)
+    ]
+    with db.session() as s:
+        for job_id in made:
+            row = s.get(Job, job_id)
+            assert row is not None
+            row.tenant, row.output_seconds = tenant, 60.0
+            if done:
+                row.status = JobStatus.SUCCEEDED
+    return made
+
+
 def test_the_forecast_expects_yesterdays_batches_from_the_jobs_table(db: Database) -> None:
     """Yesterday beta queued 10 batch jobs two minutes from now (on the clock); today alpha has
     10 queued, a minute of video each. Expecting beta again, the forecast puts alpha's last job at
@@ -208,20 +227,8 @@ def test_the_forecast_expects_yesterdays_batches_from_the_jobs_table(db: Databas
     online_group(db, "g1", ["reference-t2v"])
     catalog = default_catalog()
     settings = Settings(batch_priority=6)
-    alpha = [new_job(db, priority=6, params={"prompt": "x", "num_frames": 16}) for _ in range(10)]
-    beta = [
-        new_job(db, priority=6, created_offset=120.0 - DAY, params={"prompt": "x", "num_frames": 16})
-        for _ in range(10)
-    ]
-    with db.session() as s:
-        for job_id in alpha:
-            row = s.get(Job, job_id)
-            assert row is not None
-            row.tenant, row.output_seconds = "alpha", 60.0
-        for job_id in beta:
-            row = s.get(Job, job_id)
-            assert row is not None
-            row.tenant, row.output_seconds, row.status = "beta", 60.0, JobStatus.SUCCEEDED
+    alpha = t2v_jobs(db, 10, tenant="alpha", priority=6)
+    t2v_jobs(db, 10, tenant="beta", priority=6, offset=120.0 - DAY, done=True)
     last = str(alpha[-1])
     with db.session() as s:
         learned = compute(s, catalog, settings)
@@ -238,21 +245,9 @@ def test_the_forecast_expects_yesterdays_bunch_of_interactive_jobs_from_the_jobs
     online_group(db, "g1", ["reference-t2v"])
     catalog = default_catalog()
     settings = Settings(batch_priority=6)
-    alpha = [new_job(db, priority=6, params={"prompt": "x", "num_frames": 16}) for _ in range(10)]
-    bunch = [
-        new_job(db, priority=0, created_offset=120.0 - DAY, params={"prompt": "x", "num_frames": 16})
-        for _ in range(10)
-    ]
-    alone = new_job(db, priority=0, created_offset=3720.0 - DAY, params={"prompt": "x", "num_frames": 16})
-    with db.session() as s:
-        for job_id in alpha:
-            row = s.get(Job, job_id)
-            assert row is not None
-            row.tenant, row.output_seconds = "alpha", 60.0
-        for job_id in [*bunch, alone]:
-            row = s.get(Job, job_id)
-            assert row is not None
-            row.tenant, row.output_seconds, row.status = "beta", 60.0, JobStatus.SUCCEEDED
+    alpha = t2v_jobs(db, 10, tenant="alpha", priority=6)
+    bunch = t2v_jobs(db, 10, tenant="beta", priority=0, offset=120.0 - DAY, done=True)
+    t2v_jobs(db, 1, tenant="beta", priority=0, offset=3720.0 - DAY, done=True)  # alone
     last = str(alpha[-1])
     with db.session() as s:
         learned = compute(s, catalog, settings)

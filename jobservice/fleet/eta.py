@@ -138,7 +138,8 @@ def _engine(session: Session, snapshot: Snapshot, settings: Settings, catalog: C
 
 def _history(session: Session, engine: Engine, settings: Settings) -> list[SimJob]:
     """The jobs ``recurring`` learns from: those submitted a day ago (from ``SLACK`` before to
-    ``AHEAD`` after) and in the last ``SLACK`` seconds, each span capped at ``HISTORY_ROWS``."""
+    ``AHEAD`` after) and in the last ``SLACK`` seconds, each span capped at ``HISTORY_ROWS``, batch
+    jobs first (a day of interactive requests never crowds yesterday's batches out)."""
     if not settings.forecast_expects_yesterday:
         return []
     spans = ((engine.now - DAY - SLACK, engine.now - DAY + AHEAD), (engine.now - SLACK, engine.now))
@@ -148,7 +149,7 @@ def _history(session: Session, engine: Engine, settings: Settings) -> list[SimJo
             select(Job.id, Job.model, Job.tenant, Job.priority, Job.output_seconds, Job.created_at)
             .where(Job.created_at > datetime.fromtimestamp(start, UTC))
             .where(Job.created_at <= datetime.fromtimestamp(end, UTC))
-            .order_by(Job.created_at, Job.id)
+            .order_by(Job.priority.desc(), Job.created_at, Job.id)
             .limit(HISTORY_ROWS)
         )
         found.extend(

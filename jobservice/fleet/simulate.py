@@ -329,9 +329,9 @@ class Engine:
     def _probe_first(self, key: tuple[str, int, str]) -> bool:
         """Whether the probe of ``key`` was submitted before every job queued under ``key``."""
         probe, queue = self.probes.get(key), self.queues.get(key)
-        return (
-            probe is not None and queue is not None and bool(queue) and queue[0].submitted > probe.submitted
-        )
+        if probe is None or not queue:
+            return False
+        return queue[0].submitted > probe.submitted
 
     def _start(self, decision: Decision) -> SimJob:
         key = (decision.model, decision.priority, decision.tenant)

@@ -257,3 +257,19 @@ def test_the_forecast_expects_yesterdays_bunch_of_interactive_jobs_from_the_jobs
     assert learned["jobs"][last][0] - plain["jobs"][last][0] > 8 * 60.0
     expected = recurring(history, engine.now, lowest=6, costs=engine.models)
     assert sorted(j.id for j in expected) == sorted(f"{EXPECTED}{j}" for j in bunch)
+
+
+def test_a_day_of_interactive_jobs_never_crowds_yesterdays_batch_out_of_the_history(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history the forecast reads is capped per span; batch jobs are read first."""
+    monkeypatch.setattr(eta, "HISTORY_ROWS", 5)
+    online_group(db, "g1", ["reference-t2v"])
+    catalog, settings = default_catalog(), Settings(batch_priority=6)
+    t2v_jobs(db, 8, tenant="beta", priority=0, offset=60.0 - DAY, done=True)
+    batch = t2v_jobs(db, 3, tenant="beta", priority=6, offset=120.0 - DAY, done=True)
+    with db.session() as s:
+        engine = eta._engine(s, read_state(s, catalog, settings), settings, catalog)  # noqa: SLF001
+        history = eta._history(s, engine, settings)  # noqa: SLF001
+    assert {str(j) for j in batch} <= {job.id for job in history}
+    assert len(history) == 5

@@ -34,6 +34,7 @@ from jobservice.db.tables import FleetGroup, FleetLock, Job, JobStatus, QueueCou
 from jobservice.fleet import costs as fleet_costs
 from jobservice.fleet.groups import groups_with_presence, is_online
 from jobservice.fleet.policy import (
+    INTERACTIVE,
     Decision,
     FleetState,
     GroupState,
@@ -195,11 +196,15 @@ def _head(session: Session, model: str, priority: int, tenant: str) -> Job | Non
     )
 
 
-def arrival_rates(session: Session, *, now: datetime, window_s: float) -> dict[str, float]:
-    """Jobs submitted per second over the last ``window_s``, per model."""
+def arrival_rates(
+    session: Session, *, now: datetime, window_s: float, priority: int | None = None
+) -> dict[str, float]:
+    """Jobs submitted per second over the last ``window_s``, per model (of one ``priority``, or all)."""
     since = now - timedelta(seconds=window_s)
-    rows = session.execute(select(Job.model, func.count()).where(Job.created_at >= since).group_by(Job.model))
-    return {model: count / window_s for model, count in rows}
+    query = select(Job.model, func.count()).where(Job.created_at >= since)
+    if priority is not None:
+        query = query.where(Job.priority == priority)
+    return {model: count / window_s for model, count in session.execute(query.group_by(Job.model))}
 
 
 def read_state(
@@ -221,6 +226,9 @@ def read_state(
         usage=fair_usage(session, catalog, half_life_s=settings.fair_share_half_life_seconds, now=now),
         rates=arrival_rates(session, now=now, window_s=PARAMS.rate_window_s),
         params=PARAMS,
+        interactive_rates=arrival_rates(
+            session, now=now, window_s=PARAMS.rate_window_s, priority=INTERACTIVE
+        ),
     )
     return Snapshot(state=state, groups={g.id: g for g in online}, known=known, kind=kind)
 

@@ -120,6 +120,7 @@ def _engine(session: Session, snapshot: Snapshot, settings: Settings, catalog: C
     # The arrivals it expects are the dispatcher's: the rates of every job submitted lately, and
     # each such model's last job (the forecast expects one more like it; see forecast()).
     engine.held_rates = dict(state.rates)
+    engine.held_interactive = dict(state.interactive_rates)
     since = datetime.fromtimestamp(now - state.params.rate_window_s, UTC)
     for model in sorted(m for m, r in state.rates.items() if r > 0 and m in state.models):
         last = session.execute(

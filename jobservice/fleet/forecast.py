@@ -91,6 +91,7 @@ def fork(engine: Engine) -> Engine:
     twin._output_s = dict(engine._output_s)  # noqa: SLF001 - the twin's own running sums
     twin.usage = copy.deepcopy(engine.usage)
     twin.arrivals = {model: deque(times) for model, times in engine.arrivals.items()}
+    twin.interactive_arrivals = {m: deque(times) for m, times in engine.interactive_arrivals.items()}
     twin.turns = dict(engine.turns)
     twin.loads, twin.done, twin.on_dispatch = [], [], []
     twin.probes, twin.probe_starts = {}, {}
@@ -189,6 +190,7 @@ def forecast(
     rates of now suggest (``recurring``), each with an id starting with ``EXPECTED``."""
     twin = engine if in_place else fork(engine)
     twin.held_rates = twin.rates()
+    twin.held_interactive = twin.interactive_rates()
     servable = {m for m, cost in twin.models.items() if any(can_host(g, cost) for g in twin.groups.values())}
     for model, rate in twin.held_rates.items():
         like = twin.latest.get(model)

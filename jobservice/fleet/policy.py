@@ -7,8 +7,12 @@ kept in virtual time by ``scripts/bench_fleet.py`` and by the ETA forecast) call
 
 The rules, in the order they apply when a group is free (between jobs; nothing is ever preempted):
 
-1. **Priority.** Interactive work (priority 0) before batch work; a group looks at batch work only
-   when it has no interactive option it should take.
+1. **Priority, and interactive first.** Interactive work (priority 0) before batch work; a group
+   looks at batch work only when it has no interactive option it should take. An interactive job
+   never waits for batch work: the first group that frees up and may run it takes it, evicting
+   what only batch work uses however much the swap costs, unless a group holding its model warm
+   would start it sooner. (A swap that takes a model other interactive users wait for, or submit
+   lately, is weighed by the rules below like any other.)
 2. **Unserved first.** A model with queued work that no group holds, loads or runs (for a per-run
    back end: that no group could run without evicting something) is served by the first eligible
    group that frees up, unless that would evict a model the group loaded less than
@@ -29,7 +33,13 @@ The rules, in the order they apply when a group is free (between jobs; nothing i
    (one over that model's arrival rate): a trickle of talking heads keeps its group, a long
    batch of them does not. And a job is not loaded here when a group holding its model warm will
    start it sooner.
-5. **Fair share within a choice.** Among the jobs of the chosen class, the tenant with the least
+5. **A place for the trickle.** A model that interactive users submit often (its jobs would swap
+   each of its groups more than ``swaps_per_group_hour`` an hour, counting a resident model's swap
+   back, or they come sooner than ``hysteresis`` times what making room for one costs) keeps one
+   group with room for it: the last group that could start it without evicting anything takes no
+   batch work that would take that room while its interactive jobs keep coming (the arrival rate
+   over ``rate_window_s``). A lone group is never held back.
+6. **Fair share within a choice.** Among the jobs of the chosen class, the tenant with the least
    card-seconds for its weight (decayed, plus what runs now) goes first; then the oldest job.
    Fairness picks among jobs the group can run well: it never forces a swap by itself.
 
@@ -124,6 +134,9 @@ class PolicyParams:
     recent_s: float = 1800.0  # a model used this recently costs its reload when evicted
     min_residency_s: float = 0.0
     rate_window_s: float = 1800.0  # arrival rates are counted over this window
+    # A trickle of interactive jobs that would swap each of its groups more often than this per
+    # hour (or whose jobs come sooner than a swap pays for) keeps a group with room for it.
+    swaps_per_group_hour: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,8 @@ class FleetState:
     usage: Mapping[str, float] = field(default_factory=dict)  # tenant -> card-seconds / weight
     rates: Mapping[str, float] = field(default_factory=dict)  # model -> jobs submitted per second lately
     params: PolicyParams = field(default_factory=PolicyParams)
+    # model -> interactive jobs submitted per second lately (the trickle a group is kept for)
+    interactive_rates: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -310,6 +325,14 @@ class _Round:
         load_here = cost.load_s if load else 0.0
         soonest = min((g.busy_until if g.busy_until is not None else self.now) for g in servers)
         ahead = self.work_s(cost.id, item.priority) / len(servers)
+        if item.priority == INTERACTIVE and not any(self.interactive(m) for m in evict):
+            # Interactive first: unless it evicts a model interactive users wait for too, it starts
+            # wherever it starts soonest, whatever the swap costs; a group holding its model warm is
+            # waited for only when it would start it sooner.
+            before = max(0.0, self.work_s(cost.id, item.priority) - cost.run_s(item.next_output_s))
+            if soonest - self.now + before / len(servers) <= load_here:
+                return None
+            return _Option(item, 0, load, evict, "interactive")
         if soonest - self.now + ahead <= load_here:
             return None
         reload = sum(
@@ -347,6 +370,10 @@ class _Round:
         held_s = min(self.now - group.resident[m].since for m in stranded)
         return min(held_s, self.now - item.oldest) < turn_s
 
+    def interactive(self, model: str) -> bool:
+        """Whether interactive users wait for ``model`` (queued jobs) or submit it lately."""
+        return self.queued(model, INTERACTIVE) > 0 or self.state.interactive_rates.get(model, 0.0) > 0
+
     def queued(self, model: str, max_priority: int) -> int:
         """Queued jobs of ``model`` at ``max_priority`` or more urgent (what-if entries aside)."""
         return sum(
@@ -355,8 +382,61 @@ class _Round:
             if w.model == model and not w.probe and w.priority <= max_priority
         )
 
+    # keeping room for a trickle ----------------------------------------------------------------
+    def kept(self) -> frozenset[str]:
+        """Models whose trickle of interactive jobs keeps a group with room for them: their jobs
+        come more often than ``swaps_per_group_hour`` per eligible group, or sooner (one over the
+        rate) than ``hysteresis`` times what a swap to make room for one costs."""
+        found = set()
+        for model, rate in self.state.interactive_rates.items():
+            cost = self.models.get(model)
+            if cost is None or rate <= 0:
+                continue
+            hosts = [g for g in self.groups.values() if can_host(g, cost)]
+            if len(hosts) < 2:  # a lone group is never held back from other work
+                continue
+            swaps = [self._room_cost(g, cost) for g in hosts if not self.has_room(g, cost)]
+            if not swaps:
+                continue
+            # Each job of it that finds no room swaps one group, and a resident model is swapped
+            # out again by the work it displaced.
+            per_job = 1 if cost.per_run else 2
+            often = rate * per_job * 3600.0 >= self.params.swaps_per_group_hour * len(hosts)
+            if often or 1.0 / rate <= self.params.hysteresis * min(swaps):
+                found.add(model)
+        return frozenset(found)
+
+    def _room_cost(self, group: GroupState, cost: ModelCost) -> float:
+        """What making room for ``cost`` on ``group`` costs: its load, and the reload of what goes."""
+        evict = evictions_for(group, cost, self.models) or ()
+        own = 0.0 if cost.per_run else cost.load_s
+        return own + sum(self.models[m].load_s for m in evict if m in self.models)
+
+    def has_room(self, group: GroupState, cost: ModelCost, resident: Iterable[str] | None = None) -> bool:
+        """Whether ``group`` can start ``cost`` without evicting anything (or runs it now)."""
+        if resident is not None:
+            group = replace(group, resident={m: Resident(self.now, self.now) for m in resident})
+        return can_host(group, cost) and (group.running == cost.id or warm_on(group, cost, self.models))
+
+    def takes_room(self, group: GroupState, option: _Option, kept: frozenset[str]) -> bool:
+        """Whether ``option`` (batch work) would take the last room a kept trickle has: after it,
+        ``group`` could no longer start the trickle's model without a swap, and no other group can."""
+        if option.waiting.priority == INTERACTIVE or not (option.load or option.evict):
+            return False
+        after = [m for m in group.resident if m not in option.evict]
+        if option.load:
+            after.append(option.waiting.model)
+        for model in kept:
+            cost = self.models[model]
+            if not self.has_room(group, cost) or self.has_room(group, cost, after):
+                continue
+            if not any(self.has_room(g, cost) for g in self.groups.values() if g.id != group.id):
+                return True
+        return False
+
     def best(self, group: GroupState) -> _Option | None:
-        options = self.options(group)
+        kept = self.kept()
+        options = [o for o in self.options(group) if not self.takes_room(group, o, kept)]
         if not options:
             return None
         top = min(o.waiting.priority for o in options)

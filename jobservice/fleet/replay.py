@@ -24,6 +24,7 @@ Every other line is one job::
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import math
 import random
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from jobservice.fleet.forecast import DAY, SLACK, Forecast, behind_counts, forecast, recurring, usage_levels
-from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, serves
+from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, evictions_for, serves
 from jobservice.fleet.simulate import Engine, SimJob, Span, timeline
 
 PRIORITIES = {"interactive": 0, "batch": 6}  # batch: the service's default batch priority
@@ -181,7 +182,7 @@ def nights(trace: Trace, count: int, *, jitter_s: float = 0.0, thin: float = 0.0
     jitter_s] and each job is left out with probability ``thin``."""
     if count < 1:
         raise TraceError(f"{trace.source}: nights must be at least 1, got {count}")
-    if trace.jobs and trace.jobs[-1].submitted - trace.jobs[0].submitted + jitter_s >= DAY:
+    if count > 1 and trace.jobs and trace.jobs[-1].submitted - trace.jobs[0].submitted + jitter_s >= DAY:
         raise TraceError(f"{trace.source}: its arrivals span a day or more; it cannot repeat daily")
     rng = random.Random(seed)
     copies = list(trace.jobs)
@@ -203,8 +204,8 @@ def nights(trace: Trace, count: int, *, jitter_s: float = 0.0, thin: float = 0.0
 @dataclass
 class _Unserved:
     """Stretches during which a model had queued work and no group serving it, each against what it
-    is allowed: the longest job running in front of it on a group that may serve it when the stretch
-    began, plus one load of the model."""
+    is allowed: what was left of the jobs running in front of it on groups that may serve it when the
+    stretch began (the longest), plus one load of the model."""
 
     open: dict[str, tuple[float, float]] = field(default_factory=dict)  # model -> (since, allowed)
     longest: dict[str, float] = field(default_factory=dict)
@@ -218,7 +219,7 @@ class _Unserved:
             if model in queued and not served:
                 if model not in self.open:
                     front = [
-                        (job.finished or 0.0) - (job.started or 0.0)
+                        (job.finished or 0.0) - engine.now  # what is left of it, its load included
                         for gid, job in engine.running.items()
                         if model in engine.groups[gid].eligible
                     ]
@@ -242,6 +243,30 @@ class _Backlogs:
         waiting = frozenset(t for (_, _, t), q in engine.queues.items() if q)
         if not self.epochs or self.epochs[-1][1] != waiting:
             self.epochs.append((engine.now, waiting))
+
+    def due(self, engine: Engine, job: SimJob) -> None:
+        """Called before ``job`` is queued: an interactive job with no interactive job queued before
+        it is due when the soonest-ending job on a group that may run it ends (plus its load)."""
+        if job.priority != 0 or any(q for (_, p, _), q in engine.queues.items() if p == 0):
+            return
+        cost = engine.models[job.model]
+        rates = engine.interactive_rates()
+        wanted = {m for (m, p, _), q in engine.queues.items() if p == 0 and q} | {
+            m for m, r in rates.items() if r
+        }
+        starts, strict = [], []
+        for group in engine.groups.values():
+            evict = evictions_for(group, cost, engine.models)
+            if evict is None:
+                continue
+            at = (group.busy_until if group.busy_until is not None else engine.now) + (
+                0.0 if cost.per_run or job.model in group.resident else cost.load_s
+            )
+            strict.append(at)
+            if not wanted.intersection(evict):  # it takes nothing interactive users wait for
+                starts.append(at)
+        job.due = min(starts, default=None)
+        job.due_strict = min(strict, default=None)
 
     def arriving(self, engine: Engine, job: SimJob) -> None:
         """Called before ``job`` is queued: is it its tenant's first while others hold the cards?"""
@@ -352,6 +377,7 @@ def replay(
         arriving = []
         while index < len(jobs) and jobs[index].submitted == at:
             backlogs.arriving(engine, jobs[index])
+            backlogs.due(engine, jobs[index])
             engine.submit(jobs[index])
             arriving.append(jobs[index])
             index += 1
@@ -412,6 +438,7 @@ def figures(result: Replay) -> dict[str, Any]:
         "swaps_per_group_hour_max": _swaps_per_group_hour(result),
         "interactive_wait_p95_s": round(pct(waits[0], 0.95), 1),
         "interactive_wait_p50_s": round(pct(waits[0], 0.50), 1),
+        **_late(jobs),
         "batch_wait_p95_s": round(pct(waits[6], 0.95), 1),
         "unserved_max_s": {m: round(v, 1) for m, v in sorted(result.unserved.items())},
         "unserved_over_bound": {m: round(v, 1) for m, v in sorted(result.unserved_over.items())},
@@ -419,6 +446,34 @@ def figures(result: Replay) -> dict[str, Any]:
         "ledger_matches_wall": abs(sum(ledger.values()) - cards * max(0.0, result.end - engine.start)) < 1e-3,
         **eta_figures(jobs),
         **tenant_figures(result),
+    }
+
+
+def _late(jobs: list[SimJob]) -> dict[str, Any]:
+    """Interactive jobs that started after they were due (``SimJob.due``): how many, and by how much."""
+    interactive = sorted(
+        (j for j in jobs if j.priority == 0 and j.started is not None), key=lambda j: j.submitted
+    )
+    overtaken: set[str] = set()  # a later interactive job (a tenant with less usage) started first
+    soonest_later = math.inf  # the earliest start of the jobs submitted after the ones at hand
+    for _, same in itertools.groupby(reversed(interactive), key=lambda j: j.submitted):
+        batch = list(same)
+        overtaken.update(j.id for j in batch if soonest_later < (j.started or 0.0))
+        soonest_later = min(soonest_later, *((j.started or 0.0) for j in batch))
+    due = [j for j in jobs if j.due is not None and j.started is not None and j.id not in overtaken]
+    late = [(j.started or 0.0) - (j.due or 0.0) for j in due if (j.started or 0.0) > (j.due or 0.0) + 1e-6]
+    strict = [
+        (j.started or 0.0) - j.due_strict
+        for j in jobs
+        if j.due_strict is not None and (j.started or 0.0) > j.due_strict + 1e-6
+    ]
+    return {
+        "interactive_due_jobs": len(due),
+        "interactive_overtaken_jobs": len(overtaken),
+        "interactive_late_jobs": len(late),
+        "interactive_late_max_s": round(max(late, default=0.0), 1),
+        "interactive_late_strict_jobs": len(strict),
+        "interactive_late_strict_max_s": round(max(strict, default=0.0), 1),
     }
 
 
@@ -511,6 +566,7 @@ def schedule(result: Replay) -> Iterator[dict[str, Any]]:
             "finished": round(job.finished or 0.0, 3),
             "loaded": job.loaded,
             "eta_start": None if job.eta_start is None else round(job.eta_start, 3),
+            "due": None if job.due is None else round(job.due, 3),
         }
 
 

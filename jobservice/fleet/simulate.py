@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from jobservice.fleet.policy import (
+    INTERACTIVE,
     Decision,
     FleetState,
     GroupState,
@@ -59,6 +60,11 @@ class SimJob:
     evicted: tuple[str, ...] = ()
     eta_start: float | None = None  # the ETA it was given when submitted
     held_after: tuple[str, ...] = ()  # what its group held once it was dispatched
+    # An interactive job with no interactive job queued before it: when it should start at the
+    # latest (the soonest end of a running job on a group that may run it, plus its load there).
+    due: float | None = None
+    due_strict: float | None = None  # the same over every group, also those a swap would take from
+    # interactive users of another model
 
 
 @dataclass
@@ -159,6 +165,8 @@ class Engine:
         self.done: list[SimJob] = []
         self.turns: dict[str, int] = {}  # the static policy's round robin over a group's queues
         self.arrivals: dict[str, deque[float]] = {}  # model -> recent submission times
+        self.interactive_arrivals: dict[str, deque[float]] = {}  # the same, interactive jobs only
+        self.held_interactive: dict[str, float] | None = None  # interactive_rates() while a forecast plays
         self.held_rates: dict[str, float] | None = None  # rates() while a forecast plays forward
         self.latest: dict[str, SimJob] = {}  # model -> the job of it submitted last
         # What-if jobs (the ETA forecast): (model, priority, tenant) -> when one would have started.
@@ -176,6 +184,8 @@ class Engine:
         self.queues.setdefault(key, deque()).append(job)
         self._output_s[key] = self._output_s.get(key, 0.0) + job.output_s
         self.arrivals.setdefault(job.model, deque()).append(job.submitted)
+        if job.priority == INTERACTIVE:
+            self.interactive_arrivals.setdefault(job.model, deque()).append(job.submitted)
         self.latest[job.model] = job
 
     def adopt(self, job: SimJob) -> None:
@@ -241,9 +251,18 @@ class Engine:
         when a forecast began: it expects the arrivals of now to go on)."""
         if self.held_rates is not None:
             return dict(self.held_rates)
+        return self._rates(self.arrivals)
+
+    def interactive_rates(self) -> dict[str, float]:
+        """``rates`` of interactive jobs alone."""
+        if self.held_interactive is not None:
+            return dict(self.held_interactive)
+        return self._rates(self.interactive_arrivals)
+
+    def _rates(self, arrivals: dict[str, deque[float]]) -> dict[str, float]:
         window = self.params.rate_window_s
         found = {}
-        for model, times in self.arrivals.items():
+        for model, times in arrivals.items():
             while times and times[0] < self.now - window:
                 times.popleft()
             if times:
@@ -260,6 +279,7 @@ class Engine:
             usage=self.fair_usage(),
             rates=self.rates(),
             params=self.params,
+            interactive_rates=self.interactive_rates(),
         )
 
     # --- time ------------------------------------------------------------------------------------

@@ -205,3 +205,42 @@ def test_decay_halves_every_half_life() -> None:
     assert decayed(100.0, 3600.0, 3600.0) == 50.0
     assert decayed(100.0, 0.0, 3600.0) == 100.0
     assert decayed(100.0, -5.0, 3600.0) == 100.0  # a clock step back never grows usage
+
+
+def test_an_interactive_job_takes_the_first_free_group_from_batch_work_whatever_the_swap_costs() -> None:
+    # big is served by h too, and one interactive t2v job is far too little work to pay for a swap
+    # by rule 4; interactive first: it evicts big's batch residency on g at once.
+    busy = group("h", "big", busy_until=500.0, running="big")
+    waiting = [wait("big", jobs=500), wait("t2v", oldest=99, priority=INTERACTIVE)]
+    t2v_busy = group("k", "t2v", busy_until=900.0, running="t2v")  # t2v is served, but busy long
+    decisions = plan(state([group("g", "big"), busy, t2v_busy], waiting))
+    assert [(d.group, d.model, d.reason, d.evict) for d in decisions] == [
+        ("g", "t2v", "interactive", ("big",))
+    ]
+    # A group holding t2v warm that frees before the load would end is waited for instead.
+    soon = group("k", "t2v", busy_until=150.0, running="t2v")
+    assert [d.model for d in plan(state([group("g", "big"), busy, soon], waiting))] == ["big"]
+    # And it does not evict what other interactive users wait for: the cost rules decide that.
+    rival = [
+        wait("big", jobs=5, priority=INTERACTIVE, oldest=0),
+        wait("t2v", oldest=99, priority=INTERACTIVE),
+    ]
+    assert [d.model for d in plan(state([group("g", "big"), busy, t2v_busy], rival))] == ["big"]
+
+
+def test_a_trickle_of_interactive_jobs_keeps_a_group_with_room_for_it() -> None:
+    # Two groups with nothing loaded, a batch of big, and talking heads (per run) every 5 minutes:
+    # one group loads big, the last one with room for head keeps it.
+    empty = [group("g1"), group("g2"), group("g3")]
+    work = [wait("big", jobs=500)]
+    trickle = {"head": 1 / 300}
+    assert len(plan(state(empty, work))) == 3
+    kept = plan(state(empty, work, interactive_rates=trickle))
+    assert len(kept) == 2 and all(d.model == "big" for d in kept)
+    # A trickle rarer than a swap pays for (and than the swap budget) keeps nothing.
+    assert len(plan(state(empty, work, interactive_rates={"head": 1 / 7200}))) == 3
+    # A lone group is never held back from other work.
+    assert [d.model for d in plan(state([group("g")], work, interactive_rates=trickle))] == ["big"]
+    # Once a group has room for head, the others are free to take the batch.
+    busy_head = group("g3", busy_until=200.0, running="head")
+    assert len(plan(state([group("g1"), group("g2"), busy_head], work, interactive_rates=trickle))) == 2

@@ -248,3 +248,17 @@ def test_nights_refuses_a_trace_that_cannot_repeat_daily() -> None:
         nights(trace, 2)
     with pytest.raises(TraceError, match="at least 1"):
         nights(trace, 0)
+
+
+def test_interactive_jobs_do_not_wait_for_the_night_batch() -> None:
+    # 16 cards saturated by a FlashTalk batch while FlashHead requests trickle in: every interactive
+    # job with no other interactive job queued before it starts by the time the soonest-ending job
+    # on a group that may run it ends; no group swaps more than 4 times an hour; the batch still
+    # ends far sooner than on the pinned fleet.
+    trace = read_trace(TRACES / "trickle-16card.jsonl")
+    demand, static = figures(replay(trace)), figures(replay(trace, policy="static"))
+    assert demand["interactive_due_jobs"] > 30
+    assert demand["interactive_late_jobs"] == 0
+    assert demand["swaps_per_group_hour_max"] <= 4
+    assert demand["makespan_s"] <= 0.75 * static["makespan_s"]
+    assert demand["useful_fraction"] >= static["useful_fraction"]

@@ -33,11 +33,12 @@ from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
 from jobservice.db.rows import insert_missing
 from jobservice.db.tables import FleetForecast, Job, JobStatus, utcnow
+from jobservice.fleet import shares
 from jobservice.fleet.dispatch import Snapshot, read_state
 from jobservice.fleet.forecast import AHEAD, DAY, FRESH, SLACK, Forecast, forecast, recurring, usage_levels
 from jobservice.fleet.policy import can_host
 from jobservice.fleet.simulate import Engine, SimJob
-from jobservice.fleet.usage import fair_usage, weights
+from jobservice.fleet.usage import weights
 from jobservice.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,10 +80,15 @@ def _engine(session: Session, snapshot: Snapshot, settings: Settings, catalog: C
         weights=weights(session),
         now=now,
     )
-    scale = engine.weights
-    raw = fair_usage(session, catalog, half_life_s=settings.fair_share_half_life_seconds)
-    for tenant, value in raw.items():
-        engine.charge(tenant, value * scale.get(tenant, 1.0), now)
+    # Charged card-seconds; the jobs on the cards are adopted below and counted by the engine itself.
+    half_life_s = settings.fair_share_half_life_seconds
+    for tenant, value in shares.charged(session, half_life_s=half_life_s, now=utcnow()).items():
+        engine.charge(tenant, value, now)
+    engine.activated.update(shares.activations(session))
+    engine.newcomer_credit_s = settings.fair_share_newcomer_credit_seconds
+    level = shares.floor(session, half_life_s=half_life_s, now=utcnow())
+    if level is not None:
+        engine.note_floor({"": level}, tenants=[""])
     running = session.execute(
         select(
             Job.id, Job.model, Job.tenant, Job.priority, Job.output_seconds, Job.dispatched_to, Job.claimed_at

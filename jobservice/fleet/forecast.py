@@ -90,6 +90,8 @@ def fork(engine: Engine) -> Engine:
     twin.queues = {k: deque(copy.copy(j) for j in q) for k, q in engine.queues.items()}
     twin._output_s = dict(engine._output_s)  # noqa: SLF001 - the twin's own running sums
     twin.usage = copy.deepcopy(engine.usage)
+    twin.activated = dict(engine.activated)
+    twin.floor = copy.copy(engine.floor)
     twin.arrivals = {model: deque(times) for model, times in engine.arrivals.items()}
     twin.interactive_arrivals = {m: deque(times) for m, times in engine.interactive_arrivals.items()}
     twin.turns = dict(engine.turns)

@@ -77,6 +77,11 @@ class ModelCost:
         """Estimated generation time of one job producing ``output_seconds`` of video."""
         return max(0.0, self.overhead_s + self.speed * max(0.0, output_seconds))
 
+    def card_seconds(self, output_seconds: float, *, load: bool = False) -> float:
+        """What one job should cost its tenant: its generation (and its load, if it pays for one)
+        on every card of the model."""
+        return ((self.load_s if load else 0.0) + self.run_s(output_seconds)) * self.cards
+
     @property
     def per_card_gb(self) -> float:
         """Memory on each of its cards."""
@@ -103,6 +108,7 @@ class GroupState:
     busy_until: float | None = None  # None: free now; else when its current job should end
     running: str | None = None  # the model of the job it runs (or loads for)
     kind: str = "cpu"
+    swaps: tuple[float, ...] = ()  # when it evicted a model to make room, over the last hour
 
     @property
     def free(self) -> bool:
@@ -137,6 +143,12 @@ class PolicyParams:
     # A trickle of interactive jobs that would swap each of its groups more often than this per
     # hour (or whose jobs come sooner than a swap pays for) keeps a group with room for it.
     swaps_per_group_hour: float = 1.0
+    # A swap that only moves who is unserved gives each model a turn of at least this long, so that
+    # two busy models on one group swap it at most four times an hour.
+    min_turn_s: float = 900.0
+    # A swap made because it pays (rule 4), or after a turn (rule 2), waits while its group has made
+    # this many swaps in the last hour; interactive first and an unserved model's first group don't.
+    swap_budget: int = 3
 
 
 @dataclass(frozen=True)
@@ -147,11 +159,13 @@ class FleetState:
     groups: tuple[GroupState, ...]
     models: Mapping[str, ModelCost]
     waiting: tuple[Waiting, ...]
-    usage: Mapping[str, float] = field(default_factory=dict)  # tenant -> card-seconds / weight
+    usage: Mapping[str, float] = field(default_factory=dict)  # tenant -> its level (``fair_usage``)
     rates: Mapping[str, float] = field(default_factory=dict)  # model -> jobs submitted per second lately
     params: PolicyParams = field(default_factory=PolicyParams)
     # model -> interactive jobs submitted per second lately (the trickle a group is kept for)
     interactive_rates: Mapping[str, float] = field(default_factory=dict)
+    weights: Mapping[str, float] = field(default_factory=dict)  # tenant -> fair-share weight (1)
+    activated: Mapping[str, float] = field(default_factory=dict)  # tenant -> when it last began competing
 
 
 @dataclass(frozen=True)
@@ -238,9 +252,55 @@ def decayed(value: float, elapsed_s: float, half_life_s: float) -> float:
     return value * math.pow(0.5, max(0.0, elapsed_s) / half_life_s)
 
 
-def fair_key(usage: Mapping[str, float], item: Waiting) -> tuple[float, float, str]:
-    """Sort key of fair order: least usage for its weight first, then the oldest job."""
-    return (usage.get(item.tenant, 0.0), item.oldest, item.tenant)
+@dataclass(frozen=True)
+class InFlight:
+    """A job handed to a group and not yet ended, as fair share counts it."""
+
+    tenant: str
+    estimate: float  # card-seconds it should cost in all (``ModelCost.card_seconds``)
+    used: float  # card-seconds it has held its cards so far
+
+
+def fair_usage(
+    charged: Mapping[str, float], inflight: Iterable[InFlight], weights: Mapping[str, float]
+) -> dict[str, float]:
+    """Each tenant's fair-share level: its charged card-seconds (decayed by the caller), plus for
+    every job of it handed to a group and not yet ended the larger of what that job should cost and
+    what it used so far (a job is charged when it is dispatched; when it ends, what it really used
+    replaces the estimate), divided by the tenant's weight."""
+    found = dict(charged)
+    for job in inflight:
+        found[job.tenant] = found.get(job.tenant, 0.0) + max(job.estimate, job.used)
+    return {tenant: value / weight_of(weights, tenant) for tenant, value in found.items()}
+
+
+def weight_of(weights: Mapping[str, float], tenant: str) -> float:
+    """A tenant's fair-share weight (1 unless set; never below a tiny positive number)."""
+    return max(1e-9, weights.get(tenant, 1.0))
+
+
+def lift(
+    level: float, *, others: Iterable[float], floor: float | None, credit: float
+) -> tuple[float, float | None]:
+    """The level a tenant comes in at when it starts competing (it submits with no job waiting to be
+    dispatched): at least ``V - credit``, where V is the least level among the other tenants with
+    jobs waiting (none: ``floor``, the last such V, decayed), so idleness banks nothing beyond a small
+    newcomer ``credit`` (VTC's lift, Sheng et al., OSDI 2024). Returns (the new level, V or None)."""
+    v = min(others, default=None)
+    if v is None:
+        v = floor
+    if v is None:
+        return level, None
+    return max(level, v - credit), v
+
+
+def fair_key(
+    usage: Mapping[str, float], item: Waiting, activated: Mapping[str, float] | None = None
+) -> tuple[float, float, float, str]:
+    """Sort key of fair order: the least level first; on a tie the tenant that began competing most
+    recently (a newcomer lifted to the others' level goes first), then the oldest job."""
+    since = (activated or {}).get(item.tenant, -math.inf)
+    return (usage.get(item.tenant, 0.0), -since, item.oldest, item.tenant)
 
 
 # --- the demand policy ----------------------------------------------------------------------------
@@ -318,7 +378,8 @@ class _Round:
             return None
         servers = self.servers(cost, besides=group.id)
         if not servers:
-            if self._strands(group, item, evict, load_s=cost.load_s if load else 0.0):
+            stranded = self._stranded(group, item, evict)
+            if stranded and (self.spent(group) or self._waits_turn(group, item, stranded, load)):
                 return None
             return _Option(item, 0, load, evict, "unserved")
         # Would a group that holds it warm start this job sooner than loading it here?
@@ -332,7 +393,7 @@ class _Round:
             before = max(0.0, self.work_s(cost.id, item.priority) - cost.run_s(item.next_output_s))
             if soonest - self.now + before / len(servers) <= load_here:
                 return None
-            return _Option(item, 0, load, evict, "interactive")
+            return _Option(item, 2, load, evict, "interactive")
         if soonest - self.now + ahead <= load_here:
             return None
         reload = sum(
@@ -348,25 +409,36 @@ class _Round:
             )
             if rate > 0 and alone:  # its next job brings the group back (rule 2)
                 stint = min(stint, 1.0 / rate + cost.run_s(item.next_output_s))
-        if stint <= self.params.hysteresis * (load_here + reload):
+        if stint <= self.params.hysteresis * (load_here + reload) or (evict and self.spent(group)):
             return None
         return _Option(item, 2, load, evict, "backlog")
 
-    def _strands(self, group: GroupState, item: Waiting, evict: tuple[str, ...], *, load_s: float) -> bool:
-        """Whether serving ``item`` here should wait: the swap evicts a model with queued work as
-        urgent as ``item`` that no other group serves (it only moves who is unserved), and that
-        model has not yet held the group, or the oldest job of ``item`` not yet waited,
-        ``hysteresis`` times what the swap costs (a turn each that pays for its loads)."""
-        stranded = [
+    def spent(self, group: GroupState) -> bool:
+        """Whether ``group`` has used its swap budget: ``swap_budget`` swaps in the last hour."""
+        recent = sum(1 for at in group.swaps if self.now - at < 3600.0)
+        return recent >= self.params.swap_budget
+
+    def _stranded(self, group: GroupState, item: Waiting, evict: tuple[str, ...]) -> list[str]:
+        """The models a swap for ``item`` would leave unserved that have work as urgent as it (queued,
+        or, for interactive work, interactive users submitting it lately): it only moves who is
+        unserved."""
+        return [
             m
             for m in evict
             if m in self.models
-            and self.queued(m, item.priority)
+            and (self.queued(m, item.priority) or (item.priority == INTERACTIVE and self.interactive(m)))
             and not self.servers(self.models[m], besides=group.id)
         ]
-        if not stranded:
-            return False
-        turn_s = self.params.hysteresis * (load_s + sum(self.models[m].load_s for m in stranded))
+
+    def _waits_turn(self, group: GroupState, item: Waiting, stranded: list[str], load: bool) -> bool:
+        """Whether a swap that strands ``stranded`` waits: until they have held the group, and the
+        oldest job of ``item`` has waited, ``hysteresis`` times what the swap costs (at least
+        ``min_turn_s``): a turn each that pays for its loads."""
+        load_s = self.models[item.model].load_s if load else 0.0
+        turn_s = max(
+            self.params.min_turn_s,
+            self.params.hysteresis * (load_s + sum(self.models[m].load_s for m in stranded)),
+        )
         held_s = min(self.now - group.resident[m].since for m in stranded)
         return min(held_s, self.now - item.oldest) < turn_s
 
@@ -443,9 +515,19 @@ class _Round:
         options = [o for o in options if o.waiting.priority == top]
         rank = min(o.rank for o in options)
         options = [o for o in options if o.rank == rank]
-        if rank == 0:  # unserved: the model waiting longest first
-            return min(options, key=lambda o: (o.waiting.oldest, fair_key(self.usage, o.waiting)))
-        return min(options, key=lambda o: fair_key(self.usage, o.waiting))
+        if rank == 0:  # unserved: the model waiting longest first, then its tenants in fair order
+            return min(options, key=lambda o: (self.oldest(o.waiting), self.fair(o.waiting)))
+        return min(options, key=lambda o: self.fair(o.waiting))
+
+    def oldest(self, item: Waiting) -> float:
+        """When the oldest queued job of ``item``'s model and priority, whatever its tenant, came."""
+        return min(
+            w.oldest for w in self.waiting.values() if w.model == item.model and w.priority == item.priority
+        )
+
+    def fair(self, item: Waiting) -> tuple[float, float, float, str]:
+        """``fair_key`` of ``item`` as the round stands."""
+        return fair_key(self.usage, item, self.state.activated)
 
     # applying a decision -------------------------------------------------------------------------
     def take(self, group: GroupState, option: _Option) -> Decision:
@@ -461,7 +543,11 @@ class _Round:
             self.waiting[key] = replace(
                 item, jobs=left, output_s=rest, next_output_s=rest / left if left else 0.0
             )
-        self.usage[item.tenant] = self.usage.get(item.tenant, 0.0) + run_s * cost.cards
+        # Charged at dispatch: what the job should cost, for its tenant's weight.
+        charge = cost.card_seconds(item.next_output_s, load=option.load)
+        self.usage[item.tenant] = self.usage.get(item.tenant, 0.0) + charge / weight_of(
+            self.state.weights, item.tenant
+        )
         resident = {m: r for m, r in group.resident.items() if m not in option.evict}
         if not cost.per_run:
             since = resident[cost.id].since if cost.id in resident else self.now
@@ -489,7 +575,9 @@ def plan(state: FleetState) -> list[Decision]:
     round_ = _Round(state)
     decisions: list[Decision] = []
     while True:
-        best: tuple[tuple[int, int, float, tuple[float, float, str]], GroupState, _Option] | None = None
+        best: tuple[tuple[int, int, float, tuple[float, float, float, str]], GroupState, _Option] | None = (
+            None
+        )
         for group in round_.groups.values():
             if not group.free:
                 continue
@@ -499,8 +587,8 @@ def plan(state: FleetState) -> list[Decision]:
             key = (
                 option.waiting.priority,
                 option.rank,
-                option.waiting.oldest if option.rank == 0 else 0.0,
-                fair_key(round_.usage, option.waiting),
+                round_.oldest(option.waiting) if option.rank == 0 else 0.0,
+                round_.fair(option.waiting),
             )
             if best is None or key < best[0]:
                 best = (key, group, option)

@@ -238,6 +238,8 @@ class _Backlogs:
 
     epochs: list[tuple[float, frozenset[str]]] = field(default_factory=list)
     first_jobs: list[SimJob] = field(default_factory=list)  # a tenant's first job while others waited
+    newcomers: list[SimJob] = field(default_factory=list)  # the first job ever of a tenant, while others
+    seen: set[str] = field(default_factory=set)
 
     def observe(self, engine: Engine) -> None:
         waiting = frozenset(t for (_, _, t), q in engine.queues.items() if q)
@@ -274,6 +276,9 @@ class _Backlogs:
         busy = {j.tenant for j in engine.running.values()}
         if job.tenant not in waiting and (waiting | busy) - {job.tenant}:
             self.first_jobs.append(job)
+            if job.tenant not in self.seen:
+                self.newcomers.append(job)
+        self.seen.add(job.tenant)
 
 
 @dataclass
@@ -502,7 +507,7 @@ def tenant_figures(result: Replay) -> dict[str, Any]:
         return {"tenant_card_seconds": {t: round(v, 1) for t, v in total.items()}}
     mean_job = statistics.mean((j.finished or 0) - (j.dispatched or 0) for j in jobs)
     contended: dict[str, float] = {}
-    weighted, span = 0.0, 0.0
+    weighted, span, worst, gap = 0.0, 0.0, math.inf, 0.0
     epochs = result.backlogs.epochs
     for (start, waiting), (end, _) in zip(epochs, epochs[1:], strict=False):
         if len(waiting) < 2 or end - start < 10 * mean_job:
@@ -514,16 +519,87 @@ def tenant_figures(result: Replay) -> dict[str, Any]:
         jain = sum(shares) ** 2 / (len(shares) * sum(x * x for x in shares))
         weighted += jain * (end - start)
         span += end - start
+        worst = min(worst, jain)
+        gap = max(gap, _service_gap(jobs, engine, weights, waiting, start, end))
         for t in waiting:
             contended[t] = contended.get(t, 0.0) + got.get(t, 0.0)
+    # The service gap in units of the largest job's cost over the least weight (VTC's bound).
+    largest = max(((j.finished or 0) - (j.dispatched or 0)) * engine.models[j.model].cards for j in jobs)
+    least = min([weights.get(t, 1.0) for t in tenants])
     starved = [(j.started or 0) - j.submitted for j in result.backlogs.first_jobs]
+    late = _newcomers_late(result)
     return {
         "tenant_card_seconds": {t: round(total.get(t, 0.0), 1) for t in tenants},
         "tenant_card_seconds_contended": {t: round(v, 1) for t, v in sorted(contended.items())},
         "jain_index": round(weighted / span, 4) if span else None,
+        "jain_worst_epoch": round(worst, 4) if span else None,
         "jain_contended_s": round(span, 1),
+        "service_gap_jobs": round(gap / (largest / least), 2) if span and largest else None,
         "starved_max_wait_s": round(max(starved), 1) if starved else 0.0,
+        "newcomer_jobs": len(result.backlogs.newcomers),
+        "newcomer_late_jobs": len(late),
+        "newcomer_late_max_s": round(max(late, default=0.0), 1),
     }
+
+
+def _service_gap(
+    jobs: list[SimJob],
+    engine: Engine,
+    weights: dict[str, float],
+    tenants: frozenset[str],
+    start: float,
+    end: float,
+) -> float:
+    """The largest difference in weighted service (card-seconds per weight) that any two of
+    ``tenants`` received over any stretch of [start, end): for each pair, the range of the running
+    difference of what they received."""
+    events: list[tuple[float, str, float]] = []  # (when, tenant, change of its cards per weight)
+    for job in jobs:
+        if job.tenant not in tenants or job.dispatched is None or job.finished is None:
+            continue
+        a, b = max(start, job.dispatched), min(end, job.finished)
+        if b > a:
+            pace = engine.models[job.model].cards / weights.get(job.tenant, 1.0)
+            events += [(a, job.tenant, pace), (b, job.tenant, -pace)]
+    events.sort()
+    names = sorted(tenants)
+    rate = dict.fromkeys(names, 0.0)
+    got = dict.fromkeys(names, 0.0)
+    lo = {(x, y): 0.0 for x in names for y in names if x < y}
+    hi = dict(lo)
+    at = start
+    for when, tenant, change in events:
+        if when > at:
+            for name in names:
+                got[name] += rate[name] * (when - at)
+            for pair in lo:
+                diff = got[pair[0]] - got[pair[1]]
+                lo[pair], hi[pair] = min(lo[pair], diff), max(hi[pair], diff)
+            at = when
+        rate[tenant] += change
+    return max((hi[pair] - lo[pair] for pair in lo), default=0.0)
+
+
+def _newcomers_late(result: Replay) -> list[float]:
+    """Lone newcomers (a tenant's first job ever, while others held the cards, and no other
+    newcomer's came before it started) that a job of the same model and priority, dispatched after
+    they arrived, went before: how much sooner that one was dispatched."""
+    late = []
+    arrivals = [j.submitted for j in result.backlogs.newcomers]
+    for job in result.backlogs.newcomers:
+        if job.dispatched is None or any(job.submitted < t <= job.dispatched for t in arrivals):
+            continue
+        before = [
+            k.dispatched
+            for k in result.jobs
+            if k.model == job.model
+            and k.priority == job.priority
+            and k.dispatched is not None
+            and job.submitted <= k.dispatched < job.dispatched - 1e-6
+        ]
+        if before:
+            late.append(job.dispatched - min(before))
+    return late
 
 
 ETA_FLOOR_S = 60.0  # errors are relative to the actual wait, or to this when the wait was shorter

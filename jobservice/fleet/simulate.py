@@ -29,13 +29,17 @@ from jobservice.fleet.policy import (
     Decision,
     FleetState,
     GroupState,
+    InFlight,
     ModelCost,
     PolicyParams,
     Resident,
     Waiting,
     decayed,
+    fair_usage,
+    lift,
     plan,
     plan_static,
+    weight_of,
 )
 
 STATES = ("generating", "loading", "finishing", "idle_warm", "idle_empty", "down")  # the ledger's
@@ -143,6 +147,7 @@ class Engine:
         policy: str = "demand",
         half_life_s: float = 3600.0,
         weights: Mapping[str, float] | None = None,
+        newcomer_credit_s: float = 60.0,
         finish_s: Mapping[str, float] | None = None,
         now: float = 0.0,
     ) -> None:
@@ -154,6 +159,9 @@ class Engine:
         self.policy = policy
         self.half_life_s = half_life_s
         self.weights = dict(weights or {})
+        self.newcomer_credit_s = newcomer_credit_s
+        self.activated: dict[str, float] = {}  # tenant -> when it last began competing
+        self.floor: _Usage | None = None  # the least level among tenants with queued jobs, last seen
         self.finish_s = dict(finish_s or {})
         self.groups: dict[str, GroupState] = {g.id: g for g in groups}
         self.initial_resident = {g.id: tuple(g.resident) for g in self.groups.values()}
@@ -179,7 +187,10 @@ class Engine:
 
     # --- input -----------------------------------------------------------------------------------
     def submit(self, job: SimJob) -> None:
-        """Queue ``job`` (its ``submitted`` is when it arrived)."""
+        """Queue ``job`` (its ``submitted`` is when it arrived). A tenant with nothing queued starts
+        competing: its level is lifted (``policy.lift``), as the service does at submission."""
+        if not any(queue for (_, _, tenant), queue in self.queues.items() if tenant == job.tenant):
+            self.start_competing(job.tenant)
         key = (job.model, job.priority, job.tenant)
         self.queues.setdefault(key, deque()).append(job)
         self._output_s[key] = self._output_s.get(key, 0.0) + job.output_s
@@ -202,16 +213,50 @@ class Engine:
 
     # --- the policy's view -----------------------------------------------------------------------
     def fair_usage(self) -> dict[str, float]:
-        """Each tenant's decayed card-seconds plus what its running jobs used so far, per weight."""
-        found = {t: decayed(u.value, self.now - u.as_of, self.half_life_s) for t, u in self.usage.items()}
-        for job in self.running.values():
-            cards = self.models[job.model].cards
-            found[job.tenant] = (
-                found.get(job.tenant, 0.0) + max(0.0, self.now - (job.dispatched or 0)) * cards
-            )
+        """Each tenant's level (``policy.fair_usage``): decayed charged card-seconds plus its jobs on
+        the cards, each at the larger of what it should cost and what it used so far, per weight."""
+        charged = {t: decayed(u.value, self.now - u.as_of, self.half_life_s) for t, u in self.usage.items()}
         for _, _, tenant in self.queues:
-            found.setdefault(tenant, 0.0)
-        return {t: v / max(1e-9, self.weights.get(t, 1.0)) for t, v in found.items()}
+            charged.setdefault(tenant, 0.0)
+        inflight = [
+            InFlight(
+                job.tenant,
+                self.models[job.model].card_seconds(job.output_s, load=job.loaded),
+                max(0.0, self.now - (job.dispatched or 0.0)) * self.models[job.model].cards,
+            )
+            for job in self.running.values()
+        ]
+        return fair_usage(charged, inflight, self.weights)
+
+    def credit(self) -> float:
+        """The newcomer credit, in level: ``newcomer_credit_s`` of every card of the fleet."""
+        return self.newcomer_credit_s * sum(g.cards for g in self.groups.values())
+
+    def backlogged(self) -> set[str]:
+        """Tenants with queued jobs (what-if probes aside)."""
+        return {tenant for (_, _, tenant), queue in self.queues.items() if queue}
+
+    def start_competing(self, tenant: str) -> None:
+        """``tenant`` submits with nothing queued: lift its level to the others' less the credit."""
+        levels = self.fair_usage()
+        level = levels.get(tenant, 0.0)
+        others = [levels.get(t, 0.0) for t in self.backlogged() if t != tenant]
+        floor = (
+            None
+            if self.floor is None
+            else decayed(self.floor.value, self.now - self.floor.as_of, self.half_life_s)
+        )
+        lifted, _ = lift(level, others=others, floor=floor, credit=self.credit())
+        if lifted > level:
+            self.charge(tenant, (lifted - level) * weight_of(self.weights, tenant), self.now)
+        self.activated[tenant] = self.now
+
+    def note_floor(self, levels: Mapping[str, float], *, tenants: Iterable[str] | None = None) -> None:
+        """Remember the least level among tenants with queued jobs (or ``tenants``): the lift's V
+        when none queue."""
+        queued = [levels.get(t, 0.0) for t in (self.backlogged() if tenants is None else tenants)]
+        if queued:
+            self.floor = _Usage(min(queued), self.now)
 
     def waiting(self) -> tuple[Waiting, ...]:
         """The queue as the policy sees it: one entry per (model, priority, tenant), and a probe
@@ -277,6 +322,8 @@ class Engine:
             models=self.models,
             waiting=self.waiting(),
             usage=self.fair_usage(),
+            weights=self.weights,
+            activated=self.activated,
             rates=self.rates(),
             params=self.params,
             interactive_rates=self.interactive_rates(),
@@ -320,6 +367,7 @@ class Engine:
     def decide(self) -> list[Decision]:
         """The policy's decisions for the free groups now."""
         state = self.state()
+        self.note_floor(state.usage)
         if self.policy == "static":
             return plan_static(state, self.turns)
         return plan(state)
@@ -375,7 +423,12 @@ class Engine:
         job.started = self.now + load_s
         job.finished = job.started + cost.run_s(job.output_s)
         job.held_after = tuple(resident)
-        self.groups[group.id] = replace(group, resident=resident, busy_until=job.finished, running=job.model)
+        swaps = tuple(at for at in group.swaps if self.now - at < 3600.0)
+        if decision.evict:
+            swaps += (self.now,)
+        self.groups[group.id] = replace(
+            group, resident=resident, busy_until=job.finished, running=job.model, swaps=swaps
+        )
         self.running[group.id] = job
         heapq.heappush(self._events, (job.finished, next(self._seq), group.id))
         return job

@@ -103,11 +103,15 @@ def test_an_unserved_model_takes_the_first_free_group() -> None:
 
 def test_a_swap_that_only_moves_who_is_unserved_waits_until_it_pays() -> None:
     # One group, room for one model, both with queued batch work: swapping to t2v would leave big's
-    # 50 jobs with nobody. It waits until t2v's oldest job has waited 3 x (210 load + 88 reload).
+    # 50 jobs with nobody. It waits until t2v's oldest job has waited 3 x (210 load + 88 reload), or
+    # the 15 minutes of a turn if longer.
     lone = [group("g", "big")]
     waiting = [wait("big", jobs=50), wait("t2v", oldest=5)]
     assert plan(state(lone, waiting))[0].model == "big"  # waited 95 s
-    later = FleetState(now=5 + 3 * 298 + 1, groups=tuple(lone), models=MODELS, waiting=tuple(waiting))
+    turn = max(PolicyParams().min_turn_s, 3 * 298)
+    early = FleetState(now=5 + turn - 1, groups=tuple(lone), models=MODELS, waiting=tuple(waiting))
+    assert plan(early)[0].model == "big"
+    later = FleetState(now=5 + turn + 1, groups=tuple(lone), models=MODELS, waiting=tuple(waiting))
     assert [(d.model, d.reason, d.evict) for d in plan(later)] == [("t2v", "unserved", ("big",))]
     # Nor does it swap back the moment big was loaded (its own jobs have waited long too): big
     # keeps the group for its turn first.
@@ -244,3 +248,20 @@ def test_a_trickle_of_interactive_jobs_keeps_a_group_with_room_for_it() -> None:
     # Once a group has room for head, the others are free to take the batch.
     busy_head = group("g3", busy_until=200.0, running="head")
     assert len(plan(state([group("g1"), group("g2"), busy_head], work, interactive_rates=trickle))) == 2
+
+
+def test_a_group_that_swapped_three_times_this_hour_makes_no_swap_that_could_wait() -> None:
+    busy = group("h", "big", busy_until=130.0, running="big")
+    swapped = replace(group("g", "t2v"), swaps=(20.0, 50.0, 90.0))
+    large = [wait("big", jobs=500)]
+    assert plan(state([busy, swapped], large)) == []  # rule 4 would pay, but the budget is spent
+    hour_later = replace(swapped, swaps=(20.0 - 3600, 50.0, 90.0))
+    assert [d.reason for d in plan(state([busy, hour_later], large))] == ["backlog"]
+    # Interactive first is not held back by it.
+    urgent = [wait("big", jobs=1, priority=INTERACTIVE)]
+    t2v_only = group("h", "t2v", busy_until=900.0, running="t2v")
+    busy_big = group("k", "big", busy_until=900.0, running="big")
+    decisions = plan(
+        state([busy_big, t2v_only, replace(group("g", "head"), swaps=(20.0, 50.0, 90.0))], urgent)
+    )
+    assert [(d.group, d.reason) for d in decisions] == [("g", "interactive")]

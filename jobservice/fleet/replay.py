@@ -34,7 +34,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from jobservice.fleet.forecast import DAY, SLACK, Forecast, behind_counts, forecast, recurring, usage_levels
+from jobservice.fleet.forecast import (
+    DAY,
+    REVISIONS_KEPT,
+    SLACK,
+    Forecast,
+    Queued,
+    behind_counts,
+    expect,
+    forecast,
+    fork,
+    recurring,
+    revise,
+    usage_levels,
+)
 from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, evictions_for, serves
 from jobservice.fleet.simulate import Engine, SimJob, Span, timeline
 
@@ -294,59 +307,124 @@ class Replay:
     spans: list[Span]
     end: float
     backlogs: _Backlogs = field(default_factory=_Backlogs)
+    etas: Etas | None = None
+
+
+SINGLES_BEFORE_REFRESH = 16  # the service refreshes the forecast after this many single submissions
+REVISE_EVERY_S = 60.0  # between arrivals, the simulator's forecasts (for revisions) come this often
 
 
 class Etas:
-    """Gives each arriving job the ETA the service would answer its submission with: from the
-    forecast refreshed every ``every_s`` (the one made at the last multiple of ``every_s``), or,
-    for jobs that arrive together (a batch), from a forecast refreshed with them queued. As the
-    service does, each forecast expects again what arrived a day earlier (``recurring``)."""
+    """Gives each arriving job the ETA and queue position the service would answer its submission
+    with, and keeps each job's ETA revisions as the service does: from the forecast refreshed every
+    ``every_s`` (the one made at the last multiple of ``every_s``), or, for jobs that arrive
+    together (a batch) or after ``SINGLES_BEFORE_REFRESH`` single submissions since the last
+    forecast, from a forecast refreshed with them queued. As the service does, each forecast
+    expects again what arrived a day earlier (``recurring``). With ``check_every`` > 0, every that
+    many-th arrival is also played forward on its own with the same expected arrivals and no other
+    later work (E2: what the forecast could know), its start and position noted on the job."""
 
-    def __init__(self, every_s: float = 5.0, horizon: int = 2000) -> None:
+    def __init__(self, every_s: float = 5.0, horizon: int = 2000, check_every: int = 0) -> None:
         self.every_s = every_s
         self.horizon = horizon
+        self.check_every = check_every
         self.last: Forecast | None = None
+        self.expected: list[SimJob] = []  # what the last forecast expected to arrive
         self.since: list[SimJob] = []  # jobs submitted after the last forecast
         self.seen: list[SimJob] = []  # every job submitted so far, in order (the jobs table)
         self.times: list[float] = []  # their submission times
+        self.published: dict[str, float] = {}  # the ETA each queued job shows
+        self.checked: dict[str, tuple[float, int]] = {}  # job id -> (start, position) in its E2 replay
+        self.arrival_order: dict[str, int] = {}  # job id -> the engine's dispatches before it arrived
 
     def _refresh(self, engine: Engine) -> None:
         first = bisect.bisect_right(self.times, engine.now - DAY - SLACK)
-        self.last = forecast(
-            engine,
-            expected=recurring(
-                self.seen[first:], engine.now, lowest=PRIORITIES["batch"], costs=engine.models
+        self.expected = recurring(
+            self.seen[first:], engine.now, lowest=PRIORITIES["batch"], costs=engine.models
+        )
+        old, self.last = (
+            self.last,
+            forecast(
+                engine,
+                expected=self.expected,
+                tenants=usage_levels(engine.fair_usage()),
+                priorities=PRIORITIES.values(),
+                horizon=self.horizon,
             ),
-            tenants=usage_levels(engine.fair_usage()),
-            priorities=PRIORITIES.values(),
-            horizon=self.horizon,
         )
         self.since = []
+        for queue in engine.queues.values():
+            for job in queue:
+                shown, revision = revise(old, self.last, _queued(job), self.published.get(job.id))
+                if shown is not None:
+                    self.published[job.id] = shown
+                if revision is not None:
+                    job.revisions = [*job.revisions, revision][-REVISIONS_KEPT:]
 
     def before(self, engine: Engine, at: float) -> None:
-        """Called before the clock moves to ``at``: make the periodic forecast due by then."""
+        """Called before the clock moves to ``at``: make the periodic forecast due by then. While jobs
+        wait, a forecast is also made every ``REVISE_EVERY_S`` between arrivals (the service makes one
+        every few seconds; the revisions it records need no finer grain than their 60 s floor)."""
+        while self.last is not None and any(engine.queues.values()) and self.last.at + REVISE_EVERY_S < at:
+            engine.advance(self.last.at + REVISE_EVERY_S)
+            self._refresh(engine)
         due = math.floor(at / self.every_s) * self.every_s
         if self.last is None or due > self.last.at:
             engine.advance(due)
             self._refresh(engine)
 
+    def drain(self, engine: Engine) -> None:
+        """After the last arrival: forecasts go on while jobs wait (their ETAs are still revised)."""
+        while self.last is not None and any(engine.queues.values()):
+            engine.advance(self.last.at + REVISE_EVERY_S)
+            self._refresh(engine)
+
     def arrived(self, engine: Engine, jobs: list[SimJob]) -> None:
-        """Jobs just queued (not yet dispatched): note the ETA each is given."""
+        """Jobs just queued (not yet dispatched): note the ETA and position each is given."""
         self.seen.extend(jobs)
         self.times.extend(job.submitted for job in jobs)
-        if len(jobs) > 1:
+        if len(jobs) > 1 or len(self.since) + 1 >= SINGLES_BEFORE_REFRESH:
             self._refresh(engine)
         assert self.last is not None
         self.since.extend(jobs)
         behind = behind_counts(self.since, self.last.at - 1e-9)
         for job in jobs:
-            job.eta_start = self.last.start_of(
-                job_id=job.id,
-                model=job.model,
-                priority=job.priority,
-                tenant=job.tenant,
-                behind=behind.get(job.id, 0),
-            )
+            place = _queued(job, behind.get(job.id, 0)).place(self.last)
+            job.eta_start = None if place is None else place.start
+            job.position = None if place is None else place.position
+            if job.eta_start is not None:
+                self.published[job.id] = job.eta_start
+            self.arrival_order[job.id] = engine.dispatched
+        if self.check_every > 0:
+            for job in jobs:
+                if len(self.seen) % self.check_every == 0 or job is jobs[0] and len(jobs) > 1:
+                    self.checked[job.id] = replay_alone(engine, job, self.expected)
+
+
+def _queued(job: SimJob, behind: int = 0) -> Queued:
+    return Queued(job.id, job.model, job.priority, job.tenant, job.submitted, job.output_s, behind)
+
+
+def replay_alone(engine: Engine, job: SimJob, expected: list[SimJob]) -> tuple[float, int]:
+    """``job``'s start and position in a copy of ``engine`` played forward with the arrivals a forecast
+    expects now (``expected``, and the rates of now) and no other later work."""
+    twin = fork(engine)
+    expect(twin, expected)
+    target = next(j for j in twin.queues[(job.model, job.priority, job.tenant)] if j.id == job.id)
+    twin.run_until_idle(enough=lambda: target.started is not None)
+    assert target.started is not None
+    return target.started, started_before(twin, target, since=engine.dispatched)
+
+
+def started_before(engine: Engine, job: SimJob, *, since: int) -> int:
+    """How many jobs ``engine`` dispatched to the groups that may run ``job``'s model after its
+    ``since``-th dispatch and before ``job``."""
+    eligible = {g for g, state in engine.groups.items() if job.model in state.eligible}
+    return sum(
+        1
+        for other in [*engine.done, *engine.running.values()]
+        if since <= other.order < job.order and other.group in eligible
+    )
 
 
 def replay(
@@ -389,12 +467,16 @@ def replay(
         if etas is not None:
             etas.arrived(engine, arriving)
         engine.dispatch()
+    if etas is not None:
+        etas.drain(engine)
     engine.run_until_idle()
     end = max((j.finished or 0.0) for j in jobs) if jobs else engine.now
     watch.observe(engine)
     backlogs.epochs.append((end, frozenset()))
     spans = timeline(engine, end=end)
-    return Replay(trace, policy, engine, jobs, dict(watch.longest), dict(watch.over), spans, end, backlogs)
+    return Replay(
+        trace, policy, engine, jobs, dict(watch.longest), dict(watch.over), spans, end, backlogs, etas
+    )
 
 
 # --- figures -------------------------------------------------------------------------------------------
@@ -449,7 +531,7 @@ def figures(result: Replay) -> dict[str, Any]:
         "unserved_over_bound": {m: round(v, 1) for m, v in sorted(result.unserved_over.items())},
         "ledger_card_seconds": {k: round(v, 1) for k, v in sorted(ledger.items())},
         "ledger_matches_wall": abs(sum(ledger.values()) - cards * max(0.0, result.end - engine.start)) < 1e-3,
-        **eta_figures(jobs),
+        **eta_figures(jobs, result),
         **tenant_figures(result),
     }
 
@@ -605,8 +687,11 @@ def _newcomers_late(result: Replay) -> list[float]:
 ETA_FLOOR_S = 60.0  # errors are relative to the actual wait, or to this when the wait was shorter
 
 
-def eta_figures(jobs: list[SimJob]) -> dict[str, Any]:
-    """How far the ETA each job was given at submission was from when it started."""
+def eta_figures(jobs: list[SimJob], result: Replay | None = None) -> dict[str, Any]:
+    """How far the ETA each job was given at submission was from when it started (E1), from its
+    start in a replay with the same expected arrivals and no other later work (E2, the jobs checked
+    so), whether every start that slipped past its ETA has a revision (E3), and how the queue
+    position each job was given compares with the jobs that started before it."""
     errors, waited = [], []
     for job in jobs:
         if job.eta_start is None or job.started is None:
@@ -618,7 +703,7 @@ def eta_figures(jobs: list[SimJob]) -> dict[str, Any]:
             waited.append(error)
     if not errors:
         return {}
-    return {
+    found: dict[str, Any] = {
         "eta_start_error_median_pct": round(median(errors), 1),
         "eta_start_error_p90_pct": round(pct(errors, 0.9), 1),
         "eta_jobs": len(errors),
@@ -626,6 +711,42 @@ def eta_figures(jobs: list[SimJob]) -> dict[str, Any]:
         "eta_start_error_p90_pct_waited": round(pct(waited, 0.9), 1),
         "eta_waited_jobs": len(waited),
     }
+    slipped = [
+        job
+        for job in jobs
+        if job.eta_start is not None
+        and job.started is not None
+        and job.started - job.eta_start > max(ETA_FLOOR_S, 0.2 * max(0.0, job.eta_start - job.submitted))
+    ]
+    found["eta_slipped_jobs"] = len(slipped)
+    found["eta_slipped_with_revision_pct"] = (
+        round(100.0 * sum(1 for j in slipped if j.revisions) / len(slipped), 1) if slipped else 100.0
+    )
+    found["eta_revisions"] = sum(len(j.revisions) for j in jobs)
+    if result is None or result.etas is None:
+        return found
+    etas = result.etas
+    checked = [(j, etas.checked[j.id]) for j in jobs if j.id in etas.checked and j.eta_start is not None]
+    if checked:
+        e2 = [
+            abs((j.eta_start or 0.0) - start) / max(start - j.submitted, ETA_FLOOR_S) * 100
+            for j, (start, _) in checked
+        ]
+        found["e2_eta_error_median_pct"] = round(median(e2), 1)
+        found["e2_eta_error_p90_pct"] = round(pct(e2, 0.9), 1)
+        found["e2_jobs"] = len(checked)
+        same = [j.position == position for j, (_, position) in checked if j.position is not None]
+        found["e2_position_exact_pct"] = round(100.0 * sum(same) / len(same), 1) if same else None
+    gaps = [
+        abs((j.position or 0) - started_before(result.engine, j, since=etas.arrival_order[j.id]))
+        for j in jobs
+        if j.position is not None and j.id in etas.arrival_order and j.started is not None
+    ]
+    if gaps:
+        found["position_exact_pct"] = round(100.0 * sum(1 for g in gaps if g == 0) / len(gaps), 1)
+        found["position_error_median"] = median([float(g) for g in gaps])
+        found["position_error_p90"] = pct([float(g) for g in gaps], 0.9)
+    return found
 
 
 def schedule(result: Replay) -> Iterator[dict[str, Any]]:
@@ -642,7 +763,12 @@ def schedule(result: Replay) -> Iterator[dict[str, Any]]:
             "finished": round(job.finished or 0.0, 3),
             "loaded": job.loaded,
             "eta_start": None if job.eta_start is None else round(job.eta_start, 3),
+            "queue_position": job.position,
             "due": None if job.due is None else round(job.due, 3),
+            "eta_revisions": [
+                {**r, "old": round(float(r["old"]), 3), "new": round(float(r["new"]), 3)}  # type: ignore[arg-type]
+                for r in job.revisions
+            ],
         }
 
 

@@ -22,7 +22,7 @@ import heapq
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from jobservice.fleet.policy import (
     INTERACTIVE,
@@ -69,6 +69,9 @@ class SimJob:
     due: float | None = None
     due_strict: float | None = None  # the same over every group, also those a swap would take from
     # interactive users of another model
+    order: int = -1  # its place among the engine's dispatches (the dispatcher's order)
+    position: int | None = None  # the queue position it was given when submitted
+    revisions: list[dict[str, object]] = field(default_factory=list)  # its ETA's moves (``forecast.revise``)
 
 
 @dataclass
@@ -180,6 +183,8 @@ class Engine:
         # What-if jobs (the ETA forecast): (model, priority, tenant) -> when one would have started.
         self.probes: dict[tuple[str, int, str], SimJob] = {}
         self.probe_starts: dict[tuple[str, int, str], float] = {}
+        self.probe_orders: dict[tuple[str, int, str], int] = {}  # the dispatches before each probe's
+        self.dispatched = 0  # how many jobs the engine has dispatched
         self._events: list[tuple[float, int, str]] = []  # (when a group frees, seq, group)
         self._expected: list[tuple[float, int, SimJob]] = []  # (when, seq, job): see ``expect``
         self._seq = itertools.count()
@@ -386,6 +391,7 @@ class Engine:
                 if decision.probe or self._probe_first(key):
                     load_s = self.models[decision.model].load_s if decision.load else 0.0
                     self.probe_starts[key] = self.now + load_s
+                    self.probe_orders[key] = self.dispatched
                     del self.probes[key]
                     again = True
                     break
@@ -420,6 +426,7 @@ class Engine:
             since = resident[job.model].since if job.model in resident else self.now + load_s
             resident[job.model] = Resident(since=since, last_used=self.now)
         job.group, job.dispatched, job.loaded, job.evicted = group.id, self.now, decision.load, decision.evict
+        job.order, self.dispatched = self.dispatched, self.dispatched + 1
         job.started = self.now + load_s
         job.finished = job.started + cost.run_s(job.output_s)
         job.held_after = tuple(resident)

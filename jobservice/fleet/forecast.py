@@ -217,6 +217,38 @@ def recurring(
     return expected
 
 
+def trickle_ends(
+    history: Iterable[SimJob], now: float, *, window: float, period: float = DAY, ahead: float = AHEAD
+) -> dict[str, float] | None:
+    """When each model's interactive trickle of now should end, from a day ago: the time of day its
+    interactive jobs stopped coming yesterday (their first gap longer than ``window`` after this time
+    of day), plus ``window``, and a day. None without a day of history (the rates of now then hold).
+    ``history`` holds at least every job submitted in (now - period - window, now - period + ahead]."""
+    yesterday = now - period
+    jobs = list(history)
+    if not any(job.submitted <= yesterday for job in jobs):
+        return None
+    times: dict[str, list[float]] = {}
+    for job in jobs:
+        if job.priority == 0 and yesterday - window < job.submitted <= yesterday + ahead:
+            times.setdefault(job.model, []).append(job.submitted)
+    ends: dict[str, float] = {}
+    for model, seen in times.items():
+        seen.sort()
+        last = max((t for t in seen if t <= yesterday), default=None)
+        if last is None:  # none at this time yesterday: today's ends as its rate window passes
+            ends[model] = now + window
+            continue
+        for t in seen:
+            if t <= yesterday:
+                continue
+            if t - last > window:
+                break
+            last = t
+        ends[model] = last + window + period
+    return ends
+
+
 def _again(job: SimJob, at: float) -> SimJob:
     """``job`` expected to be submitted again at ``at``."""
     return SimJob(f"{EXPECTED}{job.id}", job.model, job.tenant, job.priority, job.output_s, at)
@@ -231,6 +263,7 @@ def forecast(
     horizon: int = 2000,
     in_place: bool = False,
     handed: Mapping[str, str] | None = None,
+    trickles: Mapping[str, float] | None = None,
 ) -> Forecast:
     """Play a copy of ``engine`` forward (see the module docstring), or ``engine`` itself when
     ``in_place`` (an engine built only for this forecast). ``tenants`` and ``priorities`` name the
@@ -239,7 +272,7 @@ def forecast(
     (id -> group) already handed to a group and not yet started there (the service's): they start
     before anything queued on that group."""
     twin = engine if in_place else fork(engine)
-    servable = expect(twin, expected)
+    servable = expect(twin, expected, trickles)
     names = {*tenants, FRESH, *(t for _, _, t in twin.queues)}
     levels = {*priorities, *(p for _, p, _ in twin.queues)}
     competing = {
@@ -317,12 +350,14 @@ def forecast(
     )
 
 
-def expect(twin: Engine, expected: Iterable[SimJob]) -> set[str]:
+def expect(twin: Engine, expected: Iterable[SimJob], trickles: Mapping[str, float] | None = None) -> set[str]:
     """Make ``twin`` expect what has not arrived yet, as a forecast does: the arrival rates of now
-    hold, each model submitted lately gets one more job like its last, and ``expected`` arrive
-    when they say. Returns the models some group can run."""
+    hold (a model's interactive rate until ``trickles`` says its trickle ends, ``trickle_ends``), each
+    model submitted lately gets one more job like its last, and ``expected`` arrive when they say.
+    Returns the models some group can run."""
     twin.held_rates = twin.rates()
     twin.held_interactive = twin.interactive_rates()
+    twin.held_until = dict(trickles or {})
     servable = {m for m, cost in twin.models.items() if any(can_host(g, cost) for g in twin.groups.values())}
     for model, rate in twin.held_rates.items():
         like = twin.latest.get(model)
@@ -396,6 +431,7 @@ def usage_levels(usage: Mapping[str, float]) -> list[str]:
 REVISION_FLOOR_S = 60.0  # an ETA move is recorded when it exceeds this, or a fifth of the wait
 REVISION_SHARE = 0.2
 REVISIONS_KEPT = 20  # a job keeps its last this many revisions
+SINGLES_BEFORE_REFRESH = 16  # a forecast is redone once this many jobs came after it, one by one
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from typing import Any
 from jobservice.fleet.forecast import (
     DAY,
     REVISIONS_KEPT,
+    SINGLES_BEFORE_REFRESH,
     SLACK,
     Forecast,
     Queued,
@@ -46,6 +47,7 @@ from jobservice.fleet.forecast import (
     fork,
     recurring,
     revise,
+    trickle_ends,
     usage_levels,
 )
 from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, evictions_for, serves
@@ -310,7 +312,6 @@ class Replay:
     etas: Etas | None = None
 
 
-SINGLES_BEFORE_REFRESH = 16  # the service refreshes the forecast after this many single submissions
 REVISE_EVERY_S = 60.0  # between arrivals, the simulator's forecasts (for revisions) come this often
 
 
@@ -330,6 +331,7 @@ class Etas:
         self.check_every = check_every
         self.last: Forecast | None = None
         self.expected: list[SimJob] = []  # what the last forecast expected to arrive
+        self.trickles: dict[str, float] | None = None  # and when it expected interactive trickles to end
         self.since: list[SimJob] = []  # jobs submitted after the last forecast
         self.seen: list[SimJob] = []  # every job submitted so far, in order (the jobs table)
         self.times: list[float] = []  # their submission times
@@ -342,11 +344,13 @@ class Etas:
         self.expected = recurring(
             self.seen[first:], engine.now, lowest=PRIORITIES["batch"], costs=engine.models
         )
+        self.trickles = trickle_ends(self.seen[first:], engine.now, window=engine.params.rate_window_s)
         old, self.last = (
             self.last,
             forecast(
                 engine,
                 expected=self.expected,
+                trickles=self.trickles,
                 tenants=usage_levels(engine.fair_usage()),
                 priorities=PRIORITIES.values(),
                 horizon=self.horizon,
@@ -398,18 +402,20 @@ class Etas:
         if self.check_every > 0:
             for job in jobs:
                 if len(self.seen) % self.check_every == 0 or job is jobs[0] and len(jobs) > 1:
-                    self.checked[job.id] = replay_alone(engine, job, self.expected)
+                    self.checked[job.id] = replay_alone(engine, job, self.expected, self.trickles)
 
 
 def _queued(job: SimJob, behind: int = 0) -> Queued:
     return Queued(job.id, job.model, job.priority, job.tenant, job.submitted, job.output_s, behind)
 
 
-def replay_alone(engine: Engine, job: SimJob, expected: list[SimJob]) -> tuple[float, int]:
+def replay_alone(
+    engine: Engine, job: SimJob, expected: list[SimJob], trickles: dict[str, float] | None
+) -> tuple[float, int]:
     """``job``'s start and position in a copy of ``engine`` played forward with the arrivals a forecast
-    expects now (``expected``, and the rates of now) and no other later work."""
+    expects now (``expected``, and the rates of now until ``trickles`` end) and no other later work."""
     twin = fork(engine)
-    expect(twin, expected)
+    expect(twin, expected, trickles)
     target = next(j for j in twin.queues[(job.model, job.priority, job.tenant)] if j.id == job.id)
     twin.run_until_idle(enough=lambda: target.started is not None)
     assert target.started is not None

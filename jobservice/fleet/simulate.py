@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -177,6 +178,7 @@ class Engine:
         self.turns: dict[str, int] = {}  # the static policy's round robin over a group's queues
         self.arrivals: dict[str, deque[float]] = {}  # model -> recent submission times
         self.interactive_arrivals: dict[str, deque[float]] = {}  # the same, interactive jobs only
+        self.held_until: dict[str, float] = {}  # model -> until when its held interactive rate holds
         self.held_interactive: dict[str, float] | None = None  # interactive_rates() while a forecast plays
         self.held_rates: dict[str, float] | None = None  # rates() while a forecast plays forward
         self.latest: dict[str, SimJob] = {}  # model -> the job of it submitted last
@@ -191,10 +193,13 @@ class Engine:
         self.on_dispatch: list[Callable[[Engine], None]] = []  # after every dispatch round
 
     # --- input -----------------------------------------------------------------------------------
-    def submit(self, job: SimJob) -> None:
-        """Queue ``job`` (its ``submitted`` is when it arrived). A tenant with nothing queued starts
-        competing: its level is lifted (``policy.lift``), as the service does at submission."""
-        if not any(queue for (_, _, tenant), queue in self.queues.items() if tenant == job.tenant):
+    def submit(self, job: SimJob, *, arriving: bool = True) -> None:
+        """Queue ``job`` (its ``submitted`` is when it arrived). An arriving job of a tenant with
+        nothing queued starts competing: its level is lifted (``policy.lift``), as the service does
+        at submission (``arriving=False``: a job already queued, copied from the live fleet)."""
+        if arriving and not any(
+            queue for (_, _, tenant), queue in self.queues.items() if tenant == job.tenant
+        ):
             self.start_competing(job.tenant)
         key = (job.model, job.priority, job.tenant)
         self.queues.setdefault(key, deque()).append(job)
@@ -305,9 +310,12 @@ class Engine:
 
     def interactive_rates(self) -> dict[str, float]:
         """``rates`` of interactive jobs alone."""
-        if self.held_interactive is not None:
-            return dict(self.held_interactive)
-        return self._rates(self.interactive_arrivals)
+        found = self._rates(self.interactive_arrivals)
+        if self.held_interactive is not None:  # held, each until its trickle should end
+            for model, rate in self.held_interactive.items():
+                if self.now < self.held_until.get(model, math.inf):
+                    found[model] = rate
+        return found
 
     def _rates(self, arrivals: dict[str, deque[float]]) -> dict[str, float]:
         window = self.params.rate_window_s

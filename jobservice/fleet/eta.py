@@ -448,8 +448,10 @@ def eta_of(stored: Stored | None, job: Job, *, behind: int = 0) -> Eta | None:
     status = JobStatus(job.status)
     if status.is_terminal:
         return None
+    # Handed to its group: it is that group's next job, and nothing starts before it there.
+    handed = status == JobStatus.QUEUED and job.dispatched_to is not None
     if stored is None:
-        return Eta(None, None, "unknown")
+        return Eta(None, None, "unknown", 0 if handed else None)
     if job.model in stored.no_group:
         return Eta(None, None, "no_group")
     basis = "not_measured" if job.model in stored.not_measured else "forecast"
@@ -460,7 +462,6 @@ def eta_of(stored: Stored | None, job: Job, *, behind: int = 0) -> Eta | None:
         start = item[0] if item is not None else None
         began = job.started_at or job.claimed_at or (_at(start) if start is not None else None)
         return Eta(began, _at(item[1]) if item is not None else None, basis, None, assumes, share)
-    handed = job.dispatched_to is not None  # next on its group: nothing starts before it there
     if item is not None:
         position = 0 if handed else made.positions.get(str(job.id))
         return Eta(_at(item[0]), _at(item[1]), basis, position, assumes, share)

@@ -272,6 +272,7 @@ def forecast(
     (id -> group) already handed to a group and not yet started there (the service's): they start
     before anything queued on that group."""
     twin = engine if in_place else fork(engine)
+    made_at = twin.now  # (an engine played in place moves on)
     servable = expect(twin, expected, trickles)
     names = {*tenants, FRESH, *(t for _, _, t in twin.queues)}
     levels = {*priorities, *(p for _, p, _ in twin.queues)}
@@ -334,7 +335,7 @@ def forecast(
             if members[-1].id in positions:
                 next_position[key] = positions[members[-1].id] + 1
     return Forecast(
-        at=engine.now,
+        at=made_at,
         jobs=jobs,
         next_start=next_start,
         spacing=spacing,

@@ -23,7 +23,7 @@ def job_view(job: Job, *, forecast: Stored | None = None, behind: int = 0) -> Jo
     ``forecast`` (``jobservice.fleet.eta.latest``; ``behind``: ``eta.behind_of`` for a job submitted
     after it)."""
     status = JobStatus(job.status)
-    eta = eta_of(forecast, job, behind=behind) if forecast is not None else None
+    eta = eta_of(forecast, job, behind=behind)
     position = eta.position if eta is not None else None
     links = {"self": f"/jobs/{job.id}", "events": f"/jobs/{job.id}/events"}
     if not status.is_terminal:

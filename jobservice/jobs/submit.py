@@ -376,7 +376,9 @@ def _enqueue(services: Services, job: Job) -> None:
     maintenance rounds, which dispatch every few seconds."""
     try:
         if free_group_for(services.db, job.model):
-            dispatch_round(services)
+            for handed in dispatch_round(services):
+                if handed.job_id == job.id:  # what the answer shows: next on its group
+                    job.dispatched_to = handed.group
     except Exception as exc:  # noqa: BLE001 - the job is recorded; a later round places it
         log.warning("job %s: not dispatched at once (%s); a maintenance round will", job.id, exc)
 

@@ -143,9 +143,6 @@ class PolicyParams:
     # A trickle of interactive jobs that would swap each of its groups more often than this per
     # hour (or whose jobs come sooner than a swap pays for) keeps a group with room for it.
     swaps_per_group_hour: float = 1.0
-    # A swap that only moves who is unserved gives each model a turn of at least this long, so that
-    # two busy models on one group swap it at most four times an hour.
-    min_turn_s: float = 900.0
     # A swap made because it pays (rule 4), or after a turn (rule 2), waits while its group has made
     # this many swaps in the last hour; interactive first and an unserved model's first group don't.
     swap_budget: int = 3
@@ -432,13 +429,10 @@ class _Round:
 
     def _waits_turn(self, group: GroupState, item: Waiting, stranded: list[str], load: bool) -> bool:
         """Whether a swap that strands ``stranded`` waits: until they have held the group, and the
-        oldest job of ``item`` has waited, ``hysteresis`` times what the swap costs (at least
-        ``min_turn_s``): a turn each that pays for its loads."""
+        oldest job of ``item`` has waited, ``hysteresis`` times what the swap costs: a turn each that
+        pays for its loads."""
         load_s = self.models[item.model].load_s if load else 0.0
-        turn_s = max(
-            self.params.min_turn_s,
-            self.params.hysteresis * (load_s + sum(self.models[m].load_s for m in stranded)),
-        )
+        turn_s = self.params.hysteresis * (load_s + sum(self.models[m].load_s for m in stranded))
         held_s = min(self.now - group.resident[m].since for m in stranded)
         return min(held_s, self.now - item.oldest) < turn_s
 

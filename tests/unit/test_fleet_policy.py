@@ -103,12 +103,11 @@ def test_an_unserved_model_takes_the_first_free_group() -> None:
 
 def test_a_swap_that_only_moves_who_is_unserved_waits_until_it_pays() -> None:
     # One group, room for one model, both with queued batch work: swapping to t2v would leave big's
-    # 50 jobs with nobody. It waits until t2v's oldest job has waited 3 x (210 load + 88 reload), or
-    # the 15 minutes of a turn if longer.
+    # 50 jobs with nobody. It waits until t2v's oldest job has waited 3 x (210 load + 88 reload).
     lone = [group("g", "big")]
     waiting = [wait("big", jobs=50), wait("t2v", oldest=5)]
     assert plan(state(lone, waiting))[0].model == "big"  # waited 95 s
-    turn = max(PolicyParams().min_turn_s, 3 * 298)
+    turn = 3 * 298
     early = FleetState(now=5 + turn - 1, groups=tuple(lone), models=MODELS, waiting=tuple(waiting))
     assert plan(early)[0].model == "big"
     later = FleetState(now=5 + turn + 1, groups=tuple(lone), models=MODELS, waiting=tuple(waiting))

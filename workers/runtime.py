@@ -14,6 +14,7 @@ from typing import Any
 from jobservice import __version__
 from jobservice.catalog import ModelSpec
 from jobservice.fleet.placement import card_memory_gb, parse_devices
+from jobservice.media.probe import MediaToolMissing, ffmpeg_path
 from jobservice.reports.buildinfo import commit, driver_versions
 from jobservice.wiring import Services
 from workers.adapters.base import DeviceContext
@@ -103,9 +104,10 @@ def default_node(device: DeviceContext) -> str:
 def ffmpeg_version() -> str:
     """The first line of ``ffmpeg -version`` (cached per process)."""
     try:
-        out = subprocess.run(["ffmpeg", "-version"], capture_output=True, text=True, timeout=10).stdout
+        argv = [ffmpeg_path("ffmpeg"), "-version"]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
         return out.splitlines()[0].split(" Copyright")[0] if out else "unknown"
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, MediaToolMissing):
         return "missing"
 
 

@@ -68,7 +68,11 @@ bundle() {
   trap 'rm -rf "$work"' EXIT
   rm -rf "$out" && mkdir -p "$out/wheels" "$work/dl"
   say "bundle for Python $target: the project's wheel"
-  pip_wheel --no-deps -w "$out/wheels" "$ROOT"
+  # Built from a copy of the checkout's files: an in-tree build/ could carry stale modules along.
+  mkdir -p "$work/src"
+  (cd "$ROOT" && git ls-files -z -c -o --exclude-standard | xargs -0 cp --parents -t "$work/src" 2>/dev/null) || true
+  [ -f "$work/src/pyproject.toml" ] || { echo "wheelhouse: could not copy the checkout" >&2; exit 1; }
+  pip_wheel --no-deps -w "$out/wheels" "$work/src"
   "$PY" "$helper" requirements "$(ls "$out"/wheels/jobservice-*.whl)" "$extras" "$target" "$host" "$work/req.txt"
   # Nothing may pull torch in: the host has its own build (a CUDA torch from an index is GBs).
   echo "torch==0+left.to.the.host" >"$work/never.txt"

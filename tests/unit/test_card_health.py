@@ -163,3 +163,20 @@ def test_npu_warning_alarm_or_critical_is_unhealthy() -> None:
 
 def test_no_npu_smi_means_nothing_to_read() -> None:
     assert CardMonitor(parse_devices("npu:0"), npu_smi=lambda: "").read() is None
+
+
+# --- what a RunReport gets ------------------------------------------------------------------------
+def test_reports_carry_the_cards_memory_and_health() -> None:
+    from workers.devices import card_placement, memory_report
+
+    reader, _ = monitor({0: Card(used_mb=1000.0), 1: Card(used_mb=500.0, ecc_uncorrected=1)}, "cuda:0,1")
+    cards = reader.read()
+    memory = memory_report(parse_devices("cuda:0,1"), cards)
+    assert memory["card_used_mb"] == 1500.0 and memory["card_total_mb"] == 2 * 81559.0
+    placement = card_placement(cards)
+    assert placement == {
+        "card_health": "cuda:1: 1 uncorrected ECC errors since the driver loaded.",
+        "card_health_source": "nvml",
+        "card_name": "NVIDIA H100 80GB HBM3",
+    }
+    assert card_placement(None) == {} and "card_used_mb" not in memory_report(parse_devices("cpu"), None)

@@ -8,8 +8,8 @@
 #
 #   build-venv.sh bundle PREFIX [PYTHON]   # (the bundle's install.sh) a venv in PREFIX; starts nothing
 #
-# The venv sees PYTHON's packages (default python3: the host's torch and what else it has, also
-# when PYTHON is itself a venv) and gets the project and the bundle's wheels with --no-index, pip
+# The venv sees the packages PYTHON sees (default python3: the host's torch and what else it has,
+# also when PYTHON is itself a venv) and gets the project and the bundle's wheels with --no-index, pip
 # choosing the host's version of a package where it will do; then the host's part is checked
 # (bundle.py check), ffmpeg and ffprobe are unpacked into PREFIX/bin and the imports are tried.
 #
@@ -29,11 +29,13 @@ if [ "$what" = bundle ]; then
   host_python="${3:-${PYTHON:-python3}}"
   started=$(date +%s)
   [ -f "$here/bundle.json" ] || { echo "install: $here is not a bundle (no bundle.json)" >&2; exit 2; }
-  "$host_python" -m venv --system-site-packages "$prefix"
-  # A host Python that is itself a venv keeps its packages in its own site-packages, which a venv
-  # made from it does not see (it sees its base's): a .pth adds them after the venv's own.
+  "$host_python" -m venv "$prefix"
+  # The venv sees exactly the packages the host's Python sees, after its own: a .pth names the
+  # host's site folders (a host Python that is itself a venv keeps its packages in its own, which
+  # --system-site-packages would miss, and would show its base's, which it may not see).
   site="$("$prefix/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
-  "$host_python" -c 'import site; print("\n".join(site.getsitepackages()))' >"$site/jobservice-host.pth"
+  "$host_python" -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
+    >"$site/jobservice-host.pth"
   pip_bundle() { "$prefix/bin/python" -m pip install -q --no-cache-dir --no-index --find-links "$here/wheels" "$@"; }
   pip_bundle --no-deps "$(ls "$here"/wheels/jobservice-*.whl)"
   pip_bundle -r "$here/requirements.txt"

@@ -125,6 +125,7 @@ def test_the_bundle_installs_offline_and_runs_a_job_of_each_task(
     )
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
     assert "nothing started" in installed.stdout and "torch 2." in installed.stdout
+    assert "boto3 absent (optional)" in installed.stdout  # the host has only what the profile lists
     running = [
         p.info["cmdline"]
         for p in psutil.process_iter(["cmdline"])

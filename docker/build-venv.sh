@@ -29,14 +29,23 @@ if [ "$what" = bundle ]; then
   host_python="${3:-${PYTHON:-python3}}"
   started=$(date +%s)
   [ -f "$here/bundle.json" ] || { echo "install: $here is not a bundle (no bundle.json)" >&2; exit 2; }
-  "$host_python" -m venv "$prefix"
+  pip_in_prefix() { "$prefix/bin/python" -m pip "$@"; }
+  if ! "$host_python" -m venv "$prefix" 2>"$prefix.venv-log"; then
+    # A Python without ensurepip (Debian's without python3-venv, some uv builds): a venv without
+    # pip, which the host's own pip installs into.
+    cat "$prefix.venv-log" >&2
+    rm -rf "$prefix"
+    "$host_python" -m venv --without-pip "$prefix"
+    pip_in_prefix() { "$host_python" -m pip --python "$prefix/bin/python" "$@"; }
+  fi
+  rm -f "$prefix.venv-log"
   # The venv sees exactly the packages the host's Python sees, after its own: a .pth names the
   # host's site folders (a host Python that is itself a venv keeps its packages in its own, which
   # --system-site-packages would miss, and would show its base's, which it may not see).
   site="$("$prefix/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
   "$host_python" -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
     >"$site/jobservice-host.pth"
-  pip_bundle() { "$prefix/bin/python" -m pip install -q --no-cache-dir --no-index --find-links "$here/wheels" "$@"; }
+  pip_bundle() { pip_in_prefix install -q --no-cache-dir --no-index --find-links "$here/wheels" "$@"; }
   pip_bundle --no-deps "$(ls "$here"/wheels/jobservice-*.whl)"
   pip_bundle -r "$here/requirements.txt"
   "$prefix/bin/python" "$here/bundle.py" check "$here"

@@ -90,6 +90,12 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--install-s", type=float, default=None, help="(verify_device.sh) the bundle's install"
     )
+    parser.add_argument(
+        "--deadline-s",
+        type=float,
+        default=270,
+        help="seconds for the whole check, the install included: no nightly round starts that would end later",
+    )
     return parser.parse_args()
 
 
@@ -223,8 +229,9 @@ def residency(stack: BenchStack, audio: Path) -> dict[str, Any]:
     }
 
 
-def nightly(stack: BenchStack, rounds: int, repeats: int) -> dict[str, Any]:
-    """``rounds`` unchanged batches of one case: the within-run noise and the rounds' spread."""
+def nightly(stack: BenchStack, rounds: int, repeats: int, *, until: float) -> dict[str, Any]:
+    """``rounds`` unchanged batches of one case: the within-run noise and the rounds' spread. No
+    round starts that would likely end after ``until`` (a ``time.monotonic()``)."""
     spec = {
         "name": f"device-check-{uuid.uuid4().hex[:6]}",
         "baseline": "auto",
@@ -234,6 +241,8 @@ def nightly(stack: BenchStack, rounds: int, repeats: int) -> dict[str, Any]:
     }
     medians, sigmas, verdicts, walls = [], [], [], []
     for _ in range(rounds):
+        if walls and time.monotonic() + max(walls) > until:
+            break  # the check's time is up: fewer rounds (``rounds`` says how many ran)
         started = time.perf_counter()
         created = requests.post(f"{stack.base}/batches", json={"spec": spec}, timeout=60)
         created.raise_for_status()
@@ -258,6 +267,8 @@ def nightly(stack: BenchStack, rounds: int, repeats: int) -> dict[str, Any]:
             sigmas.append(generate["sigma"] / generate["median"])
         verdicts.append(case.get("verdict"))
         walls.append(round(time.perf_counter() - started, 2))
+    if not medians:
+        return {"case": NIGHTLY_CASE, "rounds": 0, "rounds_asked": rounds, "repeats": repeats}
     center = statistics.median(medians)
     sigma_rel = statistics.median(sigmas) if sigmas else None
     between = robust_sigma(medians)
@@ -267,7 +278,8 @@ def nightly(stack: BenchStack, rounds: int, repeats: int) -> dict[str, Any]:
         tau = math.sqrt(max(0.0, between_rel**2 - (MEDIAN_SE * sigma_rel) ** 2 / repeats))
     return {
         "case": NIGHTLY_CASE,
-        "rounds": rounds,
+        "rounds": len(medians),
+        "rounds_asked": rounds,
         "repeats": repeats,
         "generate_ms_medians": medians,
         "sigma_rel": None if sigma_rel is None else round(sigma_rel, 5),
@@ -297,6 +309,7 @@ def versions(device: str) -> dict[str, Any]:
 def main() -> None:
     args = parse()
     started = time.perf_counter()
+    until = time.monotonic() + args.deadline_s - (args.install_s or 0.0) - 15  # 15 s to stop the stack
     phases: dict[str, float] = {}
     cards_before = read_cards(args.device)
     total_gb = CPU_CARD_GB
@@ -322,20 +335,23 @@ def main() -> None:
         GROUP_FIGURES: {"models": list(JOBS), "memory_gb": half},
         GROUP_RESIDENCY: {"models": [WAN_A, WAN_B], "memory_gb": half, "model_memory_gb": wan_gb},
     }
+    save(args.out, result)
     try:
         t = time.perf_counter()
         stack.start()
         phases["start_s"] = round(time.perf_counter() - t, 1)
         t = time.perf_counter()
         result["figures"] = figures(stack, audio, args.runs)
+        save(args.out, result)
         phases["figures_s"] = round(time.perf_counter() - t, 1)
         t = time.perf_counter()
         result["residency"] = residency(stack, audio)
         print("residency", json.dumps(result["residency"]), flush=True)
+        save(args.out, result)
         phases["residency_s"] = round(time.perf_counter() - t, 1)
         result["cards_loaded"] = read_cards(args.device)  # both groups hold their models now
         t = time.perf_counter()
-        result["nightly"] = nightly(stack, args.rounds, args.repeats)
+        result["nightly"] = nightly(stack, args.rounds, args.repeats, until=until)
         phases["nightly_s"] = round(time.perf_counter() - t, 1)
     finally:
         stack.close()
@@ -344,11 +360,17 @@ def main() -> None:
         phases = {"install_s": args.install_s, **phases}
     result["phases"] = phases
     result["wall_s"] = round(time.perf_counter() - started, 1)
-    text = json.dumps(result)
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "device-check.json").write_text(json.dumps(result, indent=1))
-    print(text)
+    result["complete"] = True
+    save(args.out, result)
+    print(json.dumps(result))
+
+
+def save(out: Path | None, result: dict[str, Any]) -> None:
+    """The document as it stands (written after each part: a check stopped by its timeout still
+    leaves what it measured; ``complete`` is only in a finished one)."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "device-check.json").write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

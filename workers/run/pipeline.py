@@ -41,6 +41,7 @@ from jobservice.logs import job_log_context
 from jobservice.nightly.measure import measured_alone
 from jobservice.reports.run_report import HostActivity, RunReport, Validation
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutput
+from workers.card_health import CardHealth
 from workers.devices import memory_report, reset_peak_memory
 from workers.host_activity import HostWindow
 from workers.run.context import LeaseLostError, PipelineContext
@@ -118,6 +119,7 @@ class JobRun:
     validation: Validation | None = None
     generate_started_at: datetime | None = None
     generate_memory: dict[str, float] | None = None
+    card_health: list[CardHealth] | None = None  # the group's cards when the last frame came
     phases: Phases | None = None  # the card time it used, as its report says
     undisturbed: bool = False  # it waited for this worker's earlier jobs to finish (wait_for_quiet)
     waited_ms: float = 0.0
@@ -244,7 +246,8 @@ class JobRun:
         self.ctx.check_cancel()
         self._lap("generate_ms", t)
         self.host = window.close()
-        self.generate_memory = memory_report(self.runtime.device)
+        self.card_health = self.runtime.read_cards()
+        self.generate_memory = memory_report(self.runtime.device, self.card_health)
 
     def _preview_publisher(self) -> PreviewPublisher | None:
         """The run's preview publisher, when its model streams frames and previews are on; either

@@ -15,6 +15,7 @@ from celery import Celery, signals
 
 from jobservice.db.tables import WorkerRecord
 from jobservice.fleet.placement import DeviceContext, inventory, parse_devices
+from jobservice.fleet.stopping import drain_seconds
 from jobservice.logs import install_on
 from jobservice.retention.orphans import sweep_orphans
 from jobservice.settings import Settings
@@ -27,7 +28,6 @@ from workers.runtime import WorkerRuntime, default_node, group_memory_gb, versio
 from workers.tasks import register_tasks
 
 log = logging.getLogger(__name__)
-DRAIN_SECONDS = 300  # a stopping process waits this long for the job it is finishing
 
 
 class WorkerProcess:
@@ -35,6 +35,12 @@ class WorkerProcess:
 
     def __init__(self, services: Services) -> None:
         self.services = services
+        settings = services.settings
+        # A stopping process waits for the job it is finishing as long as that job may run: the
+        # longest limit of the models it serves (jobservice.fleet.stopping; units give it more).
+        self.drain_seconds = drain_seconds(
+            services.catalog, settings.worker_models or None, job_timeout_seconds=settings.job_timeout_seconds
+        )
         self._runtime: WorkerRuntime | None = None
         self._runtime_pid = -1
         self.maintenance: Maintenance | None = None
@@ -80,8 +86,10 @@ class WorkerProcess:
     def _drain_finisher(self) -> None:
         """Wait for the job this process is finishing, if any (workers/finisher.py)."""
         finisher = self._runtime.finisher if self._runtime is not None else None
-        if finisher is not None and not finisher.drain(timeout=DRAIN_SECONDS):
-            log.warning("a job was still finishing after %d s; its lease will bring it back", DRAIN_SECONDS)
+        if finisher is not None and not finisher.drain(timeout=self.drain_seconds):
+            log.warning(
+                "a job was still finishing after %g s; its lease will bring it back", self.drain_seconds
+            )
 
     def on_ready(self, **_: Any) -> None:
         """Parent set up, before the broker connection: announce the worker, start the maintenance loop."""
@@ -99,6 +107,7 @@ class WorkerProcess:
                 "versions": versions(),
                 "host": inventory(),
                 "pid": os.getpid(),
+                "pod": settings.pod_name,  # jobservice_group_info's pod label (Kubernetes)
                 # Models this worker was asked for but cannot serve, with why (set by the launcher).
                 "skipped": dict(settings.worker_skipped),
             },

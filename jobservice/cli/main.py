@@ -112,7 +112,8 @@ def api(host: str | None, port: int | None, workers: int | None, threads: int | 
 @click.option(
     "--name",
     default=None,
-    help="Card group name (default <devices>@<host>); picks the deployment file's group of that name.",
+    help="Card group name (default JOBSERVICE_WORKER_NODE, else <devices>@<host>); picks the deployment "
+    "file's group of that name.",
 )
 @click.option(
     "--memory-gb",
@@ -121,12 +122,21 @@ def api(host: str | None, port: int | None, workers: int | None, threads: int | 
     help="Memory of each card in GB, when neither the deployment file nor the cards say it (a CPU group "
     "then holds only the models that fit).",
 )
+@click.option(
+    "--group",
+    "group_key",
+    default=None,
+    help="The deployment file's card group this worker runs, by its name or its devices as the file "
+    "writes them (npu:4-7), when the cards are numbered otherwise here: a container given its cards by "
+    "a device plugin sees them from 0 (default: the group named --name, else the one on --devices).",
+)
 @click.option("--preload/--no-preload", default=False, help="Load models when the worker starts.")
 @click.option("--loglevel", default="INFO", show_default=True)
 def worker(
     devices: str | None,
     models: str | None,
     name: str | None,
+    group_key: str | None,
     memory_gb: float | None,
     preload: bool,
     loglevel: str,
@@ -151,6 +161,7 @@ def worker(
             name=name,
             preload=preload,
             loglevel=loglevel,
+            group_key=group_key,
         )
     except DeviceSpecError as exc:
         raise click.BadParameter(str(exc), param_hint="--devices") from None

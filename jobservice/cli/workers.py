@@ -71,6 +71,7 @@ def workers_command(deployment_file: Path | None, launch: bool, check: bool) -> 
 def _launch(plan: list[dict[str, Any]], deployment_file: Path) -> int:
     """Run every group's worker as a child; Ctrl-C or SIGTERM stops them all."""
     env = dict(os.environ, JOBSERVICE_DEPLOYMENT_FILE=str(Path(deployment_file).resolve()))
+    env.pop("JOBSERVICE_WORKER_NODE", None)  # one id per group: each child names its own
     children = [
         subprocess.Popen([sys.executable, "-m", "jobservice.cli.main", *group["argv"][1:]], env=env)
         for group in plan

@@ -17,6 +17,7 @@ from jobservice.cli.fleet import fleet_group, usage_command
 from jobservice.cli.gc import gc_command
 from jobservice.cli.groups import group_group
 from jobservice.cli.keys import keys_group
+from jobservice.cli.kit import kit_group
 from jobservice.cli.tenants import tenants_group
 from jobservice.cli.webhooks import webhooks_group
 from jobservice.cli.workers import workers_command
@@ -388,6 +389,7 @@ cli.add_command(usage_command)
 cli.add_command(gc_command)
 cli.add_command(check_command)
 cli.add_command(keys_group)
+cli.add_command(kit_group)
 cli.add_command(webhooks_group)
 
 

@@ -19,16 +19,24 @@ from jobservice.settings import Settings
 def _plan(settings: Settings) -> list[dict[str, Any]]:
     from jobservice.families.deployment import build_catalog
     from jobservice.fleet.placement import parse_devices, servable_models
+    from jobservice.fleet.stopping import stop_grace_seconds
 
     catalog = build_catalog(settings.catalog_extra, deployment_file=settings.deployment_file)
     plan = []
     for group in catalog.groups:
         device = parse_devices(group.devices)
         reasons = servable_models(catalog, device, list(group.models))
+        grace = stop_grace_seconds(catalog, group.models, job_timeout_seconds=settings.job_timeout_seconds)
         argv = ["jobservice", "worker", "--devices", group.devices, "--models", ",".join(group.models)]
         if group.name:
             argv += ["--name", group.name]
-        entry = {"devices": group.devices, "models": list(group.models), "reasons": reasons, "argv": argv}
+        entry = {
+            "devices": group.devices,
+            "models": list(group.models),
+            "reasons": reasons,
+            "argv": argv,
+            "grace": grace,
+        }
         plan.append(entry)
     return plan
 
@@ -59,6 +67,7 @@ def workers_command(deployment_file: Path | None, launch: bool, check: bool) -> 
     problems = 0
     for group in plan:
         click.echo(f"{group['devices']}: {' '.join(group['argv'])}")
+        click.echo(f"  stop grace {group['grace']} s (its longest job and its ending: give its unit this)")
         for model, reason in group["reasons"].items():
             problems += reason is not None
             click.echo(f"  {model}: {'ok' if reason is None else 'NOT SERVABLE HERE: ' + reason}")

@@ -50,7 +50,7 @@ def _run(connection: object) -> None:
             # Every pod of the Kubernetes kit runs `jobservice db upgrade` before it starts: the
             # first takes this lock and migrates, the others wait and find the schema current (the
             # version is read after the lock; PostgreSQL's DDL is transactional, the lock ends with it).
-            connection.exec_driver_sql("SELECT pg_advisory_xact_lock(%d)" % MIGRATION_LOCK)  # type: ignore[attr-defined]
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")  # type: ignore[attr-defined]
         context.run_migrations()
 
 

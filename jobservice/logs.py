@@ -3,8 +3,9 @@
 ``configure_logging`` is called once by each entry point (the API factory, the worker bootstrap,
 the CLI); ``JOBSERVICE_LOG_FORMAT=json`` switches every handler to one JSON object per line.
 ``job_log_context`` marks the code that runs one attempt of one job: every record logged inside
-it, by any logger, carries ``job_id`` and ``attempt``. A leaf module: it imports nothing of the
-project, so anything may import it.
+it, by any logger, carries ``job_id`` and ``attempt``. With tracing on (``jobservice.tracing``) every
+record written inside a span carries its ``trace_id`` and ``span_id`` too, so a line leads to its
+trace and back. A leaf module: it imports nothing of the project, so anything may import it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Literal
+
+try:  # the tracing extra; without it no record is inside a span
+    from opentelemetry import trace as _otel_trace
+except ImportError:  # pragma: no cover - depends on the extras installed
+    _otel_trace = None  # type: ignore[assignment]
 
 LogFormat = Literal["text", "json"]
 
@@ -51,20 +57,35 @@ def current_job() -> tuple[str, int] | None:
     return _current.get() or _process_job
 
 
+def current_trace() -> tuple[str, str] | None:
+    """The (trace id, span id) of the span this code runs in, as hex, or None outside one."""
+    if _otel_trace is None:
+        return None
+    context = _otel_trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return format(context.trace_id, "032x"), format(context.span_id, "016x")
+
+
 class JobContextFilter(logging.Filter):
-    """Adds ``job_id``, ``attempt`` and a ready-made ``job_tag`` to every record."""
+    """Adds ``job_id``, ``attempt``, a ready-made ``job_tag``, and the ``trace_id`` and ``span_id`` of the
+    current span, to every record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """Tag ``record`` with the job this thread is running, if any."""
+        """Tag ``record`` with the job this thread is running and the span it runs in, if any."""
         job = current_job()
         record.job_id = job[0] if job else None
         record.attempt = job[1] if job else None
         record.job_tag = f" [job {job[0]} attempt {job[1]}]" if job else ""
+        if not hasattr(record, "trace_id"):  # the handler's filter runs in the thread that logged
+            span = current_trace()
+            record.trace_id, record.span_id = span if span else (None, None)
         return True
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, job id and attempt, exception."""
+    """One JSON object per line: time, level, logger, message, job id and attempt, trace and span ids,
+    exception."""
 
     def format(self, record: logging.LogRecord) -> str:
         """``record`` as one JSON object."""
@@ -79,6 +100,10 @@ class JsonFormatter(logging.Formatter):
         if job_id is not None:
             payload["job_id"] = job_id
             payload["attempt"] = getattr(record, "attempt", None)
+        trace_id = getattr(record, "trace_id", None)
+        if trace_id is not None:
+            payload["trace_id"] = trace_id
+            payload["span_id"] = getattr(record, "span_id", None)
         if record.exc_info:
             payload["exc_info"] = self.formatException(record.exc_info)
         return json.dumps(payload, ensure_ascii=False, default=str)

@@ -13,6 +13,7 @@ from typing import Any
 
 from celery import Celery, signals
 
+from jobservice import tracing
 from jobservice.db.tables import WorkerRecord
 from jobservice.fleet.placement import DeviceContext, inventory, parse_devices
 from jobservice.fleet.stopping import drain_seconds
@@ -55,8 +56,9 @@ class WorkerProcess:
         return self._runtime
 
     def on_child_start(self, **_: Any) -> None:
-        """Prefork child start: fresh runtime (holding no model: the group's row says so), thread
-        budget, optional preload."""
+        """Prefork child start: tracing (after the fork), fresh runtime (holding no model: the group's
+        row says so), thread budget, optional preload."""
+        tracing.init_process(self.services.settings, service="jobservice-worker")
         runtime = self.runtime()
         runtime.member.forget_residency("worker child started")
         versions()  # cached per process: keep git/ffmpeg/driver probes off the first job's tail
@@ -82,6 +84,7 @@ class WorkerProcess:
         if self._runtime is not None and self._runtime_pid == os.getpid():
             self._drain_finisher()
             self._runtime.resident.unload_all()
+        tracing.shutdown()  # export the last spans before the child exits
 
     def _drain_finisher(self) -> None:
         """Wait for the job this process is finishing, if any (workers/finisher.py)."""

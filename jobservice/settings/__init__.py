@@ -35,6 +35,7 @@ from jobservice.settings.queue import QueueSettings
 from jobservice.settings.quotas import QuotaSettings
 from jobservice.settings.retention import RetentionSettings
 from jobservice.settings.storage import StorageSettings
+from jobservice.settings.tracing import TracingSettings
 from jobservice.settings.uploads import UploadSettings
 from jobservice.settings.webhooks import WebhookSettings
 from jobservice.settings.workers import WorkerSettings
@@ -59,6 +60,7 @@ class Settings(
     GroupSettings,
     WebhookSettings,
     WorkerSettings,
+    TracingSettings,
 ):
     """Configuration shared by the API, the workers and the CLI: every group's fields."""
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from jobservice.cli.workers import deployment_file_option
+
 
 @click.group("kit")
 def kit_group() -> None:
@@ -45,13 +47,7 @@ def generate_command(overlays: tuple[Path, ...], check: bool) -> None:
 
 @kit_group.command("compose-check")
 @click.argument("compose_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option(
-    "--file",
-    "deployment_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="Deployment file (default JOBSERVICE_DEPLOYMENT_FILE).",
-)
+@deployment_file_option
 def compose_check_command(compose_file: Path, deployment_file: Path | None) -> None:
     """Exit 1 unless COMPOSE_FILE runs one worker service per card group of the deployment file, each
     with a stable group id and a stop grace that covers its longest job."""

@@ -41,14 +41,18 @@ def _plan(settings: Settings) -> list[dict[str, Any]]:
     return plan
 
 
-@click.command("workers")
-@click.option(
+# ``--file``: the deployment file a command reads (``jobservice workers``, ``jobservice kit compose-check``).
+deployment_file_option = click.option(
     "--file",
     "deployment_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
     help="Deployment file (default JOBSERVICE_DEPLOYMENT_FILE).",
 )
+
+
+@click.command("workers")
+@deployment_file_option
 @click.option("--launch", is_flag=True, help="Start one worker per card group and wait for them.")
 @click.option("--check", is_flag=True, help="Exit 1 unless every group can serve all its models here.")
 def workers_command(deployment_file: Path | None, launch: bool, check: bool) -> None:

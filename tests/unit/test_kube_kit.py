@@ -131,6 +131,8 @@ def test_generated_workers_one_statefulset_per_card_group(overlay: Path) -> None
         env = {e["name"]: e for e in worker["env"]}
         assert env["JOBSERVICE_WORKER_NODE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
         assert env["JOBSERVICE_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+        settings = {name.upper() for name in Settings.model_fields}
+        assert {n.removeprefix("JOBSERVICE_") for n in env if n.startswith("JOBSERVICE_")} <= settings
         # Its grace covers its longest job.
         longest = catalog.longest_timeout(group.models, default=DEFAULT_TIMEOUT)
         assert pod["terminationGracePeriodSeconds"] >= longest
@@ -431,7 +433,9 @@ def test_every_overlay_renders_and_passes_the_kubernetes_schemas(overlay: Path) 
 
 @needs_kubectl
 @pytest.mark.parametrize("overlay", OVERLAYS, ids=lambda p: p.name)
-def test_every_pod_migrates_first_and_sets_only_real_settings(overlay: Path) -> None:
+def test_every_pod_migrates_first_and_sets_only_real_settings(
+    overlay: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     objects = rendered(overlay)
     configmaps = {o["metadata"]["name"]: o.get("data", {}) for o in objects if o["kind"] == "ConfigMap"}
     fields = {name.upper() for name in Settings.model_fields}
@@ -462,6 +466,18 @@ def test_every_pod_migrates_first_and_sets_only_real_settings(overlay: Path) -> 
                     f"{name}: {variable} is no setting"
                 )
                 secret_files.add(value)
+        # The settings load as the pod's process loads them (its secret files stood in for).
+        with monkeypatch.context() as patched:
+            for variable in [v for v in os.environ if v.startswith("JOBSERVICE_")]:
+                patched.delenv(variable)
+            for variable, value in variables.items():
+                if variable.endswith("_FILE") and variable.removeprefix("JOBSERVICE_") not in fields:
+                    (tmp_path / Path(value).name).write_text("stand-in\n")
+                    value = str(tmp_path / Path(value).name)
+                if value:  # (the downward API's, the pod's name, has none here)
+                    patched.setenv(variable, value)
+            loaded = Settings(_env_file=None)  # type: ignore[call-arg]
+            assert loaded.auth == "keys" and loaded.storage_backend == "s3", name
         # The deployment file the pod is told to read is in the ConfigMap it mounts.
         path = Path(variables["JOBSERVICE_DEPLOYMENT_FILE"])
         mounted = {m["mountPath"]: m["name"] for m in main["volumeMounts"]}

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +23,7 @@ import pytest
 import requests
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import MOTO_CREDENTIALS, ROOT, free_port
 from tests.integration.conftest import build_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -118,9 +119,18 @@ def receiver() -> Iterator[Receiver]:
 
 
 def test_one_trace_spans_the_api_and_the_worker_from_submission_to_succeeded(
-    tmp_path: Path, receiver: Receiver
+    tmp_path: Path, receiver: Receiver, moto_server: str
 ) -> None:
-    stack = build_stack(tmp_path, log_format="json", otlp_endpoint=receiver.endpoint)
+    stack = build_stack(
+        tmp_path,
+        log_format="json",
+        otlp_endpoint=receiver.endpoint,
+        storage_backend="s3",  # the object store over HTTP (moto's server): botocore's spans
+        s3_bucket=f"traces-{uuid.uuid4().hex[:12]}",
+        s3_endpoint_url=moto_server,
+        s3_access_key_id=MOTO_CREDENTIALS["aws_access_key_id"],
+        s3_secret_access_key=MOTO_CREDENTIALS["aws_secret_access_key"],
+    )
     stack.env["OTEL_BSP_SCHEDULE_DELAY"] = "200"  # export every 0.2 s, not 5 s
     port = free_port()
     api_log = tmp_path / "api.log"
@@ -190,6 +200,13 @@ def test_one_trace_spans_the_api_and_the_worker_from_submission_to_succeeded(
         (s.service, s.name, s.parent_id == run.span_id, s.attributes) for s in spans
     ]
     assert {"jobservice-api", "jobservice-worker"} <= {s.service for s in spans}
+    # The output went to the object store inside the run: S3 calls of the worker, in the job's trace.
+    stored_output = [
+        s for s in spans if s.service == "jobservice-worker" and s.attributes.get("rpc.service") == "S3"
+    ]
+    assert any(s.attributes.get("rpc.method") == "PutObject" for s in stored_output), {
+        (s.name, s.attributes.get("rpc.method")) for s in spans
+    }
 
     # The worker's JSON lines of the job's run carry the trace's id and the span they were written in.
     # The claim comes first, inside the Celery task that carried the job (a trace of the dispatch,

@@ -425,6 +425,10 @@ def test_every_overlay_renders_and_passes_the_kubernetes_schemas(overlay: Path) 
             ServiceMonitor.model_validate(obj)
         elif obj["kind"] == "PrometheusRule":
             PrometheusRule.model_validate(obj)
+    for name, pod in pod_specs(objects):  # the scheduler knows what each container needs
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            requests = container["resources"]["requests"]
+            assert {"cpu", "memory"} <= set(requests), (name, container["name"])
     beat = next(
         o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == "jobservice-beat"
     )

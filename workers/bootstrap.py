@@ -29,19 +29,24 @@ from workers.runtime import WorkerRuntime, default_node, group_memory_gb, versio
 from workers.tasks import register_tasks
 
 log = logging.getLogger(__name__)
+DEFAULT_DRAIN_SECONDS = 300.0  # a WorkerProcess made without its models' figure (tests)
+
+
+def drain_for(services: Services) -> float:
+    """How long a stopping worker waits for the job it is finishing: as long as that job may run,
+    the longest limit of the models it serves (jobservice.fleet.stopping; its unit gives it more)."""
+    settings = services.settings
+    return drain_seconds(
+        services.catalog, settings.worker_models or None, job_timeout_seconds=settings.job_timeout_seconds
+    )
 
 
 class WorkerProcess:
     """Holds the per-process runtime (children) and the maintenance loop (parent)."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, *, drain_seconds: float = DEFAULT_DRAIN_SECONDS) -> None:
         self.services = services
-        settings = services.settings
-        # A stopping process waits for the job it is finishing as long as that job may run: the
-        # longest limit of the models it serves (jobservice.fleet.stopping; units give it more).
-        self.drain_seconds = drain_seconds(
-            services.catalog, settings.worker_models or None, job_timeout_seconds=settings.job_timeout_seconds
-        )
+        self.drain_seconds = drain_seconds  # ``bootstrap`` gives the one its models need (drain_for)
         self._runtime: WorkerRuntime | None = None
         self._runtime_pid = -1
         self.maintenance: Maintenance | None = None
@@ -155,7 +160,7 @@ def bootstrap(settings: Settings | None = None) -> Celery:
     """Build the worker's Celery app from ``JOBSERVICE_*`` settings."""
     services = build_services(settings or Settings())
     app = services.celery
-    process = WorkerProcess(services)
+    process = WorkerProcess(services, drain_seconds=drain_for(services))
     # Celery's hard limit must not cut a model that a deployment file allows to run longer.
     model_limits = [spec.timeout_seconds or 0.0 for spec in services.catalog.all()]
     longest = max([services.settings.job_timeout_seconds, *model_limits])

@@ -111,7 +111,7 @@ def test_the_drain_and_the_grace_follow_the_longest_timeout_of_the_groups_models
 
 def test_the_worker_process_drains_as_long_as_its_models_may_run(tmp_path: Path) -> None:
     from jobservice.wiring import build_services
-    from workers.bootstrap import WorkerProcess
+    from workers.bootstrap import drain_for
 
     settings = make_settings(
         tmp_path / "var",
@@ -121,6 +121,6 @@ def test_the_worker_process_drains_as_long_as_its_models_may_run(tmp_path: Path)
     )
     services = build_services(settings)
     try:
-        assert WorkerProcess(services).drain_seconds == 1800 + DRAIN_MARGIN_SECONDS  # was a fixed 300 s
+        assert drain_for(services) == 1800 + DRAIN_MARGIN_SECONDS  # was a fixed 300 s
     finally:
         services.db.dispose()

@@ -33,6 +33,7 @@ _current = contextvars.ContextVar("jobservice_job", default=None)
 # A worker process runs one job at a time, but the threads that serve it (heartbeat, encoder
 # probes, model-process watchers) start with an empty context; they fall back to this.
 _process_job: tuple[str, int] | None = None
+_process_trace: tuple[str, str] | None = None  # likewise the span of the job it runs (tracing on)
 _process_lock = threading.Lock()
 
 
@@ -57,14 +58,28 @@ def current_job() -> tuple[str, int] | None:
     return _current.get() or _process_job
 
 
+@contextlib.contextmanager
+def trace_log_context(trace_id: str, span_id: str) -> Iterator[None]:
+    """Lines this process's threads write in no span of their own (a job's heartbeat) name this one
+    (``jobservice.tracing.JobSpan`` sets it while its job runs), as ``job_log_context`` does the job."""
+    global _process_trace
+    with _process_lock:
+        previous, _process_trace = _process_trace, (trace_id, span_id)
+    try:
+        yield
+    finally:
+        with _process_lock:
+            _process_trace = previous
+
+
 def current_trace() -> tuple[str, str] | None:
-    """The (trace id, span id) of the span this code runs in, as hex, or None outside one."""
-    if _otel_trace is None:
-        return None
-    context = _otel_trace.get_current_span().get_span_context()
-    if not context.is_valid:
-        return None
-    return format(context.trace_id, "032x"), format(context.span_id, "016x")
+    """The (trace id, span id) of the span this code runs in, as hex, else of the job this process
+    runs, or None outside both."""
+    if _otel_trace is not None:
+        context = _otel_trace.get_current_span().get_span_context()
+        if context.is_valid:
+            return format(context.trace_id, "032x"), format(context.span_id, "016x")
+    return _process_trace
 
 
 class JobContextFilter(logging.Filter):

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobservice import __version__
+from jobservice.logs import trace_log_context
 
 if TYPE_CHECKING:
     from jobservice.settings import Settings
@@ -251,8 +252,11 @@ class JobSpan:
         from opentelemetry import context, trace
 
         token = context.attach(trace.set_span_in_context(self._span))
+        ids = self._span.get_span_context()
         try:
-            yield
+            # The job's other threads (its heartbeat) start in no span: their lines name this one.
+            with trace_log_context(format(ids.trace_id, "032x"), format(ids.span_id, "016x")):
+                yield
         finally:
             context.detach(token)
 

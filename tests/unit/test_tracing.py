@@ -58,3 +58,17 @@ def test_a_lone_client_call_starts_no_trace_but_an_operation_does() -> None:
 def test_the_traces_path_is_added_once() -> None:
     assert tracing.traces_url("http://otel:4318") == "http://otel:4318/v1/traces"
     assert tracing.traces_url("http://otel:4318/v1/traces/") == "http://otel:4318/v1/traces"
+
+
+def test_a_jobs_other_threads_name_its_span_in_their_lines() -> None:
+    import threading
+
+    from jobservice.logs import trace_log_context
+
+    seen: list[dict[str, object]] = []
+    with trace_log_context("a" * 32, "b" * 16):  # as JobSpan.current() sets it while the job runs
+        heartbeat = threading.Thread(target=lambda: seen.append(_line("heartbeat failed; retrying")))
+        heartbeat.start()
+        heartbeat.join()
+    assert (seen[0]["trace_id"], seen[0]["span_id"]) == ("a" * 32, "b" * 16)
+    assert "trace_id" not in _line("after the job")

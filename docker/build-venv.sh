@@ -82,8 +82,8 @@ pip wheel --no-deps -w /tmp/dist /src
 project="$(ls /tmp/dist/jobservice-*.whl)"
 
 if [ "$what" = api ]; then
-  pip install "$project"
-  "$VENV/bin/python" -c "import jobservice.http.app, gunicorn"
+  pip install "${project}[tracing]"  # traces when JOBSERVICE_OTLP_ENDPOINT is set
+  "$VENV/bin/python" -c "import jobservice.http.app, gunicorn, opentelemetry.sdk"
   exit 0
 fi
 
@@ -120,7 +120,7 @@ case "$flavour" in
     ;;
   *) echo "build-venv: unknown FLAVOUR $flavour (cpu, cuda or ascend)" >&2; exit 2 ;;
 esac
-pip install "${project}[worker]"
+pip install "${project}[worker,tracing]"
 # torch must still be the one installed above (the worker extra's range admits it). On ascend,
 # torch would load torch_npu, which needs CANN's libraries: set_env.sh is only sourced when a
 # container starts (entrypoint.sh), so here the backend is left unloaded and only its presence

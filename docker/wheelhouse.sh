@@ -158,7 +158,7 @@ esac
 say "the project's dependencies (+ worker extra), $MOTO_SPEC, $FLOWER_SPEC, build tools"
 # shellcheck disable=SC2086 # MARKER_EXTRAS is a list
 pip_wheel -w "$WH" --find-links "$WH" \
-  "${ROOT}[worker]" "torch==$TORCH_PIN" "$MOTO_SPEC" "$FLOWER_SPEC" "setuptools>=68" wheel $MARKER_EXTRAS
+  "${ROOT}[worker,tracing]" "torch==$TORCH_PIN" "$MOTO_SPEC" "$FLOWER_SPEC" "setuptools>=68" wheel $MARKER_EXTRAS
 if [ "${WITH_NPU:-0}" = 1 ]; then # the ascend flavour's torch-npu (its other needs are here already)
   say "torch-npu==${TORCH_NPU_VERSION:-$TORCH_VERSION}"
   pip_wheel --no-deps -w "$WH" "torch-npu==${TORCH_NPU_VERSION:-$TORCH_VERSION}"

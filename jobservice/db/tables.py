@@ -182,6 +182,9 @@ class Job(Base):
     # manifest row (1 = the first job) it was made from.
     group_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, ForeignKey("job_groups.id", ondelete="SET NULL"))
     group_row: Mapped[int | None] = mapped_column(Integer)
+    # Traces across hosts (jobservice.tracing): the W3C trace context (traceparent, tracestate) of the
+    # request that submitted it, which the worker that claims it continues; None with tracing off.
+    trace_context: Mapped[dict[str, str] | None] = mapped_column(JSON)
 
     __table_args__ = (
         Index("ix_jobs_created_at_id", "created_at", "id"),

@@ -129,7 +129,7 @@ def test_a_disturbed_run_is_run_again_before_the_night_is_judged(bclient: Any, b
     view = bclient.get(f"/batches/{batch_id}").get_json()
     assert view["status"] == "running" and view["progress"]["total"] == 4, "one more run queued"
     jobs = batch_jobs(bservices, batch_id)
-    assert sorted(j.batch_repeat for j in jobs) == [0, 1, 2, 3]
+    assert sorted(int(j.batch_repeat or 0) for j in jobs) == [0, 1, 2, 3]
     finish_jobs(bservices, batch_id, generate_ms=steady(1002), host=lambda j: {**HOST, "disturbed": False})
     view = bclient.get(f"/batches/{batch_id}").get_json()
     assert view["status"] == "finished"

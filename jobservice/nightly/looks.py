@@ -68,14 +68,24 @@ def is_disturbed(run: RunFacts) -> bool:
     return bool((run.host or {}).get("disturbed"))
 
 
+def measured(runs: list[RunFacts]) -> list[RunFacts]:
+    """The succeeded runs whose own figures count (all but the cold run of a resident back end, which
+    is measured as the cold start), in repeat order."""
+    return sorted(
+        (r for r in runs if r.status == "succeeded" and (r.per_run or not r.cold)), key=lambda r: r.repeat
+    )
+
+
 def used_runs(runs: list[RunFacts], level: int) -> list[RunFacts]:
-    """The succeeded runs whose figures are judged: undisturbed ones first, disturbed ones only to
-    make up ``level``, each group in repeat order."""
-    good = sorted((r for r in runs if r.status == "succeeded"), key=lambda r: r.repeat)
+    """The succeeded runs whose figures are judged: ``level`` runs, undisturbed ones first and
+    disturbed ones only to make up the count (each in repeat order), and any cold run of a resident
+    back end (its cold start)."""
+    cold = [r for r in runs if r.status == "succeeded" and r.cold and not r.per_run]
+    good = measured(runs)
     clean = [r for r in good if not is_disturbed(r)]
     if len(clean) >= level:
-        return clean
-    return clean + [r for r in good if is_disturbed(r)][: level - len(clean)]
+        return cold + clean
+    return cold + clean + [r for r in good if is_disturbed(r)][: level - len(clean)]
 
 
 def more_runs(
@@ -97,8 +107,7 @@ def more_runs(
     for case in cases:
         name = case["name"]
         current = case_plan(plan, case)
-        runs = runs_by_case.get(name) or []
-        good = [r for r in runs if r.status == "succeeded"]
+        good = measured(runs_by_case.get(name) or [])
         clean = sum(1 for r in good if not is_disturbed(r))
         disturbed_used = min(sum(1 for r in good if is_disturbed(r)), max(0, current.level - clean))
         per_run = statistics.median(durations[name]) if durations.get(name) else 0.0

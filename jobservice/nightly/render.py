@@ -127,6 +127,8 @@ def _case_row(
         "passed": sum(1 for r in runs if r.get("status") == "succeeded"),
         "figures": case.get("figures") or ("warm" if case.get("samples") else None),
         "metrics": _case_metrics(case, verdict_of, tracked),
+        # the judged samples of each tracked metric (raw figures, for those who recompute)
+        "samples": {name: (case.get("samples") or {}).get(name) or [] for name in tracked},
         "frames_check": verdict_of.get("frames") or {"verdict": "n/a"},
         "disturbed": disturbed_note(verdict_of.get("disturbed") or {}),
         "frames_digest": (case.get("frames") or {}).get("digest"),

@@ -9,6 +9,10 @@ fresh drifts) are judged pooled with it, up to 4, exactly as ``compare.compare_m
 With ``window`` > 20 the drift is read from the longer window (df = window - 1 >= 30), and the
 night adapts its repeats 3 -> 6 -> 12 at α/3 per look (``verdicts.next_look``).
 
+With ``cases`` > 1 the history has that many cases on the same host, sharing each night's drift
+(the worst case for pooling: their drifts are one drift), their drifts pooled as finalization pools
+them (``history.pool_drifts``: they agree and together reach 30 df), and the first case is judged.
+
 Used by tests/nightly/test_calibration.py (the goals) and ``scripts/bench_nightly.py --calibrate``
 (the table in docs/benchmarks.md).
 """
@@ -20,11 +24,13 @@ import random
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
+from jobservice.nightly.history import MetricHistory, pool_drifts
 from jobservice.nightly.looks import looks_for
 from jobservice.nightly.stats import RunStats, run_stats
 from jobservice.nightly.verdicts import (
     EPISODE_NIGHTS,
     REFERENCE_RUNS,
+    Drift,
     Limits,
     drift_of,
     judge_metric,
@@ -109,14 +115,33 @@ def _samples(rng: random.Random, host: Host, shift: float, drift: float, n: int)
     return [math.exp(shift + drift + rng.gauss(0.0, host.sigma)) for _ in range(n)]
 
 
-def _night(rng: random.Random, host: Host, shift: float, n: int) -> RunStats:
-    stats = run_stats(_samples(rng, host, shift, rng.gauss(0.0, host.tau), n))
-    assert stats is not None
-    return stats
+def _history(
+    rng: random.Random, host: Host, *, window: int, repeat: int, cases: int
+) -> tuple[list[RunStats], Drift | None]:
+    """One case's reference runs and the drift it is judged with (pooled over ``cases`` cases that
+    share each night's drift, when there are several)."""
+    drifts = [rng.gauss(0.0, host.tau) for _ in range(window)]
+    windows = [[run_stats(_samples(rng, host, 0.0, d, repeat)) for d in drifts] for _ in range(cases)]
+    histories = {
+        str(i): MetricHistory(reference=[r for r in w if r is not None][-REFERENCE_RUNS:])
+        for i, w in enumerate(windows)
+    }
+    for i, w in enumerate(windows):
+        runs = [r for r in w if r is not None]
+        histories[str(i)].drift = drift_of(runs, source="history" if window > REFERENCE_RUNS else "reference")
+    pool_drifts(histories)
+    return histories["0"].reference, histories["0"].drift
 
 
 def calibrate(
-    host: Host, shift: str, *, draws: int, seed: int, window: int = REFERENCE_RUNS, repeat: int = 3
+    host: Host,
+    shift: str,
+    *,
+    draws: int,
+    seed: int,
+    window: int = REFERENCE_RUNS,
+    repeat: int = 3,
+    cases: int = 1,
 ) -> Tally:
     """``draws`` histories of ``window`` unchanged nights, each followed by the nights of one case
     shifted by ``SHIFTS[shift]`` (night 1, and the episode it opens)."""
@@ -124,9 +149,7 @@ def calibrate(
     tally = Tally(host, shift)
     change = SHIFTS[shift]
     for _ in range(draws):
-        window_runs = [_night(rng, host, 0.0, repeat) for _ in range(window)]
-        reference = window_runs[-REFERENCE_RUNS:]
-        drift = drift_of(window_runs, source="history" if window > REFERENCE_RUNS else "reference")
+        reference, drift = _history(rng, host, window=window, repeat=repeat, cases=cases)
         limits = Limits(looks=looks_for(drift))
         earlier: list[RunStats] = []
         tally.draws += 1

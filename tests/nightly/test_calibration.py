@@ -13,8 +13,10 @@ Goals (per metric per night; "night 1" is judged alone, later nights of an episo
 | quiet card (σ 1 %, τ 0.5 %) | unchanged -> ok >= 95 %; 5 % slower -> regression >= 95 % on night 1; 5 % -> ok <= 0.1 % |
 
 Not met, and so not asserted: on the 2-core host "unchanged -> ok >= 15 %" holds for night 1 with a
-case's own 20-night drift (16.6 %), but not over every night once episodes pool (their looks are at
-α_ok / 6: 12.7 %), nor with adaptive repeats (α_ok / 3 per look: 14.3 % on night 1).
+case's own 20-night drift (16.9 % over 30,000 draws), but not over every night once episodes pool
+(their looks are at α_ok / 6: 12.9 %), nor with adaptive repeats (α_ok / 3 a look: 12.7 % on night 1).
+"Unchanged -> regression <= 0.1 %" is met at the goal, not below it: the statistic is a t of 19
+degrees of freedom, so under normal noise the rate is α itself (0.113 %, interval 0.081-0.158 %).
 """
 
 from __future__ import annotations

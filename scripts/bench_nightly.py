@@ -467,7 +467,11 @@ def _night(stack: BenchStack, body: dict[str, Any], kind: str, factor: float, in
         "wall_s": round(batch["wall_s"], 1),
         "generate_ms": [float(v) for v in (case.get("samples") or {}).get("generate_ms") or []],
         "verdict": metric.get("verdict"),
-        "change": metric.get("change"),
+        # the night's own change (in an episode, ``change`` is the pooled nights')
+        "change": metric.get("tonight_change")
+        if metric.get("tonight_change") is not None
+        else metric.get("change"),
+        "pooled_change": metric.get("change"),
         "upper": metric.get("upper"),
         "detectable": metric.get("detectable"),
         "mode": metric.get("mode"),

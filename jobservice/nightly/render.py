@@ -73,6 +73,7 @@ def _case_metrics(case: dict[str, Any], verdict_of: dict[str, Any], tracked: lis
             "primary": bool(versus.get("primary")),
             "baseline": versus.get("baseline"),
             "change": versus.get("change"),
+            "tonight_change": versus.get("tonight_change"),  # in an episode: tonight's own change
             "upper": versus.get("upper"),
             "threshold": versus.get("threshold"),
             "detectable": versus.get("detectable"),

@@ -120,6 +120,21 @@ def site(
     return checkout, deployment, root, units
 
 
+def stand_in_stack(folder: Path, args: argparse.Namespace) -> tuple[FakeCheckout, BenchStack, int]:
+    """The stand-in's site and a (not yet started) stack serving it on one fake NPU card."""
+    checkout, deployment, root, units = site(
+        folder, cpu_s=args.cpu_s, device_s=args.device_s, speech_s=args.speech_s
+    )
+    stack = BenchStack(
+        deployment=deployment,
+        devices="npu:0",
+        preload=False,
+        keep=args.keep,
+        env={"JOBSERVICE_BATCH_ROOT": str(root)},
+    )
+    return checkout, stack, units
+
+
 def spec(
     name: str,
     *,
@@ -220,16 +235,7 @@ def main() -> None:
         return
 
     folder = Path(tempfile.mkdtemp(prefix="jobservice-nightly-"))
-    checkout, deployment, root, units = site(
-        folder, cpu_s=args.cpu_s, device_s=args.device_s, speech_s=args.speech_s
-    )
-    stack = BenchStack(
-        deployment=deployment,
-        devices="npu:0",
-        preload=False,
-        keep=args.keep,
-        env={"JOBSERVICE_BATCH_ROOT": str(root)},
-    )
+    checkout, stack, units = stand_in_stack(folder, args)
     noise: dict[str, list[float]] = {m: [] for m in MODES}
     samples: dict[str, list[list[float]]] = {m: [] for m in MODES}  # every batch's generate times
     unchanged: dict[str, list[float]] = {m: [] for m in MODES}  # runs of the unchanged model
@@ -425,16 +431,7 @@ TARGETS = {"unchanged": 0.0, "slower_5pc": 0.05, "slower_15pc": 0.15}
 def sequence(args: argparse.Namespace) -> dict[str, Any]:
     """Warm-up nights, then blocks of rounds, each night judged against the history of nights."""
     folder = Path(tempfile.mkdtemp(prefix="jobservice-sequence-"))
-    checkout, deployment, root, units = site(
-        folder, cpu_s=args.cpu_s, device_s=args.device_s, speech_s=args.speech_s
-    )
-    stack = BenchStack(
-        deployment=deployment,
-        devices="npu:0",
-        preload=False,
-        keep=args.keep,
-        env={"JOBSERVICE_BATCH_ROOT": str(root)},
-    )
+    checkout, stack, units = stand_in_stack(folder, args)
     body = spec("nightly-sequence", repeats=args.repeats, undisturbed=True, baseline=None)
     nights: list[dict[str, Any]] = []
     with stack:

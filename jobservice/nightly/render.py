@@ -81,6 +81,7 @@ def _case_metrics(case: dict[str, Any], verdict_of: dict[str, Any], tracked: lis
             "alpha": versus.get("alpha"),
             "repeats_needed": versus.get("repeats_needed"),
             "nights_needed": versus.get("nights_needed"),
+            "episode_open": versus.get("episode_open"),
             "reference_runs": versus.get("reference_runs"),
             "nights": versus.get("nights"),
             "mode": versus.get("mode"),

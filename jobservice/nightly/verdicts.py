@@ -469,6 +469,11 @@ def decider(result: Judgement | dict[str, Any]) -> str:
     if nights is not None:
         more = f"{nights} more night{'s' if nights > 1 else ''}"
         return f"the drift between nights ({drift}) limits: {more} pooled would decide it"
+    if fields.get("drift_limits") and fields.get("episode_open"):
+        return (
+            f"the drift between nights ({drift}) limits: neither repeats nor the episode's "
+            f"{EPISODE_NIGHTS} nights pooled would decide it at this change: reduce the noise"
+        )
     if fields.get("drift_limits"):
         return (
             f"the drift between nights ({drift}) limits, and no number of repeats can decide it: "

@@ -4,6 +4,15 @@
 #   build-venv.sh api              # /opt/jobservice: the project, no torch
 #   build-venv.sh worker FLAVOUR   # /opt/jobservice: the project + worker extra + torch for FLAVOUR
 #
+# And, copied into an offline bundle (docker/wheelhouse.sh bundle), on a card host:
+#
+#   build-venv.sh bundle PREFIX [PYTHON]   # (the bundle's install.sh) a venv in PREFIX; starts nothing
+#
+# The venv sees the packages PYTHON sees (default python3: the host's torch and what else it has,
+# also when PYTHON is itself a venv) and gets the project and the bundle's wheels with --no-index, pip
+# choosing the host's version of a package where it will do; then the host's part is checked
+# (bundle.py check), ffmpeg and ffprobe are unpacked into PREFIX/bin and the imports are tried.
+#
 # Wheels come from /wheels (docker/wheelhouse/, filled on the host by docker/wheelhouse.sh) when it
 # holds any, with --no-index: no package index is asked. An empty wheelhouse: the index is used.
 # PIP_OFFLINE=1 forces the wheelhouse, PIP_OFFLINE=0 the index (wheels still preferred when found).
@@ -13,6 +22,39 @@
 set -eu
 what="$1"
 flavour="${2:-cpu}"
+
+if [ "$what" = bundle ]; then
+  here="$(cd "$(dirname "$0")" && pwd)"
+  prefix="${2:?usage: install.sh PREFIX [PYTHON]}"
+  host_python="${3:-${PYTHON:-python3}}"
+  started=$(date +%s)
+  [ -f "$here/bundle.json" ] || { echo "install: $here is not a bundle (no bundle.json)" >&2; exit 2; }
+  pip_in_prefix() { "$prefix/bin/python" -m pip "$@"; }
+  if ! "$host_python" -m venv "$prefix" 2>"$prefix.venv-log"; then
+    # A Python without ensurepip (Debian's without python3-venv, some uv builds): a venv without
+    # pip, which the host's own pip installs into.
+    cat "$prefix.venv-log" >&2
+    rm -rf "$prefix"
+    "$host_python" -m venv --without-pip "$prefix"
+    pip_in_prefix() { "$host_python" -m pip --python "$prefix/bin/python" "$@"; }
+  fi
+  rm -f "$prefix.venv-log"
+  # The venv sees exactly the packages the host's Python sees, after its own: a .pth names the
+  # host's site folders (a host Python that is itself a venv keeps its packages in its own, which
+  # --system-site-packages would miss, and would show its base's, which it may not see).
+  site="$("$prefix/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+  "$host_python" -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
+    >"$site/jobservice-host.pth"
+  pip_bundle() { pip_in_prefix install -q --no-cache-dir --no-index --find-links "$here/wheels" "$@"; }
+  pip_bundle --no-deps "$(ls "$here"/wheels/jobservice-*.whl)"
+  pip_bundle -r "$here/requirements.txt"
+  "$prefix/bin/python" "$here/bundle.py" check "$here"
+  tar -xJf "$here/tools.tar.xz" -C "$prefix/bin"
+  "$prefix/bin/ffmpeg" -hide_banner -version | head -1
+  "$prefix/bin/python" -c "import jobservice.http.app, workers.tasks, jobservice.cli.embedded as e; print('redis-server:', e.redis_binary())"
+  echo "install: $prefix in $(($(date +%s) - started)) s; nothing started. Next: $prefix/bin/jobservice up"
+  exit 0
+fi
 VENV=/opt/jobservice
 TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
 TORCH_NPU_VERSION="${TORCH_NPU_VERSION:-$TORCH_VERSION}"
@@ -40,8 +82,8 @@ pip wheel --no-deps -w /tmp/dist /src
 project="$(ls /tmp/dist/jobservice-*.whl)"
 
 if [ "$what" = api ]; then
-  pip install "$project"
-  "$VENV/bin/python" -c "import jobservice.http.app, gunicorn"
+  pip install "${project}[tracing]"  # traces when JOBSERVICE_OTLP_ENDPOINT is set
+  "$VENV/bin/python" -c "import jobservice.http.app, gunicorn, opentelemetry.sdk"
   exit 0
 fi
 
@@ -78,7 +120,7 @@ case "$flavour" in
     ;;
   *) echo "build-venv: unknown FLAVOUR $flavour (cpu, cuda or ascend)" >&2; exit 2 ;;
 esac
-pip install "${project}[worker]"
+pip install "${project}[worker,tracing]"
 # torch must still be the one installed above (the worker extra's range admits it). On ascend,
 # torch would load torch_npu, which needs CANN's libraries: set_env.sh is only sourced when a
 # container starts (entrypoint.sh), so here the backend is left unloaded and only its presence

@@ -12,6 +12,7 @@ themselves come from ``jobservice.families`` (the built-in ones and a deployment
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -145,16 +146,27 @@ class Catalog:
         return list(self._specs)
 
     def group_for(self, devices: str, name: str | None = None) -> WorkerGroup | None:
-        """The deployment's card group named ``name``, else the one launched with exactly ``devices``
-        (e.g. ``npu:2,3``; several CPU groups are told apart by name), if any."""
+        """The deployment's card group named ``name`` (or, unnamed, written ``name`` in the file's
+        devices: a container whose cards a device plugin renumbered names its group so), else the
+        one launched with exactly ``devices`` (e.g. ``npu:2,3``; several CPU groups are told apart by
+        name), if any. Devices are canonical labels (``npu:4,5,6,7``)."""
         if name:
             for group in self.groups:
                 if group.name == name:
+                    return group
+            for group in self.groups:
+                if group.name is None and group.devices == name:
                     return group
         for group in self.groups:
             if group.devices == devices and (not name or group.name is None):
                 return group
         return None
+
+    def longest_timeout(self, models: Iterable[str] | None = None, *, default: float) -> float:
+        """The longest run limit among ``models`` (None: every model): each model's own timeout,
+        else ``default`` (the service's ``job_timeout_seconds``); ``default`` when none is known."""
+        chosen = self.all() if models is None else [s for m in models if (s := self.get(m)) is not None]
+        return max((spec.timeout_seconds or default for spec in chosen), default=default)
 
     def config_for(self, spec: ModelSpec, devices: str, name: str | None = None) -> dict[str, Any]:
         """``spec.config`` with the overrides of the card group (``name``, else on ``devices``) applied."""

@@ -1,6 +1,21 @@
 #!/usr/bin/env python3
 """Nightly verdicts on this host: the noise of a per-run model's figures with and without the
-service's own finishing beside them, and what the three verdicts say about known slowdowns.
+service's own finishing beside them, and what the verdicts say about known slowdowns.
+
+Three modes (the last line of each is one JSON object):
+
+  (default)     the overlap study below: undisturbed vs overlapped measurement, round by round
+  --sequence    nights against the history of nights (issue 36): ``--warm-up`` unchanged nights,
+                then ``--blocks`` blocks of [unchanged, 5 % slower, 15 % slower, 15 % slower] (a
+                15 % slowdown persists for two nights, so episodes show). The stand-in's slowdown
+                factor is set so that the generate time, not just its compute, should move by 5 %
+                and 15 % (factor = 1 + shift x generate time / compute seconds, from the warm-up
+                nights); the shift each night actually shows against its reference is reported.
+                Reports the host's σ (noise within a night) and τ (drift between nights) from the
+                unchanged nights, the shifts, and the verdicts per round kind.
+  --calibrate   no stack: the error rates of the decided procedure on synthetic nights at the
+                2-core host's σ, τ and a quiet card host's (tests/nightly/calibration.py, the
+                production verdict function), with 95 % intervals: the table of docs/benchmarks.md
 
 Starts its own stack (embedded Redis, SQLite, local store, the API and one worker on a fake NPU
 card) serving the FlashHead stand-in (tests/standins/fake_generate_video.py, the real flags) in
@@ -39,6 +54,8 @@ Prints a table and, as its LAST line, one JSON object:
 
 Usage: scripts/bench_nightly.py [--rounds 3] [--repeats 3] [--cpu-s 1.5] [--device-s 1.5]
        [--speech-s 13] [--no-lateness] [--keep]
+       scripts/bench_nightly.py --sequence [--warm-up 5] [--blocks 3] [--repeats 3] [--speech-s 6]
+       scripts/bench_nightly.py --calibrate [--draws 30000]
 """
 
 from __future__ import annotations
@@ -60,8 +77,15 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobservice.nightly.stats import robust_sigma  # noqa: E402
+from jobservice.nightly.stats import (  # noqa: E402
+    mean_factor,
+    pooled_variance,
+    robust_sigma,
+    run_stats,
+    sample_variance,
+)
 from scripts.bench_lib.stack import BenchStack  # noqa: E402
+from tests.nightly.calibration import QUIET_CARD, SHIFTS, TWO_CORE, calibrate  # noqa: E402
 from tests.standins.common import cpu_units_per_second  # noqa: E402
 from tests.standins.deploy import FakeCheckout, flashhead_checkout, write_deployment  # noqa: E402
 from workers.adapters.processes.child import wait_for_exit  # noqa: E402
@@ -96,14 +120,36 @@ def site(
     return checkout, deployment, root, units
 
 
-def spec(name: str, *, repeats: int, undisturbed: bool, baseline: str | None) -> dict[str, Any]:
+def stand_in_stack(folder: Path, args: argparse.Namespace) -> tuple[FakeCheckout, BenchStack, int]:
+    """The stand-in's site and a (not yet started) stack serving it on one fake NPU card."""
+    checkout, deployment, root, units = site(
+        folder, cpu_s=args.cpu_s, device_s=args.device_s, speech_s=args.speech_s
+    )
+    stack = BenchStack(
+        deployment=deployment,
+        devices="npu:0",
+        preload=False,
+        keep=args.keep,
+        env={"JOBSERVICE_BATCH_ROOT": str(root)},
+    )
+    return checkout, stack, units
+
+
+def spec(
+    name: str,
+    *,
+    repeats: int,
+    undisturbed: bool,
+    baseline: str | None,
+    metrics: tuple[str, ...] = ("generate_ms",),
+) -> dict[str, Any]:
     """One case of the stand-in, tracking generate time."""
     return {
         "name": name,
         "repeat": repeats,
         "undisturbed": undisturbed,
         "baseline": baseline or "auto",
-        "metrics": ["generate_ms"],
+        "metrics": list(metrics),
         "cases": [
             {
                 "name": "flashhead",
@@ -175,19 +221,21 @@ def main() -> None:
     )
     parser.add_argument("--no-lateness", action="store_true")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--sequence", action="store_true", help="nights against the history (issue 36)")
+    parser.add_argument("--warm-up", type=int, default=5, help="--sequence: unchanged nights first")
+    parser.add_argument("--blocks", type=int, default=3, help="--sequence: blocks of 4 rounds")
+    parser.add_argument("--calibrate", action="store_true", help="synthetic nights: the goals' rates")
+    parser.add_argument("--draws", type=int, default=30_000, help="--calibrate: draws per scenario")
     args = parser.parse_args()
+    if args.calibrate:
+        print(json.dumps(calibration(args.draws)))
+        return
+    if args.sequence:
+        print(json.dumps(sequence(args)))
+        return
 
     folder = Path(tempfile.mkdtemp(prefix="jobservice-nightly-"))
-    checkout, deployment, root, units = site(
-        folder, cpu_s=args.cpu_s, device_s=args.device_s, speech_s=args.speech_s
-    )
-    stack = BenchStack(
-        deployment=deployment,
-        devices="npu:0",
-        preload=False,
-        keep=args.keep,
-        env={"JOBSERVICE_BATCH_ROOT": str(root)},
-    )
+    checkout, stack, units = stand_in_stack(folder, args)
     noise: dict[str, list[float]] = {m: [] for m in MODES}
     samples: dict[str, list[list[float]]] = {m: [] for m in MODES}  # every batch's generate times
     unchanged: dict[str, list[float]] = {m: [] for m in MODES}  # runs of the unchanged model
@@ -335,6 +383,155 @@ def summarize(
         "batch_wall_ratio": round(
             statistics.median(walls["undisturbed"]) / statistics.median(walls["overlapped"]), 3
         ),
+    }
+
+
+def calibration(draws: int) -> dict[str, Any]:
+    """The rates of the decided procedure on synthetic nights, per host, drift source and shift."""
+    out: dict[str, Any] = {"draws": draws}
+    for host in (TWO_CORE, QUIET_CARD):
+        ways = (
+            (20, 1, "own 20 nights (19 df)"),
+            (60, 1, "own 60 nights (59 df): adaptive"),
+            (20, 3, "pooled, 3 cases sharing drift: adaptive"),
+        )
+        for window, cases, drift in ways:
+            for shift in SHIFTS:
+                started = time.monotonic()
+                seed = 36_000 + window + cases
+                tally = calibrate(host, shift, draws=draws, seed=seed, window=window, cases=cases)
+                row = {
+                    "night1": {v: _rate(tally.first(v)) for v in ("regression", "ok", "inconclusive")},
+                    "per_night": {v: _rate(tally.per_night(v)) for v in ("regression", "ok")},
+                    "regression_by_night2": _rate(tally.by_night2()),
+                    "mean_repeats": round(tally.mean_repeats, 3),
+                    "judged_nights": tally.judged_nights,
+                }
+                out.setdefault(host.name, {}).setdefault(drift, {})[shift] = row
+                print(
+                    f"{host.name:<10} {drift:<40} {shift:<10} night 1: regression "
+                    f"{tally.first('regression').text()}, ok {tally.first('ok').text()}; per night: "
+                    f"regression {tally.per_night('regression').text()}, ok {tally.per_night('ok').text()}; "
+                    f"regression by night 2 {tally.by_night2().text()}; repeats {tally.mean_repeats:.2f} "
+                    f"({time.monotonic() - started:.0f} s)",
+                    flush=True,
+                )
+    return out
+
+
+def _rate(rate: Any) -> dict[str, float]:
+    low, high = rate.interval()
+    return {"rate": round(rate.value, 6), "low": round(low, 6), "high": round(high, 6), "hits": rate.hits}
+
+
+ROUNDS = ("unchanged", "slower_5pc", "slower_15pc", "slower_15pc")  # a block of the sequence
+TARGETS = {"unchanged": 0.0, "slower_5pc": 0.05, "slower_15pc": 0.15}
+
+
+def sequence(args: argparse.Namespace) -> dict[str, Any]:
+    """Warm-up nights, then blocks of rounds, each night judged against the history of nights."""
+    folder = Path(tempfile.mkdtemp(prefix="jobservice-sequence-"))
+    checkout, stack, units = stand_in_stack(folder, args)
+    body = spec("nightly-sequence", repeats=args.repeats, undisturbed=True, baseline=None)
+    nights: list[dict[str, Any]] = []
+    with stack:
+        checkout.set_mode("ok")
+        for night in range(args.warm_up):
+            nights.append(_night(stack, body, "warm-up", 1.0, night))
+        generate = statistics.median(statistics.median(n["generate_ms"]) for n in nights if n["generate_ms"])
+        compute_ms = (args.cpu_s + args.device_s) * 1000
+        for _block in range(args.blocks):
+            for kind in ROUNDS:
+                factor = 1.0 + TARGETS[kind] * generate / compute_ms
+                checkout.set_mode("ok" if factor == 1.0 else f"slower:{factor:.4f}")
+                nights.append(_night(stack, body, kind, factor, len(nights)))
+    checkout.set_mode("ok")
+    if not args.keep:
+        shutil.rmtree(folder, ignore_errors=True)
+    return _sequence_summary(args, units, generate, nights)
+
+
+def _night(stack: BenchStack, body: dict[str, Any], kind: str, factor: float, index: int) -> dict[str, Any]:
+    batch = run_batch(stack, body)
+    metric = _generate(batch)
+    view = requests.get(f"{stack.base}/batches/{batch['id']}", timeout=30).json()
+    case = (batch["report"].get("cases") or [{}])[0]
+    night = {
+        "index": index,
+        "kind": kind,
+        "factor": round(factor, 4),
+        "id": batch["id"],
+        "wall_s": round(batch["wall_s"], 1),
+        "generate_ms": [float(v) for v in (case.get("samples") or {}).get("generate_ms") or []],
+        "verdict": metric.get("verdict"),
+        # the night's own change (in an episode, ``change`` is the pooled nights')
+        "change": metric.get("tonight_change")
+        if metric.get("tonight_change") is not None
+        else metric.get("change"),
+        "pooled_change": metric.get("change"),
+        "upper": metric.get("upper"),
+        "detectable": metric.get("detectable"),
+        "mode": metric.get("mode"),
+        "reference_runs": metric.get("reference_runs"),
+        "nights": metric.get("nights"),
+        "episode": metric.get("episode"),
+        "runs": case.get("repeats"),
+        "disturbed": sum(1 for h in batch["hosts"] if h.get("disturbed")),
+        "batch_verdict": view.get("verdict"),
+    }
+    change = night["change"]
+    print(
+        f"night {index + 1:>2} {kind:<12} x{factor:.3f} {night['verdict'] or '-':<12} "
+        f"change {change if change is None else f'{change:+.1%}'} upper {night['upper']} "
+        f"({night['mode']}, {night['reference_runs']} runs, {night['nights']} nights) "
+        f"runs {night['runs']} disturbed {night['disturbed']} wall {night['wall_s']} s",
+        flush=True,
+    )
+    return night
+
+
+def _sequence_summary(
+    args: argparse.Namespace, units: int, generate: float, nights: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """σ and τ from the unchanged nights, the shift each kind of round showed, and the verdicts."""
+    unchanged = [n for n in nights if n["kind"] in ("warm-up", "unchanged")]
+    runs = [r for r in (run_stats(n["generate_ms"]) for n in unchanged) if r is not None]
+    s2, s_df = pooled_variance(runs)
+    omega2 = sample_variance([r.median for r in runs]) if len(runs) > 1 else None
+    tau2 = None if omega2 is None or s2 is None else max(0.0, omega2 - mean_factor(runs) * s2)
+    kinds = ("unchanged", "slower_5pc", "slower_15pc")
+    verdicts = {k: {} for k in kinds}  # type: dict[str, dict[str, int]]
+    for n in nights:
+        if n["kind"] in verdicts and n["verdict"]:
+            verdicts[n["kind"]][n["verdict"]] = verdicts[n["kind"]].get(n["verdict"], 0) + 1
+    shifts = {k: [n["change"] for n in nights if n["kind"] == k and n["change"] is not None] for k in kinds}
+    # The 15 % rounds come in pairs: was each pair a regression by its second night?
+    pairs = [
+        nights[i : i + 2]
+        for i in range(len(nights) - 1)
+        if nights[i]["kind"] == "slower_15pc" and nights[i + 1]["kind"] == "slower_15pc"
+    ]
+    return {
+        "mode": "sequence",
+        "warm_up": args.warm_up,
+        "blocks": args.blocks,
+        "repeats": args.repeats,
+        "cpu_work_units": units,
+        "generate_ms_unchanged": round(generate, 1),
+        "sigma": None if s2 is None else round(s2**0.5, 4),
+        "sigma_df": s_df,
+        "tau": None if tau2 is None else round(tau2**0.5, 4),
+        "tau_runs": len(runs),
+        "shift_median": {k: round(statistics.median(v), 4) if v else None for k, v in shifts.items()},
+        "shifts": {k: [round(x, 4) for x in v] for k, v in shifts.items()},
+        "verdicts": verdicts,
+        "slower_15pc_regressed_by_second_night": [
+            any(n["verdict"] == "regression" for n in pair) for pair in pairs
+        ],
+        "episodes": [n["episode"] for n in nights if n["episode"]],
+        "disturbed_runs": sum(n["disturbed"] for n in nights),
+        "runs": sum(n["runs"] or 0 for n in nights),
+        "nights": [{k: v for k, v in n.items() if k not in ("generate_ms", "episode")} for n in nights],
     }
 
 

@@ -15,7 +15,8 @@ command -v espeak-ng >/dev/null || apt_install espeak-ng || true
 command -v pg_restore >/dev/null || apt_install postgresql-client || true
 # diffusers: the Wan2.1 diffusers back end is tested for real (a tiny random pipeline on the CPU).
 # docs: MkDocs and its Material theme build the manual (docs/) below.
-ensure_venv "worker,dev,diffusers,embedded,docs"
+# tracing: OpenTelemetry, whose traces across the API and worker processes are tested.
+ensure_venv "worker,dev,diffusers,embedded,docs,tracing"
 PYBIN="$VENV/bin/python"
 SERVICES="$ROOT/var/test-services"
 mkdir -p "$SERVICES"

@@ -13,8 +13,10 @@ from typing import Any
 
 from celery import Celery, signals
 
+from jobservice import tracing
 from jobservice.db.tables import WorkerRecord
 from jobservice.fleet.placement import DeviceContext, inventory, parse_devices
+from jobservice.fleet.stopping import drain_seconds
 from jobservice.logs import install_on
 from jobservice.retention.orphans import sweep_orphans
 from jobservice.settings import Settings
@@ -27,14 +29,24 @@ from workers.runtime import WorkerRuntime, default_node, group_memory_gb, versio
 from workers.tasks import register_tasks
 
 log = logging.getLogger(__name__)
-DRAIN_SECONDS = 300  # a stopping process waits this long for the job it is finishing
+DEFAULT_DRAIN_SECONDS = 300.0  # a WorkerProcess made without its models' figure (tests)
+
+
+def drain_for(services: Services) -> float:
+    """How long a stopping worker waits for the job it is finishing: as long as that job may run,
+    the longest limit of the models it serves (jobservice.fleet.stopping; its unit gives it more)."""
+    settings = services.settings
+    return drain_seconds(
+        services.catalog, settings.worker_models or None, job_timeout_seconds=settings.job_timeout_seconds
+    )
 
 
 class WorkerProcess:
     """Holds the per-process runtime (children) and the maintenance loop (parent)."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, *, drain_seconds: float = DEFAULT_DRAIN_SECONDS) -> None:
         self.services = services
+        self.drain_seconds = drain_seconds  # ``bootstrap`` gives the one its models need (drain_for)
         self._runtime: WorkerRuntime | None = None
         self._runtime_pid = -1
         self.maintenance: Maintenance | None = None
@@ -49,8 +61,9 @@ class WorkerProcess:
         return self._runtime
 
     def on_child_start(self, **_: Any) -> None:
-        """Prefork child start: fresh runtime (holding no model: the group's row says so), thread
-        budget, optional preload."""
+        """Prefork child start: tracing (after the fork), fresh runtime (holding no model: the group's
+        row says so), thread budget, optional preload."""
+        tracing.init_process(self.services.settings, service="jobservice-worker")
         runtime = self.runtime()
         runtime.member.forget_residency("worker child started")
         versions()  # cached per process: keep git/ffmpeg/driver probes off the first job's tail
@@ -76,12 +89,15 @@ class WorkerProcess:
         if self._runtime is not None and self._runtime_pid == os.getpid():
             self._drain_finisher()
             self._runtime.resident.unload_all()
+        tracing.shutdown()  # export the last spans before the child exits
 
     def _drain_finisher(self) -> None:
         """Wait for the job this process is finishing, if any (workers/finisher.py)."""
         finisher = self._runtime.finisher if self._runtime is not None else None
-        if finisher is not None and not finisher.drain(timeout=DRAIN_SECONDS):
-            log.warning("a job was still finishing after %d s; its lease will bring it back", DRAIN_SECONDS)
+        if finisher is not None and not finisher.drain(timeout=self.drain_seconds):
+            log.warning(
+                "a job was still finishing after %g s; its lease will bring it back", self.drain_seconds
+            )
 
     def on_ready(self, **_: Any) -> None:
         """Parent set up, before the broker connection: announce the worker, start the maintenance loop."""
@@ -99,6 +115,7 @@ class WorkerProcess:
                 "versions": versions(),
                 "host": inventory(),
                 "pid": os.getpid(),
+                "pod": settings.pod_name,  # jobservice_group_info's pod label (Kubernetes)
                 # Models this worker was asked for but cannot serve, with why (set by the launcher).
                 "skipped": dict(settings.worker_skipped),
             },
@@ -143,7 +160,7 @@ def bootstrap(settings: Settings | None = None) -> Celery:
     """Build the worker's Celery app from ``JOBSERVICE_*`` settings."""
     services = build_services(settings or Settings())
     app = services.celery
-    process = WorkerProcess(services)
+    process = WorkerProcess(services, drain_seconds=drain_for(services))
     # Celery's hard limit must not cut a model that a deployment file allows to run longer.
     model_limits = [spec.timeout_seconds or 0.0 for spec in services.catalog.all()]
     longest = max([services.settings.job_timeout_seconds, *model_limits])

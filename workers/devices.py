@@ -1,4 +1,5 @@
-"""Device helpers that only a worker needs: per-run peak memory of the process and its cards."""
+"""Device helpers that only a worker needs: per-run peak memory of the process and its cards, and
+what the cards' own tools say of them (``workers.card_health``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from jobservice.fleet.placement import DeviceContext, inventory, parse_devices, pinning_env
+from workers.card_health import CardHealth
 
-__all__ = ["inventory", "memory_report", "parse_devices", "pinning_env", "reset_peak_memory"]
+__all__ = [
+    "card_placement",
+    "inventory",
+    "memory_report",
+    "parse_devices",
+    "pinning_env",
+    "reset_peak_memory",
+]
 
 PROC_SELF = Path("/proc/self")
 
@@ -52,9 +61,14 @@ def _peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def memory_report(device: DeviceContext) -> dict[str, float]:
-    """Peak memory since ``reset_peak_memory``: host RSS always, card memory when torch runs there."""
+def memory_report(device: DeviceContext, cards: list[CardHealth] | None = None) -> dict[str, float]:
+    """Peak memory since ``reset_peak_memory``: host RSS always, card memory when torch runs there;
+    with ``cards`` (read by NVML or npu-smi), the memory in use on the group's cards now, by every
+    process (``card_used_mb``), and their total (``card_total_mb``)."""
     report = {"peak_rss_mb": _peak_rss_mb()}
+    if cards and all(c.memory_used_mb is not None and c.memory_total_mb is not None for c in cards):
+        report["card_used_mb"] = round(sum(c.memory_used_mb or 0.0 for c in cards), 1)
+        report["card_total_mb"] = round(sum(c.memory_total_mb or 0.0 for c in cards), 1)
     module = _device_module(device)
     if module is not None:
         try:
@@ -62,3 +76,17 @@ def memory_report(device: DeviceContext) -> dict[str, float]:
         except Exception:  # noqa: BLE001, S110 - telemetry must never fail a job
             pass
     return report
+
+
+def card_placement(cards: list[CardHealth] | None) -> dict[str, str]:
+    """What a RunReport's ``device_placement`` says of the cards' health: ``ok``, or each unhealthy
+    card with its problems; nothing when the cards could not be read."""
+    if not cards:
+        return {}
+    sick = [f"{c.kind}:{c.index}: {' '.join(c.problems)}" for c in cards if not c.healthy]
+    names = sorted({c.name for c in cards if c.name})
+    return {
+        "card_health": "; ".join(sick) if sick else "ok",
+        "card_health_source": cards[0].source,
+        **({"card_name": ", ".join(names)} if names else {}),
+    }

@@ -14,9 +14,11 @@ from typing import Any
 from jobservice import __version__
 from jobservice.catalog import ModelSpec
 from jobservice.fleet.placement import card_memory_gb, parse_devices
+from jobservice.media.probe import MediaToolMissing, ffmpeg_path
 from jobservice.reports.buildinfo import commit, driver_versions
 from jobservice.wiring import Services
 from workers.adapters.base import DeviceContext
+from workers.card_health import CardHealth, CardMonitor
 from workers.finisher import Finisher
 from workers.group import FleetMember
 from workers.resident import ResidentModels
@@ -37,8 +39,10 @@ class WorkerRuntime:
     memory_gb_per_card: float | None = None
     member: FleetMember = field(init=False)
     resident: ResidentModels = field(init=False)
+    cards: CardMonitor = field(init=False)  # the group's cards as NVML / npu-smi see them
 
     def __post_init__(self) -> None:
+        self.cards = CardMonitor(self.device)
         self.member = FleetMember(
             self.services,
             group_id=self.node,
@@ -63,6 +67,14 @@ class WorkerRuntime:
             "state_dir": str(settings.var_dir.resolve() / "workers"),
         }
         return config
+
+    def read_cards(self) -> list[CardHealth] | None:
+        """The group's cards now (None: nothing to read); a failure to read never fails a job."""
+        try:
+            return self.cards.read()
+        except Exception:  # noqa: BLE001 - telemetry
+            log.warning("reading the cards of %s failed", self.device.label, exc_info=True)
+            return None
 
     @property
     def worker_id(self) -> str:
@@ -103,9 +115,10 @@ def default_node(device: DeviceContext) -> str:
 def ffmpeg_version() -> str:
     """The first line of ``ffmpeg -version`` (cached per process)."""
     try:
-        out = subprocess.run(["ffmpeg", "-version"], capture_output=True, text=True, timeout=10).stdout
+        argv = [ffmpeg_path("ffmpeg"), "-version"]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
         return out.splitlines()[0].split(" Copyright")[0] if out else "unknown"
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, MediaToolMissing):
         return "missing"
 
 

@@ -28,6 +28,7 @@ from jobservice.storage import StoreUnavailable
 from jobservice.wiring import Services, build_services
 
 GOOD = ("passed", "no_baseline")
+EXIT_USAGE = 2  # a bad spec or command line (click's own usage errors exit 2 too)
 
 
 def cli_services() -> Services:
@@ -39,9 +40,15 @@ def cli_services() -> Services:
     return build_services(settings)
 
 
+class SpecRefused(click.ClickException):
+    """A spec that cannot be run: a usage error (exit 2), never mistaken for a regression (exit 1)."""
+
+    exit_code = EXIT_USAGE
+
+
 @contextmanager
 def clear_errors() -> Iterator[None]:
-    """Turn service refusals into one-line CLI errors (exit 1) instead of tracebacks."""
+    """Turn service refusals into one-line CLI errors (exit 1; a bad spec exit 2) instead of tracebacks."""
     from jobservice.nightly.spec import SpecError
 
     try:
@@ -49,7 +56,7 @@ def clear_errors() -> Iterator[None]:
             yield
     except SpecError as exc:
         lines = [exc.message] + [f"  {d['field']}: {d['message']}" for d in exc.details[1:]]
-        raise click.ClickException("\n".join(lines)) from None
+        raise SpecRefused("\n".join(lines)) from None
     except DomainError as exc:
         raise click.ClickException(f"{exc.code}: {exc.message}") from None
     except StoreUnavailable as exc:
@@ -70,7 +77,7 @@ def run(spec: Path, wait: bool, timeout: float, as_json: bool) -> None:
     """Create a batch from the SPEC file and queue its jobs (below interactive jobs).
 
     With --wait, the exit status is the batch's verdict: 0 passed (or no baseline yet), 1 regressed,
-    failed or not finished, 3 inconclusive.
+    failed or not finished, 3 inconclusive; 2 a spec that cannot be run.
     """
     from jobservice.nightly.plan import plan_batch
     from jobservice.nightly.service import create_batch
@@ -192,16 +199,20 @@ def report(batch_id: str, fmt: str, output: Path | None) -> None:
 def compare(baseline: str, candidate: str, verbose: bool, as_json: bool) -> None:
     """Compare CANDIDATE with BASELINE (for CI gates).
 
+    The two runs are judged alone: CANDIDATE against BASELINE's runs with the drift between two
+    runs assumed (the cold start's rule); a night's own verdict, against its history, is in
+    `jobservice batch status`.
+
     Exit status: 0 passed, 1 a case regressed or failed, 3 inconclusive (no regression seen, but a
-    case's noise hid changes above the spec's floor; the reasons say how many repeats would not).
+    case could not rule out a slowdown of ok_within; the reasons say what would decide it).
     """
-    from jobservice.nightly.compare import compare_results, gate_exit_code
+    from jobservice.nightly.compare import Night, compare_results, gate_exit_code
     from jobservice.nightly.render import render_comparison_text
 
     services = cli_services()
     with clear_errors():
         old, new = _finished(services, baseline), _finished(services, candidate)
-    result = compare_results(old.results, new.results, spec=new.spec)
+    result = compare_results(old.results, new.results, spec=new.spec, night=Night(use_history=False))
     if as_json:
         click.echo(json.dumps({**result, "baseline_id": str(old.id), "candidate_id": str(new.id)}, indent=2))
     else:
@@ -213,17 +224,22 @@ def compare(baseline: str, candidate: str, verbose: bool, as_json: bool) -> None
 
 @batch_group.command("pin")
 @click.argument("batch_id")
-@click.option("--unpin", is_flag=True, help="Stop using it as the baseline.")
+@click.option("--unpin", is_flag=True, help="Undo: the history reaches back past it again.")
 def pin(batch_id: str, unpin: bool) -> None:
-    """Make a finished batch the baseline its spec's later runs are compared with."""
+    """Accept a finished batch as the new normal: its cases' history restarts at it (and until they
+    have 5 runs again, it is their baseline)."""
     from jobservice.nightly.service import parse_batch_id, pin_batch
 
     services = cli_services()
     with clear_errors():
         batch = pin_batch(services, parse_batch_id(batch_id), pinned=not unpin)
-    click.echo(
-        f"batch {batch.id} ({batch.name}) is {'now' if batch.pinned else 'no longer'} the pinned baseline"
-    )
+    if batch.pinned:
+        click.echo(
+            f"batch {batch.id} ({batch.name}) is accepted as the new normal: later runs are judged "
+            "against it and the runs after it (their history restarts here)"
+        )
+    else:
+        click.echo(f"batch {batch.id} ({batch.name}) is no longer pinned: the history reaches back past it")
 
 
 @batch_group.command("cancel")
@@ -298,6 +314,8 @@ def _draw(view: dict[str, Any]) -> None:
 
 
 def _describe(view: dict[str, Any]) -> str:
+    from jobservice.nightly.render import episode_line
+
     p = view["progress"]
     lines = [
         f"batch {view['id']} ({view['name']}): {view['status']}"
@@ -312,11 +330,18 @@ def _describe(view: dict[str, Any]) -> str:
     for case in view["cases"]:
         if case["verdict"]:
             why = f": {'; '.join(case['reasons'])}" if case["reasons"] else ""
-            lines.append(f"  {case['verdict'].upper():<10} {case['name']}{why}")
+            lines.append(f"  {case['verdict'].upper():<12} {case['name']}{why}")
+            lines += [f"  {'':<12} also: {other}" for other in case.get("others") or []]
+    for episode in view.get("episodes") or []:
+        lines.append(f"  episode: {episode_line(episode)}")
     for change in view["environment_changes"]:
         lines.append(f"  changed since the baseline: {change}")
+    if view.get("risk"):
+        lines.append(f"  {view['risk']}")
     if view["links"].get("report"):
         lines.append(f"  report: jobservice batch report {view['id']}  (or GET {view['links']['report']})")
+    if view["verdict"] in ("regressed", "inconclusive") and not view["pinned"]:
+        lines.append(f"  if this is the new normal: jobservice batch pin {view['id']}")
     return "\n".join(lines)
 
 

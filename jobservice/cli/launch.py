@@ -10,7 +10,15 @@ import sys
 from typing import Any
 
 from jobservice.broker import group_queue
-from jobservice.fleet.placement import DeviceContext, parse_devices, path_exists, pinning_env, servable_models
+from jobservice.catalog import WorkerGroup
+from jobservice.fleet.placement import (
+    DeviceContext,
+    DeviceSpecError,
+    parse_devices,
+    path_exists,
+    pinning_env,
+    servable_models,
+)
 from jobservice.logs import install_on
 from jobservice.settings import Settings
 from jobservice.wiring import build_services
@@ -88,7 +96,8 @@ def _successful_read(method: str, status: int | None) -> bool:
 def worker_plan(
     settings: Settings, device: DeviceContext, models: list[str] | None, name: str | None = None
 ) -> tuple[list[str], dict[str, str]]:
-    """The models this worker may serve (its group's eligible models), and why the others are skipped."""
+    """The models this worker may serve (its group's eligible models), and why the others are skipped.
+    ``name``: the deployment file's group, by its name or its devices as the file writes them."""
     catalog = build_services(settings).catalog
     group = catalog.group_for(device.label, name)
     if not models and group is not None:
@@ -114,6 +123,29 @@ def _say_skipped(settings: Settings, device: DeviceContext, skipped: dict[str, s
                 log.warning("worker %s:     %s = %s (missing)", device.label, name, path)
 
 
+def deployment_group(settings: Settings, device: DeviceContext, key: str | None) -> WorkerGroup | None:
+    """The deployment file's card group a worker on ``device`` runs: the one named ``key`` or written
+    ``key`` in the file's devices (``--group``; its card count must be ``device``'s), else the one
+    on exactly ``device``."""
+    catalog = build_services(settings).catalog
+    if key is None:
+        return catalog.group_for(device.label, None)
+    try:
+        key = parse_devices(key).label  # the file's devices, canonical ("npu:4-7" -> "npu:4,5,6,7")
+    except DeviceSpecError:
+        pass  # a group's name
+    group = catalog.group_for(device.label, key)
+    if group is None or (group.name != key and group.devices != key):
+        known = ", ".join(g.name or g.devices for g in catalog.groups) or "none"
+        raise SystemExit(f"--group {key}: the deployment file has no such card group (its groups: {known})")
+    cards = parse_devices(group.devices).count
+    if cards != device.count:
+        raise SystemExit(
+            f"--group {key} has {cards} card(s) but --devices {device.label} gives this worker {device.count}"
+        )
+    return group
+
+
 def exec_worker(
     settings: Settings,
     *,
@@ -122,16 +154,26 @@ def exec_worker(
     name: str | None,
     preload: bool,
     loglevel: str,
+    group_key: str | None = None,
     pool: str = "prefork",
 ) -> None:
-    """Pin the environment to ``devices`` and replace this process with a Celery worker."""
+    """Pin the environment to ``devices`` and replace this process with a Celery worker.
+
+    The card group's id is ``name``, else ``JOBSERVICE_WORKER_NODE`` (a pod's stable name), else
+    ``<devices>@<hostname>``. Its deployment-file group is ``group_key`` (by name, or by the devices
+    the file gives it: a container whose cards a device plugin numbered from 0), else the one named
+    ``name``, else the one on exactly ``devices``."""
     device = parse_devices(devices)
-    serve, skipped = worker_plan(settings, device, models, name)
+    if group_key is not None:
+        group = deployment_group(settings, device, group_key)
+    else:
+        group = build_services(settings).catalog.group_for(device.label, name)
+    key = None if group is None else (group.name or group.devices)
+    serve, skipped = worker_plan(settings, device, models, key or name)
     _say_skipped(settings, device, skipped)
     if not serve:
         raise SystemExit(f"worker {device.label}: no model can be served on these devices")
-    node = name or f"{device.label}@{socket.gethostname()}"
-    group = build_services(settings).catalog.group_for(device.label, name)
+    node = name or settings.worker_node or f"{device.label}@{socket.gethostname()}"
     env = dict(os.environ)
     env.update(pinning_env(device))  # before anything in the worker imports torch
     env["JOBSERVICE_WORKER_DEVICES"] = devices
@@ -139,8 +181,8 @@ def exec_worker(
     env["JOBSERVICE_WORKER_SKIPPED"] = json.dumps(skipped)  # shown by /models and /readyz
     env["JOBSERVICE_WORKER_NODE"] = node
     env["JOBSERVICE_WORKER_PRELOAD"] = "1" if preload else "0"
-    if group is not None and group.name:
-        env["JOBSERVICE_WORKER_GROUP"] = group.name  # its per-model config and declared memory
+    if key is not None:
+        env["JOBSERVICE_WORKER_GROUP"] = key  # its per-model config and declared memory
     # The child needs one OpenMP pool of its own; never inherit one from a parent that used torch.
     env.setdefault("PYTHONUNBUFFERED", "1")
     argv = [

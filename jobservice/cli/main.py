@@ -17,6 +17,7 @@ from jobservice.cli.fleet import fleet_group, usage_command
 from jobservice.cli.gc import gc_command
 from jobservice.cli.groups import group_group
 from jobservice.cli.keys import keys_group
+from jobservice.cli.kit import kit_group
 from jobservice.cli.tenants import tenants_group
 from jobservice.cli.webhooks import webhooks_group
 from jobservice.cli.workers import workers_command
@@ -112,7 +113,8 @@ def api(host: str | None, port: int | None, workers: int | None, threads: int | 
 @click.option(
     "--name",
     default=None,
-    help="Card group name (default <devices>@<host>); picks the deployment file's group of that name.",
+    help="Card group name (default JOBSERVICE_WORKER_NODE, else <devices>@<host>); picks the deployment "
+    "file's group of that name.",
 )
 @click.option(
     "--memory-gb",
@@ -121,12 +123,21 @@ def api(host: str | None, port: int | None, workers: int | None, threads: int | 
     help="Memory of each card in GB, when neither the deployment file nor the cards say it (a CPU group "
     "then holds only the models that fit).",
 )
+@click.option(
+    "--group",
+    "group_key",
+    default=None,
+    help="The deployment file's card group this worker runs, by its name or its devices as the file "
+    "writes them (npu:4-7), when the cards are numbered otherwise here: a container given its cards by "
+    "a device plugin sees them from 0 (default: the group named --name, else the one on --devices).",
+)
 @click.option("--preload/--no-preload", default=False, help="Load models when the worker starts.")
 @click.option("--loglevel", default="INFO", show_default=True)
 def worker(
     devices: str | None,
     models: str | None,
     name: str | None,
+    group_key: str | None,
     memory_gb: float | None,
     preload: bool,
     loglevel: str,
@@ -151,6 +162,7 @@ def worker(
             name=name,
             preload=preload,
             loglevel=loglevel,
+            group_key=group_key,
         )
     except DeviceSpecError as exc:
         raise click.BadParameter(str(exc), param_hint="--devices") from None
@@ -377,6 +389,7 @@ cli.add_command(usage_command)
 cli.add_command(gc_command)
 cli.add_command(check_command)
 cli.add_command(keys_group)
+cli.add_command(kit_group)
 cli.add_command(webhooks_group)
 
 

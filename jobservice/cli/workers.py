@@ -19,28 +19,40 @@ from jobservice.settings import Settings
 def _plan(settings: Settings) -> list[dict[str, Any]]:
     from jobservice.families.deployment import build_catalog
     from jobservice.fleet.placement import parse_devices, servable_models
+    from jobservice.fleet.stopping import stop_grace_seconds
 
     catalog = build_catalog(settings.catalog_extra, deployment_file=settings.deployment_file)
     plan = []
     for group in catalog.groups:
         device = parse_devices(group.devices)
         reasons = servable_models(catalog, device, list(group.models))
+        grace = stop_grace_seconds(catalog, group.models, job_timeout_seconds=settings.job_timeout_seconds)
         argv = ["jobservice", "worker", "--devices", group.devices, "--models", ",".join(group.models)]
         if group.name:
             argv += ["--name", group.name]
-        entry = {"devices": group.devices, "models": list(group.models), "reasons": reasons, "argv": argv}
+        entry = {
+            "devices": group.devices,
+            "models": list(group.models),
+            "reasons": reasons,
+            "argv": argv,
+            "grace": grace,
+        }
         plan.append(entry)
     return plan
 
 
-@click.command("workers")
-@click.option(
+# ``--file``: the deployment file a command reads (``jobservice workers``, ``jobservice kit compose-check``).
+deployment_file_option = click.option(
     "--file",
     "deployment_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
     help="Deployment file (default JOBSERVICE_DEPLOYMENT_FILE).",
 )
+
+
+@click.command("workers")
+@deployment_file_option
 @click.option("--launch", is_flag=True, help="Start one worker per card group and wait for them.")
 @click.option("--check", is_flag=True, help="Exit 1 unless every group can serve all its models here.")
 def workers_command(deployment_file: Path | None, launch: bool, check: bool) -> None:
@@ -59,6 +71,7 @@ def workers_command(deployment_file: Path | None, launch: bool, check: bool) -> 
     problems = 0
     for group in plan:
         click.echo(f"{group['devices']}: {' '.join(group['argv'])}")
+        click.echo(f"  stop grace {group['grace']} s (its longest job and its ending: give its unit this)")
         for model, reason in group["reasons"].items():
             problems += reason is not None
             click.echo(f"  {model}: {'ok' if reason is None else 'NOT SERVABLE HERE: ' + reason}")
@@ -71,6 +84,7 @@ def workers_command(deployment_file: Path | None, launch: bool, check: bool) -> 
 def _launch(plan: list[dict[str, Any]], deployment_file: Path) -> int:
     """Run every group's worker as a child; Ctrl-C or SIGTERM stops them all."""
     env = dict(os.environ, JOBSERVICE_DEPLOYMENT_FILE=str(Path(deployment_file).resolve()))
+    env.pop("JOBSERVICE_WORKER_NODE", None)  # one id per group: each child names its own
     children = [
         subprocess.Popen([sys.executable, "-m", "jobservice.cli.main", *group["argv"][1:]], env=env)
         for group in plan

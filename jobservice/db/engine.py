@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+import sqlalchemy
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -37,7 +38,9 @@ def build_engine(url: str, **kwargs: Any) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(
+        # sqlalchemy.create_engine looked up at each call: with tracing on, OpenTelemetry's
+        # instrumentation wraps it (jobservice.tracing), and an engine made after that traces its queries.
+        engine = sqlalchemy.create_engine(
             url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}, **kwargs
         )
         event.listen(engine, "connect", _sqlite_pragmas)
@@ -45,7 +48,7 @@ def build_engine(url: str, **kwargs: Any) -> Engine:
     kwargs.setdefault("pool_pre_ping", True)
     kwargs.setdefault("pool_size", 5)
     kwargs.setdefault("max_overflow", 10)
-    return create_engine(url, **kwargs)
+    return sqlalchemy.create_engine(url, **kwargs)
 
 
 class Database:

@@ -174,7 +174,7 @@ class Job(Base):
     dispatched_to: Mapped[str | None] = mapped_column(String(255))
     output_seconds: Mapped[float | None] = mapped_column(Float)
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    # Its ETA's moves, each with its cause, at most the last 20 (jobservice.fleet.eta; migration 0014).
+    # Its ETA's moves, each with its cause, at most the last 20 (jobservice.fleet.eta; migration 0015).
     eta_revisions: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     # Retry on a failed gate (jobservice.jobs.retries): how many more tries with the next seed the
     # job was promised, and each try the gate failed (seed, verdict, files), oldest first.
@@ -184,6 +184,9 @@ class Job(Base):
     # manifest row (1 = the first job) it was made from.
     group_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, ForeignKey("job_groups.id", ondelete="SET NULL"))
     group_row: Mapped[int | None] = mapped_column(Integer)
+    # Traces across hosts (jobservice.tracing): the W3C trace context (traceparent, tracestate) of the
+    # request that submitted it, which the worker that claims it continues; None with tracing off.
+    trace_context: Mapped[dict[str, str] | None] = mapped_column(JSON)
 
     __table_args__ = (
         Index("ix_jobs_created_at_id", "created_at", "id"),
@@ -547,7 +550,7 @@ class TenantShare(Base):
     tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
     usage: Mapped[float] = mapped_column(Float, default=0.0)
     as_of: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    # When it last began competing (it submitted with no job waiting to be dispatched; migration 0014).
+    # When it last began competing (it submitted with no job waiting to be dispatched; migration 0015).
     activated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 

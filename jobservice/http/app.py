@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
+from jobservice import tracing
 from jobservice.catalog import Catalog
 from jobservice.http import web
 from jobservice.http.api import errors, openapi
@@ -34,8 +35,11 @@ def create_app(
     catalog: Catalog | None = None,
 ) -> Flask:
     """Build the API (and, when present, the web pages) from ``settings``."""
+    if settings is not None:  # gunicorn calls this in each worker, after its fork
+        tracing.init_process(settings, service="jobservice-api")
     services = services or build_services(settings, store=store, catalog=catalog)
     settings = services.settings
+    tracing.init_process(settings, service="jobservice-api")
     configure_logging(settings.log_level, settings.log_format)
 
     app = Flask(__name__, template_folder="web/templates")
@@ -68,6 +72,7 @@ def create_app(
     app.register_blueprint(groups_web.bp)
     web.init_app(app)
     fast_poll.install(app, services)  # plain GET /jobs/<id> polls, answered beneath Flask
+    tracing.instrument_app(app)  # a span per request when tracing is on (polls on the fast path: none)
     return app
 
 

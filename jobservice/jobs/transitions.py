@@ -27,6 +27,7 @@ from typing import Any, cast
 from sqlalchemy import ColumnElement, Table, and_, insert, select, update
 from sqlalchemy.orm import Session
 
+from jobservice import tracing
 from jobservice.db.tables import TERMINAL_STATUSES, Job, JobEvent, JobStatus, Stage, utcnow
 from jobservice.jobs.leases import Owner
 from jobservice.jobs.queries import get_job
@@ -142,9 +143,11 @@ def _refuse(session: Session, job_id: uuid.UUID, target: JobStatus, owner: Owner
 
 
 def record_created(session: Session, job: Job, *, actor: str | None = None) -> None:
-    """Insert a new queued job and its first event (``actor``: the submitting key's id)."""
+    """Insert a new queued job and its first event (``actor``: the submitting key's id). With tracing on,
+    the job carries the submitting request's trace context: its worker continues that trace."""
     job.status = JobStatus.QUEUED
     job.stage = Stage.QUEUED.value
+    job.trace_context = job.trace_context or tracing.current_context()
     session.add(job)
     session.flush()
     _event(
@@ -165,9 +168,11 @@ def record_created_many(session: Session, jobs: Sequence[Job], *, actor: str | N
         return
     columns = [column.key for column in Job.__table__.columns]
     rows = []
+    trace_context = tracing.current_context()  # the request that made the group, for each job
     for job in jobs:
         job.status = JobStatus.QUEUED
         job.stage = Stage.QUEUED.value
+        job.trace_context = job.trace_context or trace_context
         rows.append({key: job.__dict__[key] for key in columns if key in job.__dict__})
     session.execute(
         insert(cast(Table, Job.__table__)), rows

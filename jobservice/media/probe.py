@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from fractions import Fraction
@@ -30,8 +31,10 @@ class ProbeError(Exception):
 
 
 def ffmpeg_path(name: str = "ffmpeg") -> str:
-    """Absolute path of ``ffmpeg``/``ffprobe`` on PATH, or MediaToolMissing with an install hint."""
-    found = shutil.which(name)
+    """Absolute path of ``ffmpeg``/``ffprobe``: on PATH, else beside the running Python (an offline
+    bundle installs them into its venv's bin/, which need not be on PATH); or MediaToolMissing with
+    an install hint."""
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     if found is None:
         raise MediaToolMissing(f"{name} was not found on PATH; {_INSTALL_HINT}.")
     return found

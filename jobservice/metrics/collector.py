@@ -63,6 +63,12 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     P + "jobs_counted_until_seconds": ("gauge", "Unix time up to which finished jobs are counted.", ()),
     P + "queue_depth": ("gauge", "Jobs queued now.", ("model",)),
     P + "queue_oldest_age_seconds": ("gauge", "Age of the oldest queued job (0 if none).", ("model",)),
+    P + "queue_output_seconds": (
+        "gauge",
+        "Seconds of video the queued jobs of a model will make (what an autoscaler weighs: one 10-minute "
+        "talking head is not one 5-second clip).",
+        ("model",),
+    ),
     P + "jobs_running": ("gauge", "Jobs running now.", ("model",)),
     P + "workers_online": ("gauge", "Worker processes online, by card group.", ("devices", "kind")),
     P + "model_workers_online": ("gauge", "Online workers serving each model.", ("model",)),
@@ -115,6 +121,18 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Memory of a card group's first card held by its resident models, over what the card has.",
         ("group",),
     ),
+    P + "group_info": (
+        "gauge",
+        "1 for each card group, with the host and (on Kubernetes) the pod its worker runs in: join the "
+        "DCGM or NPU exporter's per-pod metrics to groups on these labels.",
+        ("group", "hostname", "pod"),
+    ),
+    P + "webhook_backlog": ("gauge", "Webhook deliveries not yet delivered nor given up.", ()),
+    P + "webhook_backlog_oldest_seconds": (
+        "gauge",
+        "Age of the oldest webhook delivery not yet delivered nor given up (0 if none).",
+        (),
+    ),
     P + "metrics_database_up": ("gauge", "1 if this scrape could read the database.", ()),
     P + "metrics_database_seconds": ("gauge", "Time this scrape spent reading the database.", ()),
 }
@@ -159,12 +177,16 @@ class JobsCollector(Collector):
             fleet = live.fleet(session, stale_after_seconds=stale_after(settings), now=now)
             unfolded = counters.open_card_seconds(session, counted_until=totals.counted_until, now=now)
             groups = live.groups(session, self.services.catalog)
+            webhooks = live.webhook_backlog(session, now=now)
         yield from _counter_families(totals, unfolded)
         yield _gauge(P + "jobs_counted_until_seconds", [((), totals.counted_until.timestamp())])
         yield from _queue_families(queues)
         yield from _fleet_families(fleet)
         yield _gauge(P + "group_resident", [((g.id, m), 1) for g in groups for m in g.resident])
         yield _gauge(P + "group_state", [((g.id, g.state), 1) for g in groups])
+        yield _gauge(P + "group_info", [((g.id, g.hostname, g.pod), 1) for g in groups])
+        yield _gauge(P + "webhook_backlog", [((), webhooks.pending)])
+        yield _gauge(P + "webhook_backlog_oldest_seconds", [((), webhooks.oldest_seconds)])
         yield _gauge(
             P + "group_memory_used_ratio",
             [((g.id,), g.memory_ratio) for g in groups if g.memory_ratio is not None],
@@ -241,6 +263,7 @@ def _queue_families(queues: dict[str, live.ModelQueue]) -> Iterator[Metric]:
     items = sorted(queues.items())
     yield _gauge(P + "queue_depth", [((m,), q.queued) for m, q in items])
     yield _gauge(P + "queue_oldest_age_seconds", [((m,), q.oldest_queued_seconds) for m, q in items])
+    yield _gauge(P + "queue_output_seconds", [((m,), q.output_seconds) for m, q in items])
     yield _gauge(P + "jobs_running", [((m,), q.running) for m, q in items])
 
 

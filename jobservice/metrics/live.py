@@ -14,10 +14,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from jobservice.catalog import Catalog
-from jobservice.db.tables import FleetGroup, Job, JobStatus, WorkerRecord
+from jobservice.db.tables import FleetGroup, Job, JobStatus, QueueCount, WebhookDelivery, WorkerRecord
 from jobservice.fleet.costs import memory_gb
 from jobservice.fleet.placement import DeviceSpecError, parse_devices
 from jobservice.fleet.presence import online_workers
+from jobservice.webhooks.outbox import PENDING
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class ModelQueue:
     queued: int = 0
     running: int = 0
     oldest_queued_seconds: float = 0.0
+    output_seconds: float = 0.0  # of video the queued jobs will make (the queue counts' sum)
 
 
 @dataclass(frozen=True)
@@ -58,10 +60,28 @@ class GroupNow:
     state: str
     resident: tuple[str, ...]
     memory_ratio: float | None  # resident memory of its first card over the card's
+    hostname: str = ""
+    pod: str = ""  # the Kubernetes pod its worker last ran in ("" elsewhere)
+
+
+@dataclass(frozen=True)
+class WebhookBacklog:
+    """Webhook deliveries still to make."""
+
+    pending: int
+    oldest_seconds: float
 
 
 def groups(session: Session, catalog: Catalog) -> list[GroupNow]:
-    """Every card group's state and residency (one row each)."""
+    """Every card group's state, residency, host and pod (one row each)."""
+    pods = {
+        worker_id: str((info or {}).get("pod") or "")
+        for worker_id, info in session.execute(
+            select(WorkerRecord.id, WorkerRecord.info).where(
+                WorkerRecord.id.in_(select(FleetGroup.id).scalar_subquery())
+            )
+        )
+    }
     found = []
     for group in session.scalars(select(FleetGroup).order_by(FleetGroup.id)):
         resident = tuple(sorted(group.resident or {}))
@@ -71,8 +91,19 @@ def groups(session: Session, catalog: Catalog) -> list[GroupNow]:
                 memory_gb(spec) / max(1, spec.cards) for m in resident if (spec := catalog.get(m)) is not None
             )
             ratio = round(used / group.memory_gb_per_card, 4)
-        found.append(GroupNow(group.id, group.state, resident, ratio))
+        found.append(
+            GroupNow(group.id, group.state, resident, ratio, group.hostname or "", pods.get(group.id, ""))
+        )
     return found
+
+
+def webhook_backlog(session: Session, *, now: datetime) -> WebhookBacklog:
+    """How many webhook deliveries are pending, and the oldest one's age (the status index)."""
+    count, oldest = session.execute(
+        select(func.count(), func.min(WebhookDelivery.created_at)).where(WebhookDelivery.status == PENDING)
+    ).one()
+    age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
+    return WebhookBacklog(pending=int(count), oldest_seconds=age)
 
 
 def queues(session: Session, *, models: list[str], now: datetime) -> dict[str, ModelQueue]:
@@ -90,6 +121,11 @@ def queues(session: Session, *, models: list[str], now: datetime) -> dict[str, M
             entry["oldest_queued_seconds"] = max(0.0, (now - oldest).total_seconds()) if oldest else 0.0
         else:
             entry["running"] = int(count)
+    # The queue counts (kept by the jobs table's triggers) already sum each model's queued output.
+    output = select(QueueCount.model, func.sum(QueueCount.output_s)).group_by(QueueCount.model)
+    for model, seconds in session.execute(output):
+        if seconds:
+            found.setdefault(model, {})["output_seconds"] = max(0.0, float(seconds))
     return {model: ModelQueue(**entry) for model, entry in found.items()}
 
 

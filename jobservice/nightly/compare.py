@@ -1,28 +1,47 @@
-"""A candidate batch's cases against a baseline's: per metric, the validation verdict and the frames.
+"""A night's cases judged: per metric against the case's history of nights (``verdicts.py``), the
+case's verdict from its primary metric, the output gate and the frames against the baseline run.
 
-Pure functions over the ``results`` both batches stored when they finished, so any two finished
-batches can be compared at any time (``jobservice batch compare A B``). A case is compared only
-when its digest (model, resolved parameters, input contents) is the same on both sides; otherwise
-it is reported as ``changed`` rather than judged on numbers that measure different work.
+Pure functions over the ``results`` batches stored when they finished. Each case of a night keeps
+its history (``reference``: per metric the reference runs' medians, the drift and the episode it
+continued; ``history.py`` chose them), so a night's comparison can be computed again at any time.
+A case is compared only when its digest (model, resolved parameters, input contents) is the same
+on both sides; otherwise it is ``changed``.
+
+**A case's verdict is its primary metric's** (``generate_ms``, or the spec's ``primary:``), so a
+batch of 10 cases is not 80 chances of a false alarm: the other metrics are compared and reported
+with their own verdicts but do not fail the batch. Beside it, a case regresses when fewer of its
+runs passed the output gate than the baseline's, or when a deterministic case's frames changed,
+and fails when an expectation failed.
 
 A run figure (generate time, fps, RTF, first frame, chunks) is compared only when both sides'
-figures are of the same kind (``figures``: warm runs of a resident back end, or the cold runs of
-one that loads the model every run; see metrics.py); otherwise it is ``n/a`` and says why.
+figures are of the same kind (warm runs of a resident back end, or every run of one that loads
+the model per run; see figures.py); otherwise it is ``n/a`` and says why.
 
-A case is ``inconclusive`` when nothing regressed but a tracked metric's run could not have seen a
-change of the spec's floor (stats.py), and so is a batch with such a case and nothing worse: the
-gate's exit code for it is 3 (``EXIT_INCONCLUSIVE``), apart from 1 for a regression or failure.
+``compare_results(..., use_history=False)`` judges a candidate against one baseline run alone (the
+cold start's rule: an assumed drift between the two runs): what ``batch compare A B`` shows.
 """
 
 from __future__ import annotations
 
 import logging
-import statistics
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobservice.nightly.figures import METRICS, Metric
-from jobservice.nightly.stats import Comparison, compare_samples, inconclusive_reason, summarize
+from jobservice.nightly.figures import METRICS, Metric, metric_figures
+from jobservice.nightly.history import MetricHistory
+from jobservice.nightly.stats import RunStats, run_stats, summarize
+from jobservice.nightly.verdicts import (
+    EPISODE_NIGHTS,
+    MIN_REFERENCE,
+    Judgement,
+    Limits,
+    assumed_drift_for,
+    explain,
+    judge_metric,
+    not_compared,
+    zero_baseline,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +49,11 @@ log = logging.getLogger(__name__)
 CASE_ORDER = ("regressed", "failed", "changed", "missing", "inconclusive", "new", "improved", "ok")
 # Exit codes of the gates (``jobservice batch compare``, ``batch run --wait``, ``batch status``).
 EXIT_PASSED, EXIT_REGRESSED, EXIT_INCONCLUSIVE = 0, 1, 3
+PRIMARY = "generate_ms"
 
 
-def thresholds_for(spec: dict[str, Any], metric: str) -> dict[str, float]:
-    """The relative floor, k and few-samples floor that apply to ``metric`` under ``spec``."""
+def thresholds_for(spec: dict[str, Any], metric: str, *, device: str | None = None) -> Limits:
+    """What ``metric`` is held to under ``spec`` (a metric's own floor applies when it is larger)."""
     base = dict(spec.get("thresholds") or {})
     relative = float(base.get("relative", 0.03))
     own = METRICS[metric].floor
@@ -42,11 +62,15 @@ def thresholds_for(spec: dict[str, Any], metric: str) -> dict[str, float]:
     choice: dict[str, Any] = next((m for m in spec.get("metrics") or [] if m.get("name") == metric), {})
     if choice.get("relative") is not None:
         relative = float(choice["relative"])
-    return {
-        "relative": relative,
-        "k": float(choice.get("k") or base.get("k", 3.0)),
-        "few_samples_relative": float(base.get("few_samples_relative", 0.10)),
-    }
+    drift = spec.get("assumed_drift")
+    return Limits(
+        alpha=float(base.get("alpha", 0.001)),
+        alpha_ok=float(base.get("alpha_ok", 0.01)),
+        floor=relative,
+        ok_within=float(choice.get("ok_within") or base.get("ok_within", 0.04)),
+        assumed_drift=float(drift) if drift is not None else assumed_drift_for(device),
+        few_samples_floor=float(base.get("few_samples_relative", 0.10)),
+    )
 
 
 def tracked_metrics(spec: dict[str, Any]) -> list[str]:
@@ -54,15 +78,22 @@ def tracked_metrics(spec: dict[str, Any]) -> list[str]:
     return [m["name"] for m in spec.get("metrics") or [] if m.get("name") in METRICS]
 
 
+def primary_metric(spec: dict[str, Any]) -> str:
+    """The metric a case's verdict is (a spec stored before ``primary`` existed: generate time)."""
+    return str(spec.get("primary") or PRIMARY)
+
+
 def _pass_rate(case: dict[str, Any]) -> float | None:
     runs = case.get("runs") or []
     return sum(1 for r in runs if r.get("status") == "succeeded") / len(runs) if runs else None
 
 
-def _frames(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
-    old, new = baseline.get("frames") or {}, candidate.get("frames") or {}
+def _frames(baseline: dict[str, Any] | None, candidate: dict[str, Any]) -> dict[str, Any]:
     if not candidate.get("deterministic"):
         return {"verdict": "n/a", "note": "not a deterministic case"}
+    if baseline is None:
+        return {"verdict": "n/a", "note": "no baseline run to compare the frames with"}
+    old, new = baseline.get("frames") or {}, candidate.get("frames") or {}
     if not old.get("digest") or not new.get("digest"):
         if old.get("file_digest") and new.get("file_digest"):  # no per-frame hashes: the MP4 files
             same = old["file_digest"] == new["file_digest"]
@@ -80,101 +111,143 @@ def _frames(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, An
     return {"verdict": "changed", "changed_frames": changed, "frames": max(len(a), len(b))}
 
 
-def regression_reason(metric: Metric, result: Comparison) -> str:
-    """Why a metric counts as regressed: the relative change and its threshold.
+def regression_reason(metric: Metric, result: Judgement) -> str:
+    """Why a metric counts as regressed: its change and what a regression needed.
 
-    A zero baseline median has no relative change (``change`` is None): the reason then gives
+    A zero reference median has no relative change (``change`` is None): the reason then gives
     both medians, e.g. "peak device memory rose from 0 to 5 MB".
     """
-    if result.change is None or result.threshold is None:
+    if result.change is None:
         old, new = result.baseline or 0.0, result.candidate or 0.0
         direction = "rose" if new > old else "fell"
         unit = f" {metric.unit}" if metric.unit else ""
         return f"{metric.label} {direction} from {_amount(old)} to {_amount(new)}{unit}"
-    return f"{metric.label} {result.change:+.1%} (threshold {result.threshold:.1%})"
+    return explain(metric.label, result)
 
 
 def _amount(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def case_figures(case: dict[str, Any]) -> str:
-    """The kind of a case's run figures; results stored before kinds existed had warm ones only."""
-    return str(case.get("figures") or "warm")
+@dataclass(frozen=True)
+class Night:
+    """What a metric's comparison knows beyond the two cases: tonight's run id, the looks its case
+    may take, and whether the environment changed (which opens an episode on an unsure night)."""
+
+    run_id: str | None = None
+    use_history: bool = True
+    environment_changed: bool = False
 
 
-def metric_figures(metric: Metric, case: dict[str, Any]) -> str | None:
-    """The kind of ``metric``'s samples in ``case``: its run figures' kind, cold, or None (any run)."""
-    if metric.runs == "run":
-        return case_figures(case)
-    return "cold" if metric.runs == "cold" else None
+def _history(candidate: dict[str, Any], metric: str, night: Night) -> MetricHistory | None:
+    stored = (candidate.get("reference") or {}).get(metric)
+    if not night.use_history or not isinstance(stored, dict):
+        return None  # a comparison of two runs alone, or results stored before histories were kept
+    history = MetricHistory.from_dict(stored)
+    return history if len(history.reference) >= MIN_REFERENCE else None
 
 
 def compare_metric(
-    metric: Metric, baseline: dict[str, Any], candidate: dict[str, Any], *, spec: dict[str, Any]
-) -> Comparison:
-    """One metric of one case: n/a (and why) unless both sides have samples of the same kind."""
-    old = (baseline.get("samples") or {}).get(metric.name) or []
+    metric: Metric,
+    baseline: dict[str, Any] | None,
+    candidate: dict[str, Any],
+    *,
+    spec: dict[str, Any],
+    night: Night | None = None,
+) -> tuple[Judgement, dict[str, Any] | None]:
+    """One metric of one case: the judgement, and the episode it opens, continues or closes (None
+    when the night is judged alone and opens none). ``n/a`` (and why) when it cannot be judged."""
+    night = night or Night()
     new = (candidate.get("samples") or {}).get(metric.name) or []
-    old_kind, new_kind = metric_figures(metric, baseline), metric_figures(metric, candidate)
-    if old and new and (old_kind != new_kind or new_kind == "mixed"):
-        a, b = summarize(old), summarize(new)
-        note = f"baseline figures are {old_kind}, these are {new_kind}: not compared"
-        return Comparison(
-            verdict="n/a",
-            baseline=a.median,
-            candidate=b.median,
-            change=None,
-            threshold=None,
-            n_baseline=a.n,
-            n_candidate=b.n,
-            sigma=None,
-            note=note,
-        )
-    history = (candidate.get("history") or {}).get(metric.name)
-    limits = thresholds_for(spec, metric.name)
-    result = compare_samples(old, new, better=metric.better, history=history, **limits)
-    if result.verdict == "n/a":
-        side = baseline if not old else candidate
+    if not new:
+        side = candidate
+        if baseline is not None and not (baseline.get("samples") or {}).get(metric.name):
+            side = baseline  # neither side has it: say why the baseline has none, as a reader expects
         why = (side.get("unavailable") or {}).get(metric.name)
-        if why:
-            return Comparison(**{**result.as_dict(), "note": f"{result.note}: {why}"})
-    return result
+        name = "baseline" if side is baseline else "candidate"
+        return not_compared(f"no {name} samples" + (f": {why}" if why else "")), None
+    info = candidate.get("info") or {}
+    limits = thresholds_for(spec, metric.name, device=info.get("device"))
+    looks = int((candidate.get("looks") or {}).get("looks") or 1)
+    limits = Limits(**{**limits.__dict__, "looks": looks})
+    history = _history(candidate, metric.name, night)
+    tonight = run_stats(new, run=night.run_id)
+    if history is not None and tonight is not None:
+        earlier = [RunStats.from_dict(n) for n in (history.episode or {}).get("nights") or []]
+        result = judge_metric(
+            [*earlier, tonight],
+            history.reference,
+            better=metric.better,
+            limits=limits,
+            drift=history.drift,
+            environment_changed=night.environment_changed,
+        )
+        return result, _episode(history.episode, tonight, result)
+    return _against_baseline(metric, baseline, candidate, new, limits), None
 
 
-def history_medians(
-    case: dict[str, Any], earlier: list[dict[str, Any]], *, spec: dict[str, Any]
-) -> dict[str, list[float]]:
-    """Per tracked metric, the medians of ``case`` in earlier runs' ``results`` (newest first) that
-    did the same work (same digest) and measured the same kind of figures: what the comparison
-    reads the drift from (stats.py)."""
-    found: dict[str, list[float]] = {}
-    for results in earlier:
-        old = next((c for c in results.get("cases") or [] if c.get("name") == case["name"]), None)
-        if old is None or old.get("digest") != case.get("digest"):
-            continue
-        for name in tracked_metrics(spec):
-            metric = METRICS[name]
-            samples = (old.get("samples") or {}).get(name) or []
-            if samples and metric_figures(metric, old) == metric_figures(metric, case):
-                found.setdefault(name, []).append(round(statistics.median(samples), 4))
-    return found
+def _against_baseline(
+    metric: Metric,
+    baseline: dict[str, Any] | None,
+    candidate: dict[str, Any],
+    new: list[float],
+    limits: Limits,
+) -> Judgement:
+    """The cold start: tonight against the baseline run, with the assumed drift between them."""
+    if baseline is None:
+        return not_compared("no baseline run and fewer than 5 reference runs")
+    old = (baseline.get("samples") or {}).get(metric.name) or []
+    a, b = summarize(old), summarize(new)
+    if not old:
+        why = (baseline.get("unavailable") or {}).get(metric.name)
+        note = "no baseline samples" + (f": {why}" if why else "")
+        return not_compared(note, candidate=b.median, nc=b.n)
+    old_kind, new_kind = metric_figures(metric, baseline), metric_figures(metric, candidate)
+    if old_kind != new_kind or new_kind == "mixed":
+        note = f"baseline figures are {old_kind}, these are {new_kind}: not compared"
+        return not_compared(note, baseline=a.median, candidate=b.median, nb=a.n, nc=b.n)
+    reference, tonight = run_stats(old), run_stats(new)
+    if reference is None or tonight is None:  # a zero (or negative) figure has no logarithm
+        return zero_baseline(old, new, better=metric.better)
+    return judge_metric([tonight], [reference], better=metric.better, limits=limits)
+
+
+def _episode(episode: dict[str, Any] | None, tonight: RunStats, result: Judgement) -> dict[str, Any] | None:
+    """The episode record kept with tonight's metric: opened, continued, or closed with its outcome."""
+    if episode is None and not result.episode_open:
+        return None
+    nights = [*((episode or {}).get("nights") or []), tonight.as_dict()]
+    record = {
+        "first": nights[0]["run"],
+        "night": len(nights),
+        "of": EPISODE_NIGHTS,
+        "nights": nights,
+        "change": result.change,
+        "upper": result.upper,
+    }
+    if result.episode_open:
+        return {**record, "state": "open", "outcome": None}
+    return {**record, "state": "closed", "outcome": result.verdict}
 
 
 @dataclass
 class _Judged:
-    """Every tracked metric of one case compared, and what that says about the case."""
+    """Every tracked metric of one case compared, and what the primary one says about the case."""
 
     metrics: list[dict[str, Any]] = field(default_factory=list)
-    regressions: list[str] = field(default_factory=list)  # why it regressed
-    unsure: list[str] = field(default_factory=list)  # why it cannot tell (inconclusive metrics)
-    improved: bool = False
+    primary: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None  # the primary metric's sentence
+    others: list[str] = field(default_factory=list)  # other metrics' regressions, reported only
+    episodes: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _compare_metrics(baseline: dict[str, Any], candidate: dict[str, Any], *, spec: dict[str, Any]) -> _Judged:
+def _compare_metrics(
+    baseline: dict[str, Any] | None, candidate: dict[str, Any], *, spec: dict[str, Any], night: Night
+) -> _Judged:
     """Every tracked metric of one case compared. A metric that cannot be read is ``n/a`` with why,
     not an error."""
     judged = _Judged()
+    primary = primary_metric(spec)
     for name in tracked_metrics(spec):
         metric = METRICS[name]
         entry = {
@@ -183,30 +256,38 @@ def _compare_metrics(baseline: dict[str, Any], candidate: dict[str, Any], *, spe
             "unit": metric.unit,
             "better": metric.better,
             "figures": metric_figures(metric, candidate),
+            "primary": name == primary,
         }
         try:
-            result = compare_metric(metric, baseline, candidate, spec=spec)
-            why = regression_reason(metric, result) if result.verdict == "regression" else None
+            result, episode = compare_metric(metric, baseline, candidate, spec=spec, night=night)
+            sentence = regression_reason(metric, result)
         except Exception as exc:  # noqa: BLE001 - one unreadable metric must not stop the comparison
             log.exception("case %s: metric %s could not be compared", candidate["name"], name)
             note = f"not compared: {type(exc).__name__}: {exc}"
             judged.metrics.append({**entry, "verdict": "n/a", "note": note})
+            if name == primary:
+                judged.primary = judged.metrics[-1]
             continue
-        judged.metrics.append({**entry, **result.as_dict()})
-        if why is not None:
-            judged.regressions.append(why)
-        elif result.verdict == "inconclusive":
-            judged.unsure.append(inconclusive_reason(metric.label, result))
-        elif result.verdict == "improvement":
-            judged.improved = True
+        row = {**entry, **result.as_dict(), "episode": episode, "reason": sentence}
+        judged.metrics.append(row)
+        if episode is not None:
+            judged.episodes.append({"metric": name, "label": metric.label, **_without_nights(episode)})
+        if name == primary:
+            judged.primary, judged.reason = row, sentence
+        elif result.verdict == "regression":
+            judged.others.append(f"{sentence} (not the primary metric: reported, not failing the case)")
     return judged
 
 
+def _without_nights(episode: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in episode.items() if k != "nights"}
+
+
 def _compare_validation(
-    baseline: dict[str, Any], candidate: dict[str, Any]
+    baseline: dict[str, Any] | None, candidate: dict[str, Any]
 ) -> tuple[dict[str, Any], str | None]:
     """The share of runs passing the output gate on both sides, and the reason if it fell."""
-    old_rate, new_rate = _pass_rate(baseline), _pass_rate(candidate)
+    old_rate, new_rate = (_pass_rate(baseline) if baseline else None), _pass_rate(candidate)
     validation = {"baseline_pass_rate": old_rate, "candidate_pass_rate": new_rate, "verdict": "ok"}
     if old_rate is not None and new_rate is not None and new_rate < old_rate:
         validation["verdict"] = "regression"
@@ -223,37 +304,62 @@ def _frames_reason(frames: dict[str, Any]) -> str | None:
     return f"output frames changed ({frames['changed_frames']} of {frames['frames']})"
 
 
+CASE_VERDICTS = {
+    "regression": "regressed",
+    "improvement": "improved",
+    "ok": "ok",
+    "inconclusive": "inconclusive",
+}
+
+
 def compare_case(
-    baseline: dict[str, Any] | None, candidate: dict[str, Any], *, spec: dict[str, Any]
+    baseline: dict[str, Any] | None,
+    candidate: dict[str, Any],
+    *,
+    spec: dict[str, Any],
+    night: Night | None = None,
 ) -> dict[str, Any]:
     """The verdict on one case, with the reasons and every metric's comparison."""
+    night = night or Night()
     out: dict[str, Any] = {"case": candidate["name"], "model": candidate.get("model"), "reasons": []}
-    if baseline is None:
-        return {**out, "verdict": "new", "reasons": ["not in the baseline"], "metrics": []}
-    if baseline.get("digest") != candidate.get("digest"):
+    if baseline is not None and baseline.get("digest") != candidate.get("digest"):
         reason = "its model, parameters or inputs differ from the baseline's; not compared"
         return {**out, "verdict": "changed", "reasons": [reason], "metrics": []}
-    judged = _compare_metrics(baseline, candidate, spec=spec)
+    has_history = any(_history(candidate, name, night) is not None for name in tracked_metrics(spec))
+    if baseline is None and not has_history:
+        return {**out, "verdict": "new", "reasons": ["no baseline run and no history yet"], "metrics": []}
+    judged = _compare_metrics(baseline, candidate, spec=spec, night=night)
     validation, fell = _compare_validation(baseline, candidate)
     frames = _frames(baseline, candidate)
-    reasons = judged.regressions + [why for why in (fell, _frames_reason(frames)) if why is not None]
+    primary = judged.primary.get("verdict", "n/a")
+    reasons = [why for why in (fell, _frames_reason(frames)) if why is not None]
+    if primary == "regression" and judged.reason:
+        reasons.insert(0, judged.reason)
     if candidate.get("status") == "failed":
         verdict = "failed"
         reasons = [e["message"] for e in candidate.get("expectations") or [] if not e["passed"]] + reasons
     elif reasons:
         verdict = "regressed"
-    elif judged.unsure:
-        verdict, reasons = "inconclusive", judged.unsure
+    elif primary in CASE_VERDICTS:
+        verdict = CASE_VERDICTS[primary]
+        reasons = [judged.reason] if judged.reason else []
     else:
-        verdict = "improved" if judged.improved else "ok"
+        verdict = "inconclusive"
+        label = METRICS[primary_metric(spec)].label
+        reasons = [
+            f"{label}, the primary metric, was not compared: {judged.primary.get('note') or 'no figures'}"
+        ]
     return {
         **out,
         "verdict": verdict,
         "reasons": reasons,
+        "primary": primary_metric(spec),
+        "others": judged.others,
         "metrics": judged.metrics,
+        "episodes": judged.episodes,
         "validation": validation,
         "frames": frames,
-        "disturbed": disturbed_runs(baseline, candidate),
+        "disturbed": disturbed_runs(baseline or {}, candidate),
     }
 
 
@@ -268,6 +374,7 @@ def disturbed_runs(baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[
             "runs": len(runs),
             "measured": len(hosts),
             "disturbed": sum(1 for h in hosts if h.get("disturbed")),
+            "used": sum(1 for r in runs if r.get("used", True) and (r.get("host") or {}).get("disturbed")),
             "other_cores_max": max((h.get("other_cores") or 0.0 for h in hosts), default=None),
         }
 
@@ -283,15 +390,33 @@ def disturbed_note(disturbed: dict[str, Any]) -> str | None:
             parts.append(f"{found['disturbed']} of {found['runs']} {name} runs")
     if not parts:
         return None
-    return f"{' and '.join(parts)} ran beside other work on the host (see each run's report: host)"
+    text = f"{' and '.join(parts)} ran beside other work on the host (see each run's report: host)"
+    candidate = disturbed.get("candidate") or {}
+    if candidate.get("disturbed") and candidate.get("used", candidate["disturbed"]) < candidate["disturbed"]:
+        text += f"; {candidate['disturbed'] - candidate['used']} of them were run again and left out"
+    return text
+
+
+def false_alarm_rate(alpha: float, cases: int) -> float:
+    """The share of unchanged nights on which at least one of ``cases`` cases, each judged on its
+    primary metric at ``alpha``, reads regressed: 1 - (1 - alpha) ** cases."""
+    return 1.0 - (1.0 - alpha) ** cases
 
 
 def compare_results(
-    baseline: dict[str, Any], candidate: dict[str, Any], *, spec: dict[str, Any]
+    baseline: dict[str, Any] | None,
+    candidate: dict[str, Any],
+    *,
+    spec: dict[str, Any],
+    night: Night | None = None,
 ) -> dict[str, Any]:
-    """Every case of ``candidate`` against ``baseline`` (both batches' ``results``), worst first."""
-    old = {c["name"]: c for c in baseline.get("cases") or []}
-    cases = [compare_case(old.get(c["name"]), c, spec=spec) for c in candidate.get("cases") or []]
+    """Every case of ``candidate`` judged (against its history, or ``baseline``'s results), worst
+    first, with the verdict counts, the open episodes and the batch-level false-alarm rate."""
+    night = night or Night()
+    old = {c["name"]: c for c in (baseline or {}).get("cases") or []}
+    cases = [
+        compare_case(old.get(c["name"]), c, spec=spec, night=night) for c in candidate.get("cases") or []
+    ]
     seen = {c["name"] for c in candidate.get("cases") or []}
     for name, case in old.items():
         if name not in seen:
@@ -307,7 +432,35 @@ def compare_results(
     cases.sort(key=lambda c: CASE_ORDER.index(c["verdict"]))
     counts = {v: sum(1 for c in cases if c["verdict"] == v) for v in CASE_ORDER}
     worst = next((v for v in ("regressed", "failed", "inconclusive") if counts[v]), "passed")
-    return {"verdict": worst, "counts": counts, "cases": cases}
+    alpha = float((spec.get("thresholds") or {}).get("alpha", 0.001))
+    judged = sum(1 for c in cases if (c.get("metrics") or []) and c["verdict"] not in ("changed", "missing"))
+    episodes = [{"case": c["case"], **e} for c in cases for e in c.get("episodes") or []]
+    return {
+        "verdict": worst,
+        "counts": counts,
+        "cases": cases,
+        "primary": primary_metric(spec),
+        "alpha": alpha,
+        "false_alarm_rate": round(false_alarm_rate(alpha, judged), 6),
+        "judged_cases": judged,
+        "episodes": episodes,
+        "history": night.use_history,
+    }
+
+
+def false_alarm_sentence(comparison: dict[str, Any]) -> str | None:
+    """What the batch's verdict risks: how often an unchanged batch would read regressed."""
+    cases, alpha = comparison.get("judged_cases"), comparison.get("alpha")
+    if not cases or alpha is None:
+        return None
+    rate = comparison.get("false_alarm_rate") or false_alarm_rate(alpha, cases)
+    label = METRICS.get(str(comparison.get("primary") or PRIMARY))
+    what = label.label if label else "the primary metric"
+    return (
+        f"{cases} case{'s' if cases != 1 else ''} judged on {what} at α = {alpha * 100:g} % each: "
+        f"an unchanged batch reads regressed on at most {rate * 100:.2g} % of nights "
+        "(other metrics are reported, not judged)"
+    )
 
 
 def has_regression(comparison: dict[str, Any]) -> bool:
@@ -321,3 +474,10 @@ def gate_exit_code(comparison: dict[str, Any]) -> int:
     if has_regression(comparison):
         return EXIT_REGRESSED
     return EXIT_INCONCLUSIVE if (comparison.get("counts") or {}).get("inconclusive") else EXIT_PASSED
+
+
+def upper_bound_of(case: dict[str, Any]) -> float | None:
+    """The primary metric's change not ruled out (relative), for lists and webhooks."""
+    primary = next((m for m in case.get("metrics") or [] if m.get("primary")), None)
+    value = (primary or {}).get("upper")
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value

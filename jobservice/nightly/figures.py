@@ -306,6 +306,18 @@ def _why_missing(metric: Metric, report: Report) -> str:
     return metric.missing
 
 
+def case_figures(case: dict[str, Any]) -> str:
+    """The kind of a case's run figures; results stored before kinds existed had warm ones only."""
+    return str(case.get("figures") or "warm")
+
+
+def metric_figures(metric: Metric, case: dict[str, Any]) -> str | None:
+    """The kind of ``metric``'s samples in ``case``: its run figures' kind, cold, or None (any run)."""
+    if metric.runs == "run":
+        return case_figures(case)
+    return "cold" if metric.runs == "cold" else None
+
+
 def counted(run: RunFacts, metric: Metric) -> bool:
     """Whether ``run`` is one of the runs ``metric`` is taken from (see the module's docstring)."""
     if metric.runs == "run":

@@ -1,9 +1,16 @@
-"""Finishing a batch: once every job ended, read the reports, check expectations, compare, record.
+"""Finishing a batch: once every job ended, read the reports, check expectations, judge, record.
 
 ``refresh_batch`` is cheap while jobs still run (one query) and does the work exactly once: the
 final write is a compare-and-swap from ``running`` to ``finished``, so the beat's periodic tick,
-an API request and a waiting CLI may all call it. The report files are also written to the object
-store (``batches/<id>/report.{json,csv,md}``) for people who read the store rather than the API.
+an API request and a waiting CLI may all call it. Before that write, a case may run more
+(``looks.py``: disturbed repeats again, the next look of adaptive repeats): the batch then stays
+running with the added jobs and is judged again when they end. The report files are also written
+to the object store (``batches/<id>/report.{json,csv,md}``) for people who read the store rather
+than the API.
+
+Each case is judged against its history of nights (``history.py`` reads the spec's earlier runs,
+``verdicts.py`` states the error rates), or, until it has 5 reference runs, against the baseline
+run (``choose_baseline``).
 """
 
 from __future__ import annotations
@@ -19,27 +26,40 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobStatus
-from jobservice.nightly.compare import compare_results, history_medians
+from jobservice.nightly.compare import Night, compare_results, primary_metric, tracked_metrics
 from jobservice.nightly.environment import environment_changes, runs_environment
 from jobservice.nightly.figures import METRICS, RunFacts, figures_of, run_facts, samples_of, unavailable
+from jobservice.nightly.history import EarlierRun, case_histories
+from jobservice.nightly.looks import (
+    CasePlan,
+    case_plan,
+    is_disturbed,
+    job_seconds,
+    looks_for,
+    more_runs,
+    used_runs,
+)
 from jobservice.nightly.render import render_csv, render_json, render_markdown
 from jobservice.nightly.service import (
     abandon_if_incomplete,
+    add_runs,
     get_batch,
     has_finished_cases,
     latest_jobs,
+    plan_of,
     slots,
 )
 from jobservice.nightly.states import BatchStatus, mark_finished
 from jobservice.nightly.stats import summarize
+from jobservice.nightly.verdicts import MIN_REFERENCE
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
 
-# Runs that may become the next baseline by themselves: not a regressed one, and not one that
-# could not tell (a slow drift of inconclusive runs must not carry the baseline along with it).
-GOOD_VERDICTS = ("passed", "no_baseline")
+# Runs that may be the baseline of a cold start by themselves: any that did not regress or fail
+# (inconclusive ones count, as they do in the reference of nights).
+GOOD_VERDICTS = ("passed", "no_baseline", "inconclusive")
 ERROR_VERDICT = "error"  # the results could not be judged (a bug): recorded, never a baseline
 
 
@@ -50,7 +70,7 @@ def refresh_batch(services: Services, batch_id: uuid.UUID) -> Batch:
         if batch.status != BatchStatus.RUNNING or _has_active_job(session, batch_id):
             return batch
         jobs = latest_jobs(session, batch_id)
-        expected = {(case["name"], repeat) for case, repeat in slots(batch.spec or {})}
+        expected = {(case["name"], repeat) for case, repeat in slots(batch.spec or {}, plan_of(batch))}
         if not expected <= set(jobs) or any(j.status not in TERMINAL_STATUSES for j in jobs.values()):
             return batch
     if abandon_if_incomplete(services, batch):
@@ -69,15 +89,22 @@ def _has_active_job(session: Session, batch_id: uuid.UUID) -> bool:
 
 
 def finalize_batch(services: Services, batch: Batch, jobs: dict[tuple[str, int], Job]) -> Batch:
-    """Compute results, baseline, comparison, environment and verdict; record them once."""
+    """Judge the batch; queue more runs first if a case asks for them (``looks.py``), else record
+    the results, verdict and environment once."""
     _settle_earlier(services, batch)  # an earlier run that ended unseen may be this one's baseline
+    plan = plan_of(batch)
     runs_by_case: dict[str, list[RunFacts]] = {}
     for (case, repeat), job in sorted(jobs.items()):
         runs_by_case.setdefault(case, []).append(_facts(services, job, repeat))
     with services.db.session() as session:
         runs_env = runs_environment(session, [r for runs in runs_by_case.values() for r in runs])
         baseline = choose_baseline(session, batch)
-        outcome = judge(batch, runs_by_case, runs_env, baseline, history=earlier_results(session, batch))
+        earlier = earlier_runs(session, batch)
+        outcome = judge(batch, runs_by_case, runs_env, baseline, earlier=earlier, plan=plan)
+    more = _more_runs(batch, outcome, runs_by_case, jobs)
+    if more:
+        return add_runs(services, batch.id, {**plan, **{name: p.as_dict() for name, p in more.items()}})
+    with services.db.session() as session:
         done = mark_finished(session, batch.id, baseline_id=baseline.id if baseline else None, **outcome)
     with services.db.session() as session:
         batch = get_batch(session, batch.id)
@@ -87,17 +114,52 @@ def finalize_batch(services: Services, batch: Batch, jobs: dict[tuple[str, int],
     return batch
 
 
+def _more_runs(
+    batch: Batch,
+    outcome: dict[str, Any],
+    runs_by_case: dict[str, list[RunFacts]],
+    jobs: dict[tuple[str, int], Job],
+) -> dict[str, CasePlan]:
+    """The cases that run more before this night is judged (none once it could not be judged)."""
+    if outcome["verdict"] == ERROR_VERDICT:
+        return {}
+    results = outcome["results"]
+    judged = {c["case"]: c for c in (results.get("comparison") or {}).get("cases") or []}
+    # The plan so far, with the looks each case's night was judged with.
+    planned = {c["name"]: c.get("looks") or {} for c in results.get("cases") or []}
+    durations: dict[str, list[float]] = {}
+    ends = []
+    for (name, _), job in jobs.items():
+        took = job_seconds(job.started_at, job.finished_at)
+        if took is not None:
+            durations.setdefault(name, []).append(took)
+        if job.finished_at is not None:
+            ends.append(job.finished_at)
+    start = batch.submitted_at or batch.created_at
+    elapsed = (max(ends) - start).total_seconds() if ends and start else 0.0
+    return more_runs(
+        list(batch.spec.get("cases") or []),
+        runs_by_case,
+        planned,
+        judged=judged,
+        durations=durations,
+        elapsed_s=elapsed,
+        budget_s=(batch.spec or {}).get("time_budget_s"),
+    )
+
+
 def judge(
     batch: Batch,
     runs_by_case: dict[str, list[RunFacts]],
     runs_env: dict[str, Any],
     baseline: Batch | None,
     *,
-    history: list[dict[str, Any]] | None = None,
+    earlier: list[EarlierRun] | None = None,
+    plan: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The verdict, results and environment of a batch whose jobs all ended (no I/O). ``history``:
-    the ``results`` of the spec's earlier good runs, newest first (each case keeps its medians
-    there as ``history``: the drift the comparison allows for).
+    """The verdict, results and environment of a batch whose jobs all ended (no I/O). ``earlier``:
+    the spec's earlier finished runs, newest first (``earlier_runs``): each case keeps its history
+    from them (``reference``), what it was judged against. ``plan``: the runs the night added.
 
     Never raises: a bug in reading the runs or comparing them (data nobody foresaw) records the
     verdict ``error`` with the reason, instead of leaving the batch running for the tick to retry
@@ -105,30 +167,53 @@ def judge(
     """
     environment = {**(batch.environment or {}), "runs": runs_env}
     cases: list[dict[str, Any]] = []
+    plan = plan or {}
+    earlier = earlier or []
     try:
-        cases = [case_results(c, runs_by_case.get(c["name"], [])) for c in batch.spec.get("cases") or []]
-        for case in cases:
-            case["history"] = history_medians(case, history or [], spec=batch.spec)
-        results: dict[str, Any] = {"cases": cases, "comparison": None}
-        if baseline is not None:
-            results["comparison"] = compare_results(baseline.results, results, spec=batch.spec)
-            results["comparison"]["baseline_id"] = str(baseline.id)
-            environment["changes"] = environment_changes(baseline.environment or {}, environment)
+        spec = batch.spec
+        cases = [
+            case_results(c, runs_by_case.get(c["name"], []), level=case_plan(plan, c).level)
+            for c in spec.get("cases") or []
+        ]
+        histories = case_histories(cases, tracked_metrics(spec), earlier)
+        primary = primary_metric(spec)
+        for case, spec_case in zip(cases, spec.get("cases") or [], strict=True):
+            history = histories[case["name"]]
+            case["reference"] = {name: h.as_dict() for name, h in history.items()}
+            main = history.get(primary)
+            drift = main.drift if main is not None and len(main.reference) >= MIN_REFERENCE else None
+            case["looks"] = {**case_plan(plan, spec_case).as_dict(), "looks": looks_for(drift)}
+        results: dict[str, Any] = {"cases": cases, "comparison": None, "plan": plan}
+        since_last = environment_changes(earlier[0].environment, environment) if earlier else []
+        if baseline is not None or any(
+            len(h.reference) >= MIN_REFERENCE for by_metric in histories.values() for h in by_metric.values()
+        ):
+            night = Night(run_id=str(batch.id), use_history=True, environment_changed=bool(since_last))
+            comparison = compare_results(
+                baseline.results if baseline else None, results, spec=spec, night=night
+            )
+            comparison["baseline_id"] = str(baseline.id) if baseline else None
+            results["comparison"] = comparison
+            environment["changes"] = (
+                environment_changes(baseline.environment or {}, environment) if baseline else since_last
+            )
+        environment["changes_since_last"] = since_last
     except Exception as exc:  # noqa: BLE001 - recorded as the batch's error, see above
         log.exception("batch %s: its results could not be judged", batch.id)
         error = f"The results could not be judged ({type(exc).__name__}: {exc}); this is a bug."
         return {
             "verdict": ERROR_VERDICT,
-            "results": {"cases": cases, "comparison": None},
+            "results": {"cases": cases, "comparison": None, "plan": plan},
             "environment": environment,
             "error": error[:2000],
         }
+    comparison = results["comparison"]
     if any(c["status"] == "failed" for c in cases):
         verdict = "failed"
-    elif baseline is None:
+    elif comparison is None or not comparison.get("judged_cases"):
         verdict = "no_baseline"
     else:
-        compared = results["comparison"]["verdict"]
+        compared = comparison["verdict"]
         verdict = compared if compared in ("regressed", "inconclusive") else "passed"
     return {"verdict": verdict, "results": results, "environment": environment}
 
@@ -169,9 +254,12 @@ def _facts(services: Services, job: Job, repeat: int) -> RunFacts:
     )
 
 
-def case_results(case: dict[str, Any], runs: list[RunFacts]) -> dict[str, Any]:
-    """One case's runs, samples per metric, frame fingerprints and expectation checks."""
-    samples = {name: samples_of(runs, metric) for name, metric in METRICS.items()}
+def case_results(case: dict[str, Any], runs: list[RunFacts], *, level: int | None = None) -> dict[str, Any]:
+    """One case's runs, samples per metric, frame fingerprints and expectation checks. The samples
+    are those of ``level`` runs (default: the spec's repeats), undisturbed runs first (``looks.py``)."""
+    used = used_runs(runs, level or int(case.get("repeat") or len(runs)))
+    chosen = {id(r) for r in used}
+    samples = {name: samples_of(used, metric) for name, metric in METRICS.items()}
     samples = {name: values for name, values in samples.items() if values}
     good = [r for r in runs if r.status == "succeeded"]
     digests = {r.frames_digest for r in good if r.frames_digest}
@@ -187,7 +275,7 @@ def case_results(case: dict[str, Any], runs: list[RunFacts]) -> dict[str, Any]:
         "deterministic": bool(case.get("deterministic")),
         "params": case.get("params") or {},
         "repeat": case.get("repeat"),
-        "runs": [r.as_dict() for r in runs],
+        "runs": [{**r.as_dict(), "used": id(r) in chosen, "disturbed": is_disturbed(r)} for r in runs],
         "samples": samples,
         # warm (resident back end), cold (the model loads in every run) or mixed: see metrics.py
         "figures": figures_of(runs),
@@ -302,27 +390,33 @@ def choose_baseline(session: Session, batch: Batch) -> Batch | None:
     )
 
 
-DRIFT_HISTORY = 10  # earlier good runs whose medians tell how much a spec's figures drift
+SCAN_LIMIT = 100  # earlier runs read for a case's history (a pin ends the reading sooner)
 
 
-def earlier_results(session: Session, batch: Batch) -> list[dict[str, Any]]:
-    """The ``results`` of the last ``DRIFT_HISTORY`` good runs of the same spec before ``batch``
-    (newest first): the ones that may be baselines, so neither a regression nor a run that could
-    not tell widens the drift that later runs are judged with."""
-    rows = session.scalars(
-        select(Batch.results)
+def earlier_runs(session: Session, batch: Batch) -> list[EarlierRun]:
+    """The spec's finished runs before ``batch``, newest first, back to the pinned one (a pin
+    restarts the history) and at most ``SCAN_LIMIT``: what each case's history is chosen from
+    (``history.py``)."""
+    rows = session.execute(
+        select(Batch.id, Batch.created_at, Batch.pinned, Batch.results, Batch.environment)
         .where(
             Batch.name == batch.name,
             Batch.tenant == batch.tenant,
             Batch.id != batch.id,
             Batch.status == BatchStatus.FINISHED,
-            Batch.verdict.in_(GOOD_VERDICTS),
             Batch.created_at < batch.created_at,
         )
         .order_by(Batch.created_at.desc())
-        .limit(DRIFT_HISTORY)
+        .limit(SCAN_LIMIT)
     )
-    return [r for r in rows if isinstance(r, dict)]
+    found = []
+    for row in rows:
+        results = row.results if isinstance(row.results, dict) else {}
+        env = row.environment if isinstance(row.environment, dict) else {}
+        found.append(EarlierRun(str(row.id), row.created_at, bool(row.pinned), results, env))
+        if row.pinned:
+            break
+    return found
 
 
 def _usable(session: Session, ids: Iterable[uuid.UUID]) -> Batch | None:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, defer
 
 from jobservice.db.tables import Batch, Job, JobStatus
 from jobservice.errors import Invalid
-from jobservice.nightly.service import BATCH_STATUSES, latest_jobs, slots
+from jobservice.nightly.compare import false_alarm_sentence
+from jobservice.nightly.service import BATCH_STATUSES, latest_jobs, plan_of, slots
 from jobservice.nightly.states import BatchStatus
-from jobservice.nightly.views import BatchView, CaseView, Progress
+from jobservice.nightly.views import BatchView, CaseView, EpisodeView, Progress
 
 
 @dataclass
@@ -45,6 +47,7 @@ def batch_view(session: Session, batch: Batch) -> BatchView:
             statuses[str(job.status)] = statuses.get(str(job.status), 0) + 1
         judged = verdicts.get(case["name"]) or {}
         result = own.get(case["name"]) or {}
+        primary: dict[str, Any] = next((m for m in judged.get("metrics") or [] if m.get("primary")), {})
         verdict = judged.get("verdict") or ("failed" if result.get("status") == "failed" else None)
         reasons = judged.get("reasons") or [
             e["message"] for e in result.get("expectations") or [] if not e.get("passed")
@@ -57,6 +60,10 @@ def batch_view(session: Session, batch: Batch) -> BatchView:
                 statuses=statuses,
                 verdict=verdict,
                 reasons=reasons,
+                primary=judged.get("primary"),
+                change=primary.get("change"),
+                upper=primary.get("upper"),
+                others=judged.get("others") or [],
                 jobs=[str(j.id) for j in mine],
             )
         )
@@ -96,11 +103,12 @@ def _tallies(session: Session, batch_ids: list[uuid.UUID]) -> dict[uuid.UUID, _T
 
 
 def _view(batch: Batch, tally: _Tally, cases: list[CaseView]) -> BatchView:
-    total = len(slots(batch.spec or {})) or batch.total_jobs
+    total = len(slots(batch.spec or {}, plan_of(batch))) or batch.total_jobs
     comparison = (batch.results or {}).get("comparison") or {}
     links = {"self": f"/batches/{batch.id}", "jobs": f"/batches/{batch.id}/jobs"}
     if batch.status == BatchStatus.FINISHED:
         links.update(report=f"/batches/{batch.id}/report", page=f"/ui/batches/{batch.id}")
+        links.update(accept=f"/batches/{batch.id}/pin")  # accept this run as the new normal
     return BatchView(
         id=str(batch.id),
         name=batch.name,
@@ -122,6 +130,8 @@ def _view(batch: Batch, tally: _Tally, cases: list[CaseView]) -> BatchView:
             **tally.counts,
         ),
         counts={k: v for k, v in (comparison.get("counts") or {}).items() if v},
+        risk=false_alarm_sentence(comparison) if comparison else None,
+        episodes=[EpisodeView.model_validate(e) for e in comparison.get("episodes") or []],
         cases=cases,
         environment_changes=list((batch.environment or {}).get("changes") or []),
         links=links,

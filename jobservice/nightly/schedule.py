@@ -22,12 +22,13 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from celery import Celery
+from celery import Celery, signals
 from celery.schedules import crontab, schedule
 from croniter import CroniterBadDateError, croniter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from sqlalchemy import select
 
+from jobservice import tracing
 from jobservice.broker import make_celery
 from jobservice.db.tables import Batch, utcnow
 from jobservice.retention import PeriodicCollector
@@ -269,6 +270,10 @@ def make_control_app(settings: Settings | None = None) -> Celery:
         return tick(services)
 
     register_webhook_tasks(app, services.db, settings)  # jobservice.deliver_webhook and the sweep
+    # The beat's worker runs its tasks in its own process (the solo pool): tracing starts with it.
+    signals.worker_init.connect(
+        lambda **_: tracing.init_process(settings, service="jobservice-beat"), weak=False
+    )
     collector = PeriodicCollector(services)
 
     @app.task(name=GC_TASK, ignore_result=True)

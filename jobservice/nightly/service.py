@@ -34,8 +34,17 @@ from jobservice.jobs.submit import Submission, submit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
 from jobservice.media.uploads import stored_upload
 from jobservice.nightly.environment import creator_environment
+from jobservice.nightly.looks import case_plan
 from jobservice.nightly.plan import Plan
-from jobservice.nightly.states import BatchStatus, mark_canceled, mark_running, reopen, still_creating
+from jobservice.nightly.states import (
+    BatchStatus,
+    mark_canceled,
+    mark_running,
+    record_plan,
+    reopen,
+    still_creating,
+    still_running,
+)
 from jobservice.quotas.admit import admit_jobs
 from jobservice.quotas.disk import check_free_space
 from jobservice.storage import StoreUnavailable
@@ -74,11 +83,19 @@ def latest_jobs(session: Session, batch_id: uuid.UUID) -> dict[tuple[str, int], 
     return {(str(job.batch_case), int(job.batch_repeat or 0)): job for job in rows}
 
 
-def slots(spec: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
-    """Every (case, repeat) of a resolved spec, repeats interleaved across cases."""
+def slots(spec: dict[str, Any], plan: dict[str, Any] | None = None) -> list[tuple[dict[str, Any], int]]:
+    """Every (case, repeat) of a resolved spec, repeats interleaved across cases; ``plan`` (the
+    batch's ``results["plan"]``, jobservice/nightly/looks.py) adds the runs a night added."""
     cases = spec.get("cases") or []
-    rounds = max((int(c["repeat"]) for c in cases), default=0)
-    return [(case, r) for r in range(rounds) for case in cases if r < int(case["repeat"])]
+    counts = [case_plan(plan or {}, case).runs for case in cases]
+    rounds = max(counts, default=0)
+    return [(case, r) for r in range(rounds) for case, count in zip(cases, counts, strict=True) if r < count]
+
+
+def plan_of(batch: Batch) -> dict[str, Any]:
+    """The runs a batch added to its spec's (``looks.py``), by case; empty when none were."""
+    plan = (batch.results or {}).get("plan")
+    return plan if isinstance(plan, dict) else {}
 
 
 def abandon_if_incomplete(services: Services, batch: Batch) -> bool:
@@ -113,6 +130,9 @@ def _batch_row(
         "baseline": loaded.spec.baseline,
         "thresholds": loaded.spec.thresholds.model_dump(mode="json"),
         "metrics": [m.model_dump(mode="json") for m in loaded.spec.metrics],
+        "primary": loaded.spec.primary,
+        "assumed_drift": loaded.spec.assumed_drift,
+        "time_budget_s": loaded.spec.time_budget_s,
         "undisturbed": loaded.spec.undisturbed,  # read by workers (jobservice/nightly/measure.py)
         "cases": cases,
     }
@@ -207,7 +227,7 @@ def resume_batch(services: Services, batch_id: uuid.UUID) -> Batch:
         raise Conflict("batch_finished", f"Batch {batch.id} is finished; there is nothing to resume.")
     if abandon_if_incomplete(services, batch):
         raise Conflict("batch_incomplete", f"Batch {batch.id} cannot be resumed. {INCOMPLETE}")
-    for case, _ in slots(batch.spec):
+    for case, _ in slots(batch.spec, plan_of(batch)):
         for entry in (case.get("inputs") or {}).values():
             if not services.store.exists(str(entry["key"])):
                 raise Conflict(
@@ -228,14 +248,26 @@ def owner_of(batch: Batch) -> Principal:
     return Principal(tenant=batch.tenant or "default", role="user", key_id=batch.submitted_by)
 
 
-def submit_slots(services: Services, batch_id: uuid.UUID) -> Batch:
-    """Submit every slot without a live job, then mark the batch running."""
+def add_runs(services: Services, batch_id: uuid.UUID, plan: dict[str, Any]) -> Batch:
+    """Queue the runs a running batch adds before it is judged (``looks.py``: disturbed repeats run
+    again, or the next look of adaptive repeats), recording the new ``plan`` first."""
+    with services.db.session() as session:
+        if not record_plan(session, batch_id, plan):
+            return get_batch(session, batch_id)  # no longer running: canceled or judged meanwhile
+    log.info("batch %s: more runs before it is judged: %s", batch_id, plan)
+    return submit_slots(services, batch_id, running=True)
+
+
+def submit_slots(services: Services, batch_id: uuid.UUID, *, running: bool = False) -> Batch:
+    """Submit every slot without a live job, then mark the batch running (``running``: it already
+    is, and more runs are being added to it)."""
     with services.db.session() as session:
         batch = get_batch(session, batch_id)
         existing = latest_jobs(session, batch_id)
         tries = _tries(session, batch_id)
     owner = owner_of(batch)
-    for case, repeat in slots(batch.spec):
+    alive_check = still_running if running else still_creating
+    for case, repeat in slots(batch.spec, plan_of(batch)):
         job = existing.get((case["name"], repeat))
         if job is not None and job.status != JobStatus.CANCELED:
             continue
@@ -260,7 +292,7 @@ def submit_slots(services: Services, batch_id: uuid.UUID) -> Batch:
         )
         submitted, _ = submit_job(services, sub)
         with services.db.session() as session:  # shows creation is alive; stops if canceled meanwhile
-            alive = still_creating(session, batch_id)
+            alive = alive_check(session, batch_id)
         if not alive:
             # cancel_batch may have listed the batch's jobs before this one was committed: cancel it
             # here, or it would run (and a resume would not re-run its slot).

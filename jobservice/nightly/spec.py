@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from jobservice.errors import pydantic_problems
 from jobservice.nightly.figures import DEFAULT_METRICS, METRICS
@@ -106,12 +107,33 @@ class Expectations(_Strict):
         return value
 
 
+K_REPLACED = (
+    "'k' is no longer a setting: verdicts state their error rates instead (thresholds.alpha, 0.1 % false "
+    "alarms per metric per night, and thresholds.ok_within, the slowdown an 'ok' rules out); remove 'k' "
+    "(docs/nightly.md, How a run is judged)"
+)
+
+
+def _refuse_k(value: Any) -> Any:
+    """A spec written for the k-standard-errors rule is refused, saying what replaced it."""
+    if isinstance(value, dict) and "k" in value:
+        raise PydanticCustomError("k_replaced", K_REPLACED)
+    return value
+
+
 class MetricChoice(_Strict):
-    """A tracked metric, optionally with its own noise thresholds."""
+    """A tracked metric, optionally with its own floor and ok bound."""
 
     name: str
     relative: float | None = Field(default=None, ge=0, le=1, description="Smallest change flagged.")
-    k: float | None = Field(default=None, gt=0, description="Standard errors of noise to exceed.")
+    ok_within: float | None = Field(
+        default=None, gt=0, le=1, description="The slowdown an 'ok' verdict rules out (default: the spec's)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_k(cls, value: Any) -> Any:
+        return _refuse_k(value)
 
     @field_validator("name")
     @classmethod
@@ -121,13 +143,24 @@ class MetricChoice(_Strict):
 
 
 class Thresholds(_Strict):
-    """When a change of a median counts: beyond ``relative`` AND beyond ``k`` standard errors."""
+    """When a change of a median counts (docs/nightly.md): a regression beyond the noise at a false
+    alarm rate of ``alpha`` per metric per night, and at least ``relative``; ``ok`` when a slowdown
+    of ``ok_within`` is ruled out, wrongly at most ``alpha_ok`` of the time."""
 
-    relative: float = Field(default=0.03, ge=0, le=1)
-    k: float = Field(default=3.0, gt=0)
+    relative: float = Field(default=0.03, ge=0, le=1, description="The floor: the smallest change flagged.")
+    alpha: float = Field(default=0.001, gt=0, le=0.2, description="False alarms per metric per night.")
+    ok_within: float = Field(default=0.04, gt=0, le=1, description="The slowdown an 'ok' verdict rules out.")
+    alpha_ok: float = Field(
+        default=0.01, gt=0, le=0.5, description="How often 'ok' may be said of a slowdown of ok_within."
+    )
     few_samples_relative: float = Field(
         default=0.10, ge=0, le=1, description="The floor used when the noise cannot be estimated."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_k(cls, value: Any) -> Any:
+        return _refuse_k(value)
 
 
 class CaseSpec(_Strict):
@@ -172,6 +205,24 @@ class BatchSpec(_Strict):
     metrics: list[MetricChoice] = Field(
         default_factory=lambda: [MetricChoice(name=m) for m in DEFAULT_METRICS]
     )
+    primary: str = Field(
+        default="generate_ms",
+        description="The metric a case's verdict is (the others are compared and reported, and do not "
+        "fail the batch); one of 'metrics'.",
+    )
+    assumed_drift: float | None = Field(
+        default=None,
+        ge=0,
+        le=0.5,
+        description="The drift between runs assumed until a case has 5 reference runs (relative sigma); "
+        "default 0.02 on a CPU, 0.005 on a card.",
+    )
+    time_budget_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds from the batch's start after which no more repeats are added (adaptive "
+        "repeats); default: no limit but 4 x a case's repeats.",
+    )
     cases: list[CaseSpec] = Field(min_length=1, max_length=200)
     webhook: str | None = Field(default=None, description="Where to POST batch.start / batch.completed.")
     webhook_events_filter: list[str] | str | None = Field(default=None, description="start, completed.")
@@ -192,6 +243,8 @@ class BatchSpec(_Strict):
         tracked = [m.name for m in self.metrics]
         if len(set(tracked)) != len(tracked):
             raise ValueError("a metric is listed twice under 'metrics'")
+        if self.primary not in tracked:
+            raise ValueError(f"'primary' ({self.primary}) must be one of the tracked 'metrics'")
         return self
 
     def repeats_of(self, case: CaseSpec) -> int:
@@ -224,6 +277,20 @@ def spec_digest(spec: BatchSpec) -> str:
             data.pop(name, None)
     if data.get("undisturbed") is True:  # added later, and the default
         data.pop("undisturbed")
+    # Added with stated error rates: a spec that leaves them at their defaults keeps its digest.
+    defaults: tuple[tuple[str, Any], ...] = (("primary", "generate_ms"), ("assumed_drift", None))
+    for key, value in (*defaults, ("time_budget_s", None)):
+        if data.get(key) == value:
+            data.pop(key, None)
+    thresholds = data.get("thresholds") or {}
+    for key, value in (("alpha", 0.001), ("ok_within", 0.04), ("alpha_ok", 0.01)):
+        if thresholds.get(key) == value:
+            thresholds.pop(key)
+    thresholds.setdefault("k", 3.0)  # the old default, so that an unchanged spec keeps its digest
+    for metric in data.get("metrics") or []:
+        if metric.get("ok_within") is None:
+            metric.pop("ok_within", None)
+        metric.setdefault("k", None)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

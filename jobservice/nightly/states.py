@@ -69,6 +69,23 @@ def still_creating(session: Session, batch_id: uuid.UUID) -> bool:
     return _cas(session, batch_id, sources=frozenset({BatchStatus.CREATING}), target=BatchStatus.CREATING)
 
 
+def still_running(session: Session, batch_id: uuid.UUID) -> bool:
+    """Show that a running batch still is while runs are added to it; False once it was canceled."""
+    return _cas(session, batch_id, sources=frozenset({BatchStatus.RUNNING}), target=BatchStatus.RUNNING)
+
+
+def record_plan(session: Session, batch_id: uuid.UUID, plan: dict[str, Any]) -> bool:
+    """Keep the runs a running batch adds before it is judged (jobservice/nightly/looks.py) in its
+    ``results`` (``plan``), so that finishing, resuming and progress count them."""
+    return _cas(
+        session,
+        batch_id,
+        sources=frozenset({BatchStatus.RUNNING}),
+        target=BatchStatus.RUNNING,
+        values={"results": {"plan": plan}},
+    )
+
+
 def mark_running(session: Session, batch_id: uuid.UUID) -> bool:
     """Every slot has a job: the batch waits for them to end."""
     moved = _cas(

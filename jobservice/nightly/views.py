@@ -24,6 +24,23 @@ class Progress(BaseModel):
     fraction: float = Field(description="0..1, counting the progress of running jobs.")
 
 
+class EpisodeView(BaseModel):
+    """Nights that add up: an inconclusive night whose change reached the floor opened it, and the
+    next nights of its case are judged pooled with it (at most ``of`` nights)."""
+
+    case: str
+    metric: str
+    state: str = Field(description="open (the next night pools with it) or closed.")
+    night: int = Field(description="Nights pooled so far, tonight included.")
+    of: int
+    outcome: str | None = Field(
+        default=None, description="Once closed: regression, ok, improvement or inconclusive."
+    )
+    change: float | None = Field(default=None, description="The pooled nights' change (relative).")
+    upper: float | None = Field(default=None, description="The change (worse direction) not ruled out.")
+    first: str | None = Field(default=None, description="The batch of the episode's first night.")
+
+
 class CaseView(BaseModel):
     """One case while (and after) it runs."""
 
@@ -33,13 +50,22 @@ class CaseView(BaseModel):
     statuses: dict[str, int]
     verdict: str | None = Field(
         default=None,
-        description="Once finished: regressed, failed, changed, missing, inconclusive (nothing regressed, "
-        "but the run's noise hid changes above the spec's floor), new, improved or ok.",
+        description="Once finished: its primary metric's verdict (regressed, improved, ok: a slowdown of "
+        "ok_within ruled out, inconclusive: neither), or failed, changed, missing, new.",
     )
     reasons: list[str] = Field(
         default_factory=list,
-        description="Why: what regressed, or for inconclusive what the run could see and how many "
-        "repeats per side would see the floor.",
+        description="Why: what regressed, or what it rules out, or for inconclusive the change not ruled "
+        "out and what would decide it (more repeats, more nights, or less noise).",
+    )
+    primary: str | None = Field(default=None, description="The metric the verdict is (e.g. generate_ms).")
+    change: float | None = Field(default=None, description="The primary metric's change (relative).")
+    upper: float | None = Field(
+        default=None,
+        description="The primary metric's change, in the worse direction, not ruled out (at 1 - α_ok).",
+    )
+    others: list[str] = Field(
+        default_factory=list, description="Other metrics' regressions: reported, not failing the case."
     )
     jobs: list[str]
 
@@ -53,7 +79,7 @@ class BatchView(BaseModel):
     status: str
     verdict: str | None = Field(
         description="Once finished: no_baseline, passed, regressed, failed, inconclusive (no regression "
-        "seen, but a case could not tell; never a baseline by itself) or error."
+        "seen, but a case could not tell) or error."
     )
     error: str | None = Field(default=None, description="Why it was canceled or could not be judged.")
     source: str
@@ -66,6 +92,12 @@ class BatchView(BaseModel):
     finished_at: datetime | None
     progress: Progress
     counts: dict[str, int] = Field(default_factory=dict, description="Cases by verdict, once finished.")
+    risk: str | None = Field(
+        default=None, description="How often an unchanged batch of these cases would read regressed."
+    )
+    episodes: list[EpisodeView] = Field(
+        default_factory=list, description="Episodes opened, continued or closed."
+    )
     cases: list[CaseView] = Field(default_factory=list)
     environment_changes: list[str] = Field(default_factory=list)
     links: dict[str, str]

@@ -2,7 +2,9 @@
 ``batch.completed`` when it finishes or is canceled (again after a resume, if it ends again).
 
 Written to the outbox by ``jobservice.nightly.states`` in the transaction of the move; the
-body's ``data`` is the batch's headline (``batch_summary``; ``GET /batches/<id>`` has the rest).
+body's ``data`` is the batch's headline (``batch_summary``: the verdict, each case's verdict with its
+primary metric's change and the change it cannot rule out, the episodes, what the verdict risks,
+and the link that accepts the run as the new normal; ``GET /batches/<id>`` has the rest).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Batch
+from jobservice.nightly.compare import false_alarm_sentence
 from jobservice.webhooks.outbox import enqueue, has_event, wants
 
 
@@ -47,6 +50,10 @@ def batch_summary(batch: Batch) -> dict[str, Any]:
     def iso(value: datetime | None) -> str | None:
         return value.isoformat() if value else None
 
+    comparison = (batch.results or {}).get("comparison") or {}
+    links = {"self": f"/batches/{batch.id}", "report": f"/batches/{batch.id}/report"}
+    if batch.verdict:
+        links["accept"] = f"/batches/{batch.id}/pin"  # POST: accept this run as the new normal
     return {
         "id": str(batch.id),
         "object": "batch",
@@ -59,5 +66,22 @@ def batch_summary(batch: Batch) -> dict[str, Any]:
         "created_at": iso(batch.created_at),
         "submitted_at": iso(batch.submitted_at),
         "finished_at": iso(batch.finished_at),
-        "links": {"self": f"/batches/{batch.id}", "report": f"/batches/{batch.id}/report"},
+        "counts": {k: v for k, v in (comparison.get("counts") or {}).items() if v},
+        "cases": [_case_headline(case) for case in comparison.get("cases") or []],
+        "episodes": comparison.get("episodes") or [],
+        "risk": false_alarm_sentence(comparison) if comparison else None,
+        "links": links,
+    }
+
+
+def _case_headline(case: dict[str, Any]) -> dict[str, Any]:
+    """A case's verdict, its primary metric's change and bound, and the first reason."""
+    primary: dict[str, Any] = next((m for m in case.get("metrics") or [] if m.get("primary")), {})
+    return {
+        "name": case.get("case"),
+        "verdict": case.get("verdict"),
+        "primary": case.get("primary"),
+        "change": primary.get("change"),
+        "upper": primary.get("upper"),
+        "reason": (case.get("reasons") or [None])[0],
     }

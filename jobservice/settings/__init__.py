@@ -3,7 +3,8 @@
 Each group of settings is a class in this package, named after the package that reads it
 (``storage.StorageSettings`` for ``jobservice.storage``, ``queue.QueueSettings`` for the broker and
 ``jobservice.jobs``, ...); ``Settings`` is all of them in one pydantic-settings class, read from
-``JOBSERVICE_<FIELD>`` environment variables (and an optional ``.env``), built by the app factory,
+``JOBSERVICE_<FIELD>`` environment variables, ``JOBSERVICE_<FIELD>_FILE`` files (mounted secrets,
+``files.py``) and an optional ``.env``, built by the app factory,
 the worker bootstrap or the CLI, never at import time. Tests build ``Settings(...)`` directly
 instead of editing the environment. Code reads ``settings.<field>`` whatever its group.
 
@@ -19,13 +20,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import BaseModel
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from jobservice.settings.api import ApiSettings
 from jobservice.settings.auth import AuthSettings
 from jobservice.settings.batches import BatchSettings
 from jobservice.settings.core import CoreSettings
 from jobservice.settings.deployment import DeploymentSettings
+from jobservice.settings.files import FileVariables
 from jobservice.settings.fleet import FleetSettings
 from jobservice.settings.groups import GroupSettings
 from jobservice.settings.media import MediaSettings
@@ -33,6 +35,7 @@ from jobservice.settings.queue import QueueSettings
 from jobservice.settings.quotas import QuotaSettings
 from jobservice.settings.retention import RetentionSettings
 from jobservice.settings.storage import StorageSettings
+from jobservice.settings.tracing import TracingSettings
 from jobservice.settings.uploads import UploadSettings
 from jobservice.settings.webhooks import WebhookSettings
 from jobservice.settings.workers import WorkerSettings
@@ -57,12 +60,27 @@ class Settings(
     GroupSettings,
     WebhookSettings,
     WorkerSettings,
+    TracingSettings,
 ):
     """Configuration shared by the API, the workers and the CLI: every group's fields."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_file=".env", env_file_encoding="utf-8", extra="ignore"
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then ``JOBSERVICE_<NAME>``, then ``JOBSERVICE_<NAME>_FILE`` (a mounted secret,
+        ``jobservice.settings.files``), then ``.env``."""
+        files = FileVariables(settings_cls, prefix=ENV_PREFIX)
+        return init_settings, env_settings, files, dotenv_settings, file_secret_settings
 
     # --- derived paths ---------------------------------------------------------------------
     def resolved_database_url(self) -> str:

@@ -27,12 +27,21 @@ class WorkerSettings(BaseModel):
         "every model its cards can serve. Set by `jobservice worker` (`--models`).",
     )
     worker_group: str | None = Field(
-        default=None, description="The deployment file's card group this worker runs (by its name)."
+        default=None,
+        description="The deployment file's card group this worker runs: its name, or (unnamed) its devices "
+        "as the file writes them, canonical (npu:4,5,6,7). Set by `jobservice worker` (`--group`).",
     )
     worker_node: str | None = Field(
         default=None,
-        description="The card group's id (its row, its queue); unset: <devices>@<hostname>. Set by "
-        "`jobservice worker` (`--name`).",
+        description="The card group's id (its row, its queue), stable across restarts: a Kubernetes "
+        "worker sets its pod's name, a compose worker its service and host; unset: <devices>@<hostname>. "
+        "`jobservice worker --name` overrides it.",
+    )
+    pod_name: str | None = Field(
+        default=None,
+        description="The Kubernetes pod a worker runs in (the downward API's metadata.name; the kit sets "
+        "it): the `pod` label of jobservice_group_info, which joins the DCGM or NPU exporter's per-pod "
+        "metrics to card groups.",
     )
     worker_memory_gb: float | None = Field(
         default=None,

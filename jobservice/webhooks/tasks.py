@@ -16,9 +16,11 @@ from typing import Any
 
 from celery import Celery
 from celery.schedules import schedule
+from sqlalchemy import select
 
+from jobservice import tracing
 from jobservice.db.engine import Database
-from jobservice.db.tables import WebhookDelivery
+from jobservice.db.tables import Job, WebhookDelivery
 from jobservice.settings import Settings
 from jobservice.webhooks import outbox
 from jobservice.webhooks.deliver import Outcome, post
@@ -53,15 +55,26 @@ def deliver_one(db: Database, settings: Settings, delivery_id: int, attempts: in
             return "skipped"
         secrets = signing_secrets(session, claimed.tenant)
         url, body, message_id = claimed.url, claimed.payload, claimed.message_id
+        # A job's events belong to the trace that submitted it (jobservice.tracing).
+        job_trace = (
+            session.scalar(select(Job.trace_context).where(Job.id == claimed.job_id))
+            if claimed.job_id
+            else None
+        )
     headers = webhook_headers(secrets, message_id=message_id, timestamp=int(time.time()), body=body)
     try:
-        outcome = post(
-            url,
-            body=body.encode(),
-            headers=headers,
-            allowed=settings.webhook_allowed_hosts,
-            read_timeout=settings.webhook_timeout_seconds,
-        )
+        with tracing.continued(
+            job_trace,
+            "webhook.deliver",
+            **{"jobservice.webhook_id": message_id, "jobservice.event": claimed.event_type},
+        ):
+            outcome = post(
+                url,
+                body=body.encode(),
+                headers=headers,
+                allowed=settings.webhook_allowed_hosts,
+                read_timeout=settings.webhook_timeout_seconds,
+            )
     except Exception as exc:  # noqa: BLE001 - a bug must cost an attempt, not loop on an expiring claim
         log.exception("webhook %s: delivery crashed", message_id)
         outcome = Outcome(delivered=False, retry=True, error=f"{type(exc).__name__}: {exc}"[:500])

@@ -37,8 +37,10 @@ class BenchStack:
     preload: bool = True  # False: each model's first job is a cold start
     worker_env: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)  # for every process (API and workers)
-    # More workers beyond the main one: (devices, models), e.g. ("npu:0", ["soulx-flashhead-1.3b"]).
-    more_workers: list[tuple[str, list[str]]] = field(default_factory=list)
+    # More workers beyond the main one: (devices, models), e.g. ("npu:0", ["soulx-flashhead-1.3b"]),
+    # or (devices, models, more `jobservice worker` options), e.g. [..., ["--name", "b"]].
+    more_workers: list[tuple[str, list[str]] | tuple[str, list[str], list[str]]] = field(default_factory=list)
+    worker_args: list[str] = field(default_factory=list)  # more options of the main worker
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jobservice-bench-")))
     children: list[Child] = field(default_factory=list)
 
@@ -76,11 +78,13 @@ class BenchStack:
         me = [sys.executable, "-m", "jobservice.cli.main"]
         worker = [*me, "worker", "--devices", self.devices, "--loglevel", "WARNING"]
         worker.append("--preload" if self.preload else "--no-preload")
+        worker += self.worker_args
         api = [*me, "api", "--port", str(port), "--workers", "1", "--threads", "4"]
         self.children.append(Child("worker", worker, {**env, **self.worker_env}, self.var / "worker.log"))
-        for n, (devices, models) in enumerate(self.more_workers):
+        for n, (devices, models, *options) in enumerate(self.more_workers):
             argv = [*me, "worker", "--devices", devices, "--loglevel", "WARNING"]
             argv += ["--models", ",".join(models)] if models else []
+            argv += [str(o) for more in options for o in more]
             self.children.append(Child(f"worker{n + 1}", argv, env, self.var / f"worker{n + 1}.log"))
         self.children.append(Child("api", api, env, self.var / "api.log"))
         for child in self.children[1:]:

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from jobservice.db.tables import Job, JobStatus, utcnow
 from jobservice.jobs.transitions import Owner, claim_job, mark_failed, mark_succeeded
-from jobservice.reports.run_report import RunReport
+from jobservice.reports.run_report import HostActivity, RunReport
 from jobservice.wiring import Services
 from tests.conftest import SAMPLES
 
@@ -76,6 +76,7 @@ def finish_jobs(
     fail: Callable[[Job], str | None] | None = None,
     only: Callable[[Job], bool] | None = None,
     memory: Callable[[Job], dict[str, float]] | None = None,
+    host: Callable[[Job], dict[str, Any] | None] | None = None,
 ) -> None:
     """Run every queued job of a batch (or those ``only`` picks) "by hand" with a synthetic report."""
     for job in batch_jobs(services, batch_id):
@@ -109,6 +110,7 @@ def finish_jobs(
             device_placement={"device": "cpu", "torch_device": "cpu"},
             frame_hashes=hashes,
             versions={"jobservice": "0.1.0", "torch": "2.13.0"},
+            host=HostActivity.model_validate(activity) if host and (activity := host(job)) else None,
         )
         key = f"jobs/{job.id}/report.json"
         services.store.put_bytes(key, report.model_dump_json().encode(), content_type="application/json")

@@ -56,28 +56,33 @@ def test_run_status_report_compare_pin(env: Any, bservices: Any, tmp_path: Path)
 
     second = run("batch", "run", str(path), "--json")
     second_id = json.loads(second.output[second.output.index("{") :])["id"]
-    finish_jobs(bservices, second_id, generate_ms=steady(1080, jitter=0.004))
+    finish_jobs(bservices, second_id, generate_ms=steady(1150, jitter=0.004))
     status = run("batch", "status", second_id, "--wait")
-    assert status.exit_code == 1 and "REGRESSED" in status.output and "generate time +8.0%" in status.output
+    assert status.exit_code == 1 and "REGRESSED" in status.output and "generate time +15.0%" in status.output
+    assert f"if this is the new normal: jobservice batch pin {second_id}" in status.output
+    assert "an unchanged batch reads regressed on at most 0.1 % of nights" in status.output
 
     gate = run("batch", "compare", first_id, second_id, "-v")
-    assert gate.exit_code == 1 and "REGRESSED" in gate.output and "threshold 3.0%" in gate.output
-    assert run("batch", "compare", first_id, first_id).exit_code == 0
+    assert gate.exit_code == 1 and "REGRESSED" in gate.output and "regression needs +" in gate.output
+    # Two runs alone on a CPU host (2 % assumed between runs): even a run against itself cannot
+    # rule out a 4 % slowdown. That is what the history of nights is for.
+    itself = run("batch", "compare", first_id, first_id)
+    assert itself.exit_code == 3 and "not ruled out" in itself.output
     out = tmp_path / "r.csv"
     assert run("batch", "report", second_id, "--format", "csv", "-o", str(out)).exit_code == 0
     assert out.read_text().splitlines()[1].startswith("t2v,reference-t2v,regressed")
     assert "# Batch nightly-test: REGRESSED" in run("batch", "report", second_id).output
-    assert "now the pinned baseline" in run("batch", "pin", first_id).output
+    assert "is accepted as the new normal" in run("batch", "pin", first_id).output
     listed = run("batch", "list").output.splitlines()
     assert listed[0].startswith(second_id) and "pinned" in listed[1]
 
 
-def test_an_inconclusive_run_has_its_own_exit_status_and_says_how_many_repeats(
+def test_an_inconclusive_run_has_its_own_exit_status_and_says_what_would_decide_it(
     env: Any, bservices: Any, tmp_path: Path
 ) -> None:
-    """Three repeats with ~5 % noise against a 3 % floor: nothing can be called ok. The gates exit
-    3, the reports put the case under "Could not tell" with the repeats that would tell, and the
-    run does not become the next baseline by itself."""
+    """Three repeats with ~5 % noise: a 4 % slowdown cannot be ruled out. The gates exit 3, the
+    reports put the case under "Could not tell" with the change not ruled out and what would
+    decide it, and (inconclusive runs count) the run is the next one's baseline."""
     path = write_spec(tmp_path, spec(t2v_case(repeat=3)))
     first_id = json.loads((out := run("batch", "run", str(path), "--json").output)[out.index("{") :])["id"]
     finish_jobs(bservices, first_id, generate_ms=steady(1000, jitter=0.05))
@@ -87,10 +92,10 @@ def test_an_inconclusive_run_has_its_own_exit_status_and_says_how_many_repeats(
 
     status = run("batch", "status", second_id)
     assert status.exit_code == 3, status.output
-    assert "verdict inconclusive" in status.output and "INCONCLUSIVE t2v" in status.output
-    assert "repeats per side would see 3.0%" in status.output
+    assert "verdict inconclusive" in status.output and "INCONCLUSIVE" in status.output
+    assert "not ruled out; a regression needs" in status.output and "decide it" in status.output
     gate = run("batch", "compare", first_id, second_id, "-v")
-    assert gate.exit_code == 3 and "sees only >" in gate.output and "inconclusive" in gate.output
+    assert gate.exit_code == 3 and "not ruled out" in gate.output and "inconclusive" in gate.output
     markdown = run("batch", "report", second_id).output
     assert "# Batch nightly-test: INCONCLUSIVE" in markdown and "## Could not tell" in markdown
     assert "## Needs attention" not in markdown and " ?)" in markdown
@@ -101,26 +106,23 @@ def test_an_inconclusive_run_has_its_own_exit_status_and_says_how_many_repeats(
     third = run("batch", "run", str(path), "--json").output
     third_id = json.loads(third[third.index("{") :])["id"]
     finish_jobs(bservices, third_id, generate_ms=steady(1000, jitter=0.001))
-    assert f"baseline: {first_id}" in run("batch", "status", third_id).output  # (the noisy baseline's
-    # own spread still counts in the comparison: this one is inconclusive too)
+    assert f"baseline: {second_id}" in run("batch", "status", third_id).output
     with bservices.db.session() as session:
-        assert str(session.get(Batch, uuid.UUID(third_id)).baseline_id) == first_id, (
-            "not the inconclusive run"
-        )
+        assert str(session.get(Batch, uuid.UUID(third_id)).baseline_id) == second_id, "inconclusive counts"
 
 
 @pytest.mark.parametrize(
-    ("args", "says"),
+    ("args", "says", "code"),
     [
-        (("batch", "run", "missing.yaml"), "There is no batch spec"),
-        (("batch", "status", "nope"), "batch_not_found"),
-        (("batch", "compare", str(uuid.uuid4()), str(uuid.uuid4())), "batch_not_found"),
-        (("batch", "cancel", str(uuid.uuid4())), "batch_not_found"),
+        (("batch", "run", "missing.yaml"), "There is no batch spec", 2),  # a usage error, not a regression
+        (("batch", "status", "nope"), "batch_not_found", 1),
+        (("batch", "compare", str(uuid.uuid4()), str(uuid.uuid4())), "batch_not_found", 1),
+        (("batch", "cancel", str(uuid.uuid4())), "batch_not_found", 1),
     ],
 )
-def test_clear_errors(env: Any, args: tuple[str, ...], says: str) -> None:
+def test_clear_errors(env: Any, args: tuple[str, ...], says: str, code: int) -> None:
     result = CliRunner().invoke(cli, list(args))
-    assert result.exit_code == 1 and says in result.output and "Traceback" not in result.output
+    assert result.exit_code == code and says in result.output and "Traceback" not in result.output
 
 
 def test_bad_spec_file_names_the_field(env: Any, tmp_path: Path) -> None:
@@ -128,10 +130,21 @@ def test_bad_spec_file_names_the_field(env: Any, tmp_path: Path) -> None:
         tmp_path, spec(t2v_case(repeat=0), t2v_case(name="b", params={"prompt": "x", "fps": 999}))
     )
     result = CliRunner().invoke(cli, ["batch", "run", str(path)])
-    assert result.exit_code == 1 and "cases.0.repeat" in result.output, result.output
+    assert result.exit_code == 2 and "cases.0.repeat" in result.output, result.output
     path = write_spec(tmp_path, spec(t2v_case(params={"prompt": "x", "fps": 999})))
     result = CliRunner().invoke(cli, ["batch", "run", str(path)])
-    assert result.exit_code == 1 and "case 't2v'" in result.output and "fps" in result.output
+    assert result.exit_code == 2 and "case 't2v'" in result.output and "fps" in result.output
+
+
+def test_a_spec_that_still_sets_k_is_refused_saying_what_replaced_it(env: Any, tmp_path: Path) -> None:
+    for body in (
+        spec(t2v_case(), thresholds={"relative": 0.03, "k": 3}),
+        spec(t2v_case(), metrics=[{"name": "generate_ms", "k": 2}]),
+    ):
+        result = CliRunner().invoke(cli, ["batch", "run", str(write_spec(tmp_path, body))])
+        assert result.exit_code == 2, result.output
+        assert "'k' is no longer a setting" in result.output and "thresholds.alpha" in result.output
+        assert "thresholds.ok_within" in result.output and "Traceback" not in result.output
 
 
 def test_unmigrated_database_says_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

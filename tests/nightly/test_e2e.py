@@ -1,7 +1,9 @@
 """Batches through real Redis and real Celery worker processes.
 
 - the demo spec (batches/nightly-reference.yaml) end to end on the reference models, twice;
-- a slowdown injected with BENCH_SLOWDOWN (the bench fake's own knob) is flagged, a noisy unchanged run is not;
+- a sequence of nights (issue 36): unchanged warm-up nights, then an unchanged, a 5 % slower and two
+  15 % slower nights (BENCH_SLOWDOWN, the bench fake's own knob): never a regression when nothing
+  changed, never ok when 5 % slower, and a regression by the second 15 % slower night;
 - an interrupted batch resumes without running finished cases again (and survives a worker kill);
 - a queued interactive job overtakes queued batch jobs.
 """
@@ -10,15 +12,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import signal
 import subprocess
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from sqlalchemy import select
 
 from jobservice.db.tables import Batch, Job
@@ -73,7 +72,12 @@ def test_reference_spec_end_to_end(batch_stack: Stack) -> None:
     assert set(cases) == {"t2v-320x192", "talking-head-256"}
     for case in cases.values():
         assert case["status"] == "passed", case["expectations"]
-        assert all(r["status"] == "succeeded" for r in case["runs"]) and len(case["runs"]) == 3
+        # 3 repeats, and at most 2 more where a run had other work beside it on the host
+        assert all(r["status"] == "succeeded" for r in case["runs"]) and 3 <= len(case["runs"]) <= 5
+        judged = [
+            r for r in case["runs"] if r["used"] and not (r["cold"] and r["model_residency"] == "resident")
+        ]
+        assert len(judged) in (2, 3), case["runs"]  # 3, less a resident model's first (cold) run
         assert case["frames"]["consistent"] and case["frames"]["digest"], "deterministic repeats, same frames"
         for metric in ("generate_ms", "render_fps", "rtf", "ttff_ms", "peak_rss_mb"):
             assert case["summary"][metric]["median"] > 0, (case["name"], metric)
@@ -100,65 +104,65 @@ def test_reference_spec_end_to_end(batch_stack: Stack) -> None:
     assert "talking-head-256" in page and "## Environment" in page
 
 
-BENCH_SPEC = {
-    "name": "bench-nightly",
-    "repeat": 5,
-    "metrics": ["generate_ms", "render_fps", "rtf"],
-    "cases": [
-        {"name": "steady", "model": "fake-bench", "params": {"num_frames": 20, "step_ms": 40, "seed": 1}},
-        {
-            # 12 repeats, not 5: the noise is estimated from the repeats themselves, and with 4 warm
-            # runs a side an unchanged run of this noise crosses k = 3 about 1.3 % of the time
-            # (0.7 % each way: CI once saw an "improvement"); with 11 a side about 0.5 %.
-            "name": "noisy",
-            "model": "fake-bench",
-            "repeat": 12,
-            "params": {"num_frames": 20, "step_ms": 40, "jitter": 0.5, "seed": 2},
-        },
-    ],
+SEQUENCE = {
+    "name": "sequence",
+    "repeat": 3,
+    "metrics": ["generate_ms"],
+    # Sleep-paced frames (the bench fake's step_ms), so the night's own noise is small and a
+    # BENCH_SLOWDOWN of the worker stretches nearly the whole generate time.
+    "cases": [{"name": "tiny", "model": "fake-bench", "params": {"num_frames": 8, "step_ms": 60, "seed": 1}}],
 }
+WARM_UP = 8  # unchanged nights before the rounds: 8 reference runs, so 7 degrees of freedom of drift
 
 
-def run_bench(stack: Stack, spec_path: Path) -> Batch:
-    done = cli(stack, "batch", "run", str(spec_path), "--wait")
-    batch = wait_batch(stack, batch_id_of(done.stdout))
-    assert batch.status == "finished", batch.results
+def run_night(stack: Stack) -> Batch:
+    response = stack.client.post("/batches", json={"spec": SEQUENCE})
+    assert response.status_code == 202, response.get_data(as_text=True)
+    batch = wait_batch(stack, response.get_json()["id"])
+    assert batch.status == "finished", batch.error
     return batch
 
 
-def test_injected_slowdown_is_flagged_and_noise_is_not(batch_stack: Stack, tmp_path: Path) -> None:
-    spec_path = tmp_path / "bench.yaml"
-    spec_path.write_text(yaml.safe_dump(BENCH_SPEC))
+def generate_time(batch: Batch) -> dict[str, Any]:
+    (case,) = batch.results["comparison"]["cases"] if batch.results.get("comparison") else [{}]
+    return next((m for m in case.get("metrics") or [] if m["metric"] == "generate_ms"), {})
+
+
+def test_a_sequence_of_nights_on_the_real_stack(batch_stack: Stack) -> None:
+    """Real nights of one tiny case: warm-up nights build its history; then the rounds."""
     worker = batch_stack.start_worker("normal")
-    baseline = run_bench(batch_stack, spec_path)
-    assert baseline.verdict == "no_baseline"
-    worker.stop()
-
-    batch_stack.start_worker("slow", extra_env={"BENCH_SLOWDOWN": "1.25"})
-    slow = run_bench(batch_stack, spec_path)
-    verdicts = {c["case"]: c for c in slow.results["comparison"]["cases"]}
-    assert slow.verdict == "regressed" and verdicts["steady"]["verdict"] == "regressed", json.dumps(verdicts)[
-        :3000
-    ]
-    generate = next(m for m in verdicts["steady"]["metrics"] if m["metric"] == "generate_ms")
-    assert 0.15 < generate["change"] < 0.35 and generate["verdict"] == "regression", generate
-    gate = cli(batch_stack, "batch", "compare", str(baseline.id), str(slow.id), "--verbose")
-    assert gate.returncode == 1, gate.stdout + gate.stderr
-    assert "REGRESSED" in gate.stdout and "generate time" in gate.stdout
-    batch_stack.workers[-1].stop()
-
-    batch_stack.start_worker("again")
-    unchanged = run_bench(batch_stack, spec_path)
-    assert unchanged.baseline_id == baseline.id, "a regressed run never becomes the baseline by itself"
-    verdicts = {c["case"]: c for c in unchanged.results["comparison"]["cases"]}
-    # The steady case is not regressed (ok, or inconclusive when this host's noise in 4 warm runs
-    # hides a 3 % change); the noisy one cannot be called ok: its noise hides a 3 % change.
-    assert verdicts["steady"]["verdict"] in ("ok", "inconclusive"), json.dumps(verdicts, indent=1)[:3000]
-    assert unchanged.verdict == "inconclusive", json.dumps(verdicts, indent=1)[:3000]
-    noisy = next(m for m in verdicts["noisy"]["metrics"] if m["metric"] == "generate_ms")
-    assert noisy["sigma"] > 0 and noisy["verdict"] == "inconclusive" and noisy["detectable"] > 0.03
-    gate = cli(batch_stack, "batch", "compare", str(baseline.id), str(unchanged.id))
-    assert gate.returncode == 3 and "INCONCLUSIVE noisy" in gate.stdout, gate.stdout
+    nights: list[tuple[str, Batch]] = [("warm-up", run_night(batch_stack)) for _ in range(WARM_UP)]
+    nights.append(("unchanged", run_night(batch_stack)))
+    for kind, factor, count in (("5% slower", "1.05", 1), ("15% slower", "1.15", 2)):
+        worker.stop()
+        worker = batch_stack.start_worker(kind.split("%")[0], extra_env={"BENCH_SLOWDOWN": factor})
+        nights += [(kind, run_night(batch_stack)) for _ in range(count)]
+    seen = [(kind, generate_time(b).get("verdict"), generate_time(b).get("change")) for kind, b in nights]
+    last = generate_time(nights[WARM_UP][1])
+    # Its reference: the warm-up nights that did not regress or fail (on a quiet host, all of them),
+    # but for those of an episode it continues (an unsure warm-up night whose change reached 3 %).
+    good = [b for _, b in nights[:WARM_UP] if b.verdict not in ("regressed", "failed")]
+    expected = len(good) - (last["nights"] - 1)
+    assert last["mode"] == "history" and last["reference_runs"] == expected >= 5, (seen, last)
+    assert last["verdict"] != "regression", seen  # the unchanged round
+    # ok exactly when the night's own bound rules out a 4 % slowdown (a quiet host's nights): the
+    # verdict follows from the figures it states, whatever the host's noise.
+    assert (last["verdict"] == "ok") == (last["upper"] < last["ok_within"]), last
+    slower5 = [generate_time(b) for kind, b in nights if kind == "5% slower"]
+    assert all(m["verdict"] != "ok" for m in slower5), seen
+    fifteen = [generate_time(b) for kind, b in nights if kind == "15% slower"]
+    assert all(m["verdict"] != "ok" for m in fifteen), seen
+    if last["detectable"] > 0.10:
+        # A host this noisy (another tenant's load: the drift between nights, last["drift"], and the
+        # noise within them, last["sigma"]) cannot see 15 % in two nights; the verdicts say so.
+        assert all(m["verdict"] == "regression" or m["upper"] > 0.10 for m in fifteen), seen
+        return
+    assert any(m["verdict"] == "regression" for m in fifteen), (seen, last)
+    if fifteen[0]["verdict"] != "regression":
+        assert fifteen[1]["nights"] == 2, "the second night pooled with the first"
+    regressed = next(b for kind, b in nights if kind == "15% slower" and b.verdict == "regressed")
+    status = cli(batch_stack, "batch", "status", str(regressed.id))
+    assert status.returncode == 1 and "REGRESSED" in status.stdout and "generate time +" in status.stdout
 
 
 def test_interrupted_batch_resumes_without_rerunning_finished_cases(batch_stack: Stack) -> None:
@@ -208,7 +212,11 @@ def test_interrupted_batch_resumes_without_rerunning_finished_cases(batch_stack:
     assert final.status == "finished" and final.verdict == "no_baseline"
     jobs = batch_jobs(services, batch.id)
     slots = [(j.batch_case, j.batch_repeat) for j in jobs]
-    assert len(jobs) == 9 and len(set(slots)) == 9, "one job per case and repeat"
+    assert len(set(slots)) == len(slots), "one job per case and repeat"
+    planned = {(f"c{i}", r) for i in range(3) for r in range(3)}
+    extra = set(slots) - planned  # runs that replaced disturbed ones (at most 2 a case)
+    assert planned <= set(slots) and all(repeat in (3, 4) for _, repeat in extra), slots
+    assert final.results["plan"] == {} or all(p["reruns"] <= 2 for p in final.results["plan"].values())
     for job in jobs:
         assert job.status == "succeeded", (job.batch_case, job.error_code)
         claims = [

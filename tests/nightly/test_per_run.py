@@ -116,7 +116,13 @@ def test_a_5pc_slower_per_run_case_is_flagged_and_kinds_are_never_mixed() -> Non
     (head,) = compare_results(results(warm), results(slow), spec=SPEC)["cases"]
     generate = next(m for m in head["metrics"] if m["metric"] == "generate_ms")
     assert generate["verdict"] == "n/a" and "baseline figures are warm, these are cold" in generate["note"]
-    assert head["reasons"] == ["cold start +5.0% (threshold 3.0%)"], "cold runs on both sides: compared"
+    assert head["verdict"] == "inconclusive", "the primary metric (generate time) could not be compared"
+    assert head["reasons"] == [
+        "generate time, the primary metric, was not compared: baseline figures are warm, these are cold: "
+        "not compared"
+    ]
+    (cold,) = head["others"]  # cold runs on both sides: compared, and reported
+    assert cold.startswith("cold start +5.0% (a regression needs +3.0% at α = 0.1 %)")
     # Results stored before kinds existed had warm figures only.
     old = {k: v for k, v in warm.items() if k != "figures"}
     (head,) = compare_results(results(old), results(slow), spec=SPEC)["cases"]

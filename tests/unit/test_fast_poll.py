@@ -111,6 +111,8 @@ def flask_only(app: Flask) -> Client:
 
 
 def answer(client: Any, path: str, **kwargs: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+    # One X-Request-Id for both paths (each echoes it; without one, each makes its own).
+    kwargs["headers"] = {"X-Request-Id": "poll-1", **kwargs.get("headers", {})}
     response = client.get(path, **kwargs)
     return response.status_code, list(response.headers.items()), response.get_data()
 

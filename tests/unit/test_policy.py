@@ -19,13 +19,14 @@ from tests.unit.test_fast_poll import STATES, Counted, set_row
 
 BEFORE = [
     "start_clock",
+    "take_request_id",
     "refuse_unknown_host",
     "refuse_cross_site",
     "refuse_nul_in_url",
     "identify",
     "count_rate",
 ]
-AFTER = ["nosniff", "observe"]
+AFTER = ["echo_request_id", "nosniff", "observe"]
 # What Flask calls around a request, by the scope it applies to (None: every request).
 HOOK_TABLES = (
     "before_request_funcs",

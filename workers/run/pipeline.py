@@ -40,7 +40,9 @@ from jobservice.jobs.transitions import (
 from jobservice.logs import job_log_context
 from jobservice.nightly.measure import measured_alone
 from jobservice.reports.run_report import HostActivity, RunReport, Validation
+from jobservice.tracing import JobSpan
 from workers.adapters.base import AdapterError, JobCanceled, JobInputs, RunOutput
+from workers.card_health import CardHealth
 from workers.devices import memory_report, reset_peak_memory
 from workers.host_activity import HostWindow
 from workers.run.context import LeaseLostError, PipelineContext
@@ -118,6 +120,7 @@ class JobRun:
     validation: Validation | None = None
     generate_started_at: datetime | None = None
     generate_memory: dict[str, float] | None = None
+    card_health: list[CardHealth] | None = None  # the group's cards when the last frame came
     phases: Phases | None = None  # the card time it used, as its report says
     undisturbed: bool = False  # it waited for this worker's earlier jobs to finish (wait_for_quiet)
     waited_ms: float = 0.0
@@ -141,6 +144,17 @@ class JobRun:
             deadline_seconds=self.timeout,
         )
         self.ctx: PipelineContext | None = None
+        # The job's run as a span of the trace that submitted it (jobservice.tracing; off: a no-op).
+        self.trace = JobSpan(
+            self.job.trace_context,
+            "job.run",
+            **{
+                "jobservice.job_id": str(self.job.id),
+                "jobservice.model": self.job.model,
+                "jobservice.attempt": self.job.attempts,
+                "jobservice.worker": self.runtime.worker_id,
+            },
+        )
         self.written: list[str] = []  # object keys this run stored (deleted again if it loses the job)
         self.on_card = True  # until generation ends, the job holds its group's card
         self.member = self.runtime.member
@@ -155,28 +169,36 @@ class JobRun:
         self.heartbeat.start()
         self.member.clock.begin(self.job.id, self.job.model)
         handed_over = False
+        outcome = "crashed"
         try:
-            ended = self._guarded(self._generate)
-            if ended is not None:
-                return ended
-            self.on_card = False
-            self.member.released(self.job.id)  # the card takes its next job while this one finishes
-            finisher = self.runtime.finisher
-            if finisher is None:
-                return self._guarded(self._after_generate) or "finished"
-            finisher.hand_over(self._finish_handed_over)
-            handed_over = True
-            return "finishing"
+            with self.trace.current():
+                ended = self._guarded(self._generate)
+                if ended is not None:
+                    outcome = ended
+                    return ended
+                self.on_card = False
+                self.member.released(self.job.id)  # the card takes its next job while this one finishes
+                finisher = self.runtime.finisher
+                if finisher is None:
+                    outcome = self._guarded(self._after_generate) or "finished"
+                    return outcome
+                finisher.hand_over(self._finish_handed_over)
+                handed_over = True
+                return "finishing"
         finally:
             if not handed_over:
                 self._clean_up()
+                self.trace.end(outcome)
 
     def _finish_handed_over(self) -> str:
-        with job_log_context(self.job.id, self.job.attempts):
+        outcome = "crashed"
+        with job_log_context(self.job.id, self.job.attempts), self.trace.current():
             try:
-                return self._guarded(self._after_generate) or "finished"
+                outcome = self._guarded(self._after_generate) or "finished"
+                return outcome
             finally:
                 self._clean_up()
+                self.trace.end(outcome)
 
     def _guarded(self, step: Callable[[], str | None]) -> str | None:
         """Run ``step``; a job-level failure becomes the job's ending (its outcome is returned)."""
@@ -244,7 +266,8 @@ class JobRun:
         self.ctx.check_cancel()
         self._lap("generate_ms", t)
         self.host = window.close()
-        self.generate_memory = memory_report(self.runtime.device)
+        self.card_health = self.runtime.read_cards()
+        self.generate_memory = memory_report(self.runtime.device, self.card_health)
 
     def _preview_publisher(self) -> PreviewPublisher | None:
         """The run's preview publisher, when its model streams frames and previews are on; either

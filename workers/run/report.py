@@ -22,7 +22,8 @@ from jobservice.reports.run_report import (
     summarize_chunks,
 )
 from workers.adapters.base import RunOutput
-from workers.devices import memory_report
+from workers.card_health import CardHealth
+from workers.devices import card_placement, memory_report
 from workers.run.context import PipelineContext
 from workers.runtime import WorkerRuntime, versions
 
@@ -38,6 +39,7 @@ class RunState(Protocol):
     cold: bool
     generate_started_at: datetime | None
     generate_memory: dict[str, float] | None  # the device's memory read when the last frame came
+    card_health: list[CardHealth] | None  # the cards as NVML / npu-smi read them then
     host: HostActivity | None  # what else ran on the host while it generated
     runtime: WorkerRuntime
     spec: ModelSpec | None
@@ -127,7 +129,11 @@ def build_report(
         # read at the last frame: a handed-over run is reported while the card runs the next job
         memory={**(run.generate_memory or memory_report(device)), **(ctx.memory if ctx else {})},
         config_resolved=retries.run_params(job),
-        device_placement={"device": device.label, "torch_device": device.torch_device},
+        device_placement={
+            "device": device.label,
+            "torch_device": device.torch_device,
+            **card_placement(run.card_health),
+        },
         artifacts=_artifacts(run, video_path),
         input_digests={
             name: str(meta.get("sha256"))

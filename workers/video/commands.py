@@ -8,6 +8,8 @@ from pathlib import Path
 from jobservice.catalog import ValidationPolicy
 from workers.video.detect import detector_filter
 
+TS_UTF8 = "\x15"  # DVB's marker of a UTF-8 string (EN 300 468, annex A)
+
 
 def ffmpeg_rate(fps: float) -> str:
     """ffmpeg's spelling of a frame rate: 25 -> "25", 29.97... -> "30000/1001"."""
@@ -67,6 +69,10 @@ def encoder_argv(
     argv += ["-pix_fmt", "yuv420p"]
     if audio_path is not None:
         argv += ["-c:a", "aac", "-b:a", "128k"]
+    # The MPEG-TS copies' service names, marked UTF-8 (the leading 0x15): unmarked, a reader takes
+    # them as ISO 6937 and converts them with iconv, which crashes the static ffmpeg builds (static
+    # glibc cannot load its iconv modules) that an offline bundle carries.
+    argv += ["-metadata", f"service_provider={TS_UTF8}jobservice", "-metadata", f"service_name={TS_UTF8}job"]
     # Headroom for packets queued before every stream has produced its first packet (the
     # audio is ready long before a model's first frame); the default 128 could overflow.
     argv += ["-max_muxing_queue_size", "4096", "-f", "tee", tee_target(out_path, preview_path)]

@@ -10,6 +10,7 @@ from jobservice.settings import Settings
 
 config = context.config
 target_metadata = Base.metadata
+MIGRATION_LOCK = 0x6A6F6273  # "jobs": the advisory lock key of `jobservice db upgrade` on PostgreSQL
 
 
 def _url() -> str:
@@ -45,6 +46,11 @@ def _run(connection: object) -> None:
         render_as_batch=connection.dialect.name == "sqlite",  # type: ignore[attr-defined]
     )
     with context.begin_transaction():
+        if connection.dialect.name == "postgresql":  # type: ignore[attr-defined]
+            # Every pod of the Kubernetes kit runs `jobservice db upgrade` before it starts: the
+            # first takes this lock and migrates, the others wait and find the schema current (the
+            # version is read after the lock; PostgreSQL's DDL is transactional, the lock ends with it).
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")  # type: ignore[attr-defined]
         context.run_migrations()
 
 

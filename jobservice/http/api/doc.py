@@ -113,7 +113,10 @@ def refused(description: str) -> Schema:
 def every_operation() -> dict[str, Schema]:
     """What any operation may answer before its own code runs (``cross_site``, ``bodies``)."""
     return {
-        "400": refused("A malformed request, e.g. a NUL character in the path or query (invalid_text)."),
+        "400": refused(
+            "A malformed request, e.g. a NUL character in the path or query (invalid_text), or a "
+            "malformed X-Request-Id (invalid_request_id)."
+        ),
         "421": refused(
             "A Host this service does not answer for (host_not_allowed; JOBSERVICE_ALLOWED_HOSTS)."
         ),

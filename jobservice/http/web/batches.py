@@ -1,9 +1,10 @@
 """Batch pages of the web UI: ``/ui/batches`` (the runs) and ``/ui/batches/<id>`` (one report).
 
-A report page puts what needs attention first (regressed and failed cases with the reason), then
-the table of the seed benchmark documents, then trend charts of every tracked metric over the last
-``JOBSERVICE_BATCH_HISTORY`` runs of the same spec (inline SVG: no JavaScript needed), then the
-environment. Pages reuse the web UI's layout, error pages, security headers and CSRF tokens.
+A report page puts what needs attention first (regressed and failed cases with the reason, and the
+button that accepts the run as the new normal), then what could not tell and the episodes (nights
+that add up), then the table of the seed benchmark documents, then trend charts of every tracked
+metric over the last ``JOBSERVICE_BATCH_HISTORY`` runs of the same spec (inline SVG: no JavaScript
+needed), then the environment. Pages reuse the web UI's layout, error pages, security headers and CSRF tokens.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from jobservice.http.web.batch_charts import H, W, case_charts
 from jobservice.http.web.blueprint import register_page_handlers
 from jobservice.http.web.security import check_csrf
 from jobservice.nightly.presenters import batch_view, history, list_batches, list_views, spec_names
-from jobservice.nightly.render import SECTIONS, fmt, fmt_change, metric_heading, report_data, shown_metrics
+from jobservice.nightly.render import (
+    SECTIONS,
+    episode_line,
+    fmt,
+    fmt_change,
+    metric_heading,
+    report_data,
+    shown_metrics,
+)
 from jobservice.nightly.service import BATCH_STATUSES, pin_batch
 from jobservice.nightly.states import BatchStatus
 
@@ -39,6 +48,12 @@ def batch_fmt(value: Any, unit: str = "") -> str:
 def batch_change(value: float | None) -> str:
     """A relative change for a batch page."""
     return fmt_change(value)
+
+
+@bp.app_template_global("episode_text")
+def episode_text(episode: dict[str, Any]) -> str:
+    """An episode in words for a batch page."""
+    return episode_line(episode)
 
 
 @bp.get("/ui/batches")
@@ -102,7 +117,9 @@ def pin(batch_id: str) -> Response:
     unpin = request.form.get("unpin") == "1"
     batch = pin_batch(services(), load_batch(batch_id).id, pinned=not unpin)
     flash(
-        "Unpinned: later runs compare with the last good run." if unpin else "Pinned as the baseline.",
+        "No longer the new normal: the history reaches back past it."
+        if unpin
+        else "Accepted as the new normal: later nights are judged against it and the runs after it.",
         "success",
     )
     return redirect(url_for("batches_web.batch_page", batch_id=str(batch.id)), code=303)  # type: ignore[return-value]

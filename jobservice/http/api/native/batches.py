@@ -33,7 +33,7 @@ from jobservice.http.api.native.jobs import services
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
 from jobservice.jobs.presenters import batch_jobs_page, job_views
-from jobservice.nightly.compare import compare_results
+from jobservice.nightly.compare import Night, compare_results
 from jobservice.nightly.finalize import refresh_batch
 from jobservice.nightly.plan import plan_batch, private_paths
 from jobservice.nightly.presenters import BatchView, batch_jobs, batch_view, list_batches, list_views
@@ -268,7 +268,10 @@ def compare() -> Response:
     if missing:
         raise Invalid("missing_parameter", f"Give '{missing[0]}' (a batch id).")
     baseline, candidate = (_finished(str(ids[k])) for k in ("baseline", "candidate"))
-    result = compare_results(baseline.results, candidate.results, spec=candidate.spec)
+    # Two runs alone (the cold start's rule); a night's own verdict, against its history, is the batch's.
+    result = compare_results(
+        baseline.results, candidate.results, spec=candidate.spec, night=Night(use_history=False)
+    )
     result.update(baseline_id=str(baseline.id), candidate_id=str(candidate.id))
     return jsonify(result)
 
@@ -375,13 +378,13 @@ def resume(batch_id: str) -> Response:
     return _render(resume_batch(services(), load_batch(batch_id).id), 202)
 
 
-@_action("pin", "Pin as its spec's baseline", "Pinned.", "Not finished.")
+@_action("pin", "Accept as the new normal (its cases' history restarts here)", "Accepted.", "Not finished.")
 def pin(batch_id: str) -> Response:
-    """Make this finished batch the baseline of its spec."""
+    """Accept this finished batch as the new normal: its cases' history restarts at it."""
     return _render(pin_batch(services(), load_batch(batch_id).id, pinned=True))
 
 
-@_action("unpin", "Stop using as the baseline", "Unpinned.", "-")
+@_action("unpin", "Undo an accept: the history reaches back past it", "Unpinned.", "-")
 def unpin(batch_id: str) -> Response:
-    """Stop using this batch as the pinned baseline."""
+    """Undo accepting this batch: its cases' history reaches back past it again."""
     return _render(pin_batch(services(), load_batch(batch_id).id, pinned=False))

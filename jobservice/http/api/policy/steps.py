@@ -5,16 +5,18 @@ function of the request as werkzeug reads its WSGI environ (the ``Request`` Flas
 too) and of what the steps before it found (``Checked``):
 
 1. ``start_clock``: the request's time starts (the metrics below).
-2. ``refuse_unknown_host``: a ``Host`` we do not answer for is a 421 (``cross_site``).
-3. ``refuse_cross_site``: an unsafe method sent by a browser on behalf of another site is a 403.
-4. ``refuse_nul_in_url``: a NUL character in the path or a query value is a 400 (``bodies``).
-5. ``identify``: the caller (``auth.caller``: the one bearer parser, the key cache, the browser's
+2. ``take_request_id``: the caller's ``X-Request-Id`` (a proxy's), or a new one; a malformed one is
+   a 400 (``request_ids``). Every answer carries it back, and the request's span records it.
+3. ``refuse_unknown_host``: a ``Host`` we do not answer for is a 421 (``cross_site``).
+4. ``refuse_cross_site``: an unsafe method sent by a browser on behalf of another site is a 403.
+5. ``refuse_nul_in_url``: a NUL character in the path or a query value is a 400 (``bodies``).
+6. ``identify``: the caller (``auth.caller``: the one bearer parser, the key cache, the browser's
    session), or a 401 / the sign-in page when nobody calls an endpoint that is not public.
-6. ``count_rate``: one request of the caller's key counted, a 429 over its rate (``quotas.rate``).
+7. ``count_rate``: one request of the caller's key counted, a 429 over its rate (``quotas.rate``).
 
-and on the answer: ``nosniff`` (browsers never guess a type) and ``observe`` (the HTTP metrics, by
-method, URL rule and status). The tenant rule (a job is seen only by its tenant and admins) is
-``jobs.visible_row``, which every read of a job by id goes through.
+and on the answer: ``echo_request_id`` (``X-Request-Id``), ``nosniff`` (browsers never guess a type)
+and ``observe`` (the HTTP metrics, by method, URL rule and status). The tenant rule (a job is seen
+only by its tenant and admins) is ``jobs.visible_row``, which every read of a job by id goes through.
 
 ``install`` makes the policy the app's request hooks (``create_app`` calls it first, so its clock
 wraps every other hook); ``fast_poll`` runs the same steps on the environ for the one request it
@@ -37,8 +39,9 @@ from werkzeug.wrappers import Response as WerkzeugResponse
 
 from jobservice.auth.principal import Principal
 from jobservice.http.api import bodies
-from jobservice.http.api.policy import auth, cross_site
+from jobservice.http.api.policy import auth, cross_site, request_ids
 from jobservice.metrics.process import observe_request
+from jobservice.tracing import REQUEST_ID_ENVIRON
 from jobservice.wiring import Services
 
 UNMATCHED = "<unmatched>"  # no URL rule (a 404 or 405): one label value, not one per raw path
@@ -48,6 +51,15 @@ DECIDED = "jobservice.policy"  # the environ key under which the fast path hands
 OTHER_HOOKS = {
     "jobservice.http.api.openai.videos._routing_refusal_in_openai_shape": (
         "reshapes refusals of /v1/ paths only; the fast path answers /jobs/<id>"
+    ),
+    # With tracing on (jobservice.tracing): OpenTelemetry's Flask instrumentation opens and closes a
+    # request's span. Polls answered on the fast path get no span (thousands a second would drown
+    # the traces); they still carry their X-Request-Id (a step).
+    "opentelemetry.instrumentation.flask._wrapped_before_request.<locals>._before_request": (
+        "a request's trace span (tracing on); polls are not traced"
+    ),
+    "opentelemetry.instrumentation.flask._wrapped_teardown_request.<locals>._teardown_request": (
+        "ends a request's trace span (tracing on); polls are not traced"
     ),
 }
 
@@ -63,6 +75,7 @@ class Checked:
     started: float | None = None
     principal: Principal | None = None
     refusal: Exception | None = None  # what a step raised on the fast path, for Flask to answer
+    request_id: str | None = None  # X-Request-Id: the caller's, or one made for it
 
 
 class ResponseHeaders(Protocol):
@@ -99,19 +112,25 @@ class Policy:
         self.trusted = cross_site.trusted_origins(services.settings)
         self.steps: tuple[Step, ...] = (
             self.start_clock,
+            self.take_request_id,
             self.refuse_unknown_host,
             self.refuse_cross_site,
             self.refuse_nul_in_url,
             self.identify,
             self.count_rate,
         )
-        self.after_steps: tuple[AfterStep, ...] = (self.nosniff, self.observe)
+        self.after_steps: tuple[AfterStep, ...] = (self.echo_request_id, self.nosniff, self.observe)
 
     # ---------------------------------------------------------------- the steps, in order
 
     def start_clock(self, req: Request, checked: Checked) -> None:
         """The request's time starts."""
         checked.started = time.perf_counter()
+
+    def take_request_id(self, req: Request, checked: Checked) -> None:
+        """The request's id: the caller's ``X-Request-Id``, or a new one (400 for a malformed one)."""
+        checked.request_id = request_ids.request_id(req.headers.get(request_ids.HEADER))
+        req.environ[REQUEST_ID_ENVIRON] = checked.request_id  # the request's span records it
 
     def refuse_unknown_host(self, req: Request, checked: Checked) -> None:
         """421 for a host name not on the allow-list (DNS rebinding)."""
@@ -133,6 +152,11 @@ class Policy:
     def count_rate(self, req: Request, checked: Checked) -> None:
         """The key's request rate: counted, and a 429 over it."""
         auth.count_rate(self.services, checked.principal, checked.endpoint)
+
+    def echo_request_id(self, req: Request, checked: Checked, status: int, headers: ResponseHeaders) -> None:
+        """Every answer names its request (refusals too, once the id was read)."""
+        if checked.request_id is not None:
+            headers.setdefault(request_ids.HEADER, checked.request_id)
 
     def nosniff(self, req: Request, checked: Checked, status: int, headers: ResponseHeaders) -> None:
         """Browsers must not guess a type: a stored upload or a log served as text stays text."""

@@ -1,8 +1,8 @@
 """Fair share's lift and ETA revisions: when a tenant began competing, the last level it is lifted
 to, and each job's log of ETA moves
 
-Revision ID: 0014
-Revises: 0013
+Revision ID: 0015_fair_share_eta
+Revises: 0014_trace_context
 Create Date: 2026-12-06
 
 Fair share lifts a tenant that starts competing (it submits with no job waiting to be dispatched)
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0014"
-down_revision: str | Sequence[str] | None = "0013"
+revision: str = "0015_fair_share_eta"
+down_revision: str | Sequence[str] | None = "0014_trace_context"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -383,10 +383,10 @@ class _Round:
         load_here = cost.load_s if load else 0.0
         soonest = min((g.busy_until if g.busy_until is not None else self.now) for g in servers)
         ahead = self.work_s(cost.id, item.priority) / len(servers)
-        if item.priority == INTERACTIVE and not any(self.interactive(m) for m in evict):
-            # Interactive first: unless it evicts a model interactive users wait for too, it starts
-            # wherever it starts soonest, whatever the swap costs; a group holding its model warm is
-            # waited for only when it would start it sooner.
+        if item.priority == INTERACTIVE and not self._rivals(group, item, evict):
+            # Interactive first: against batch work, it starts wherever it starts soonest, whatever
+            # the swap costs; a group holding its model warm is waited for only when it would start
+            # it sooner.
             before = max(0.0, self.work_s(cost.id, item.priority) - cost.run_s(item.next_output_s))
             if soonest - self.now + before / len(servers) <= load_here:
                 return None
@@ -435,6 +435,21 @@ class _Round:
         turn_s = self.params.hysteresis * (load_s + sum(self.models[m].load_s for m in stranded))
         held_s = min(self.now - group.resident[m].since for m in stranded)
         return min(held_s, self.now - item.oldest) < turn_s
+
+    def _rivals(self, group: GroupState, item: Waiting, evict: tuple[str, ...]) -> bool:
+        """Whether other interactive users have a claim on ``group``: the swap evicts a model they
+        wait for (or submit lately), or they have queued jobs of another model it could run. Between
+        interactive users the rules below weigh the swap; interactive first is against batch work."""
+        if any(self.interactive(m) for m in evict):
+            return True
+        return any(
+            w.priority == INTERACTIVE
+            and w.model != item.model
+            and not w.probe
+            and w.model in self.models
+            and can_host(group, self.models[w.model])
+            for w in self.waiting.values()
+        )
 
     def interactive(self, model: str) -> bool:
         """Whether interactive users wait for ``model`` (queued jobs) or submit it lately."""

@@ -264,3 +264,17 @@ def test_a_group_that_swapped_three_times_this_hour_makes_no_swap_that_could_wai
         state([busy_big, t2v_only, replace(group("g", "head"), swaps=(20.0, 50.0, 90.0))], urgent)
     )
     assert [(d.group, d.reason) for d in decisions] == [("g", "interactive")]
+
+
+def test_interactive_first_is_against_batch_work_not_other_interactive_users() -> None:
+    # t2v (interactive, one short job) is served by a busy group; a free empty group could load it
+    # at once, but interactive users of big have 50 jobs queued it could run: the cost rules weigh
+    # the load there (big's backlog pays for its load; t2v's one job does not).
+    busy = group("h", "t2v", busy_until=400.0, running="t2v")
+    waiting = [
+        wait("t2v", priority=INTERACTIVE, oldest=90),
+        wait("big", jobs=50, priority=INTERACTIVE, oldest=95),
+    ]
+    assert [(d.model, d.reason) for d in plan(state([group("g"), busy], waiting))] == [("big", "unserved")]
+    batch = [wait("t2v", priority=INTERACTIVE, oldest=90), wait("big", jobs=50, oldest=95)]
+    assert [(d.model, d.reason) for d in plan(state([group("g"), busy], batch))] == [("t2v", "interactive")]

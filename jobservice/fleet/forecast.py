@@ -63,6 +63,17 @@ class Place:
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """What a forecast expects of what has not arrived: the rates it holds, until when each model's
+    interactive rate holds, and the arrivals it plays (``expect``)."""
+
+    rates: Mapping[str, float]
+    interactive: Mapping[str, float]
+    until: Mapping[str, float]
+    arrivals: tuple[SimJob, ...]
+
+
+@dataclass(frozen=True)
 class Forecast:
     """A forecast made at ``at``: starts, finishes and places by job id, what a new job would get, and
     what the forecast assumed (the inputs its ETA revisions name as causes)."""
@@ -81,6 +92,7 @@ class Forecast:
     run_s: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # model -> (overhead, speed)
     weights: Mapping[str, float] = field(default_factory=dict)  # tenant -> fair-share weight (1)
     expected: int = 0  # arrivals it expected besides what was queued
+    expectation: Expectation | None = None  # what it expected (the simulator's E2 replays it; not stored)
 
     def place(
         self, *, job_id: str, model: str, priority: int, tenant: str, output_s: float = 0.0, behind: int = 0
@@ -289,6 +301,12 @@ def forecast(
                 twin.probes[key] = SimJob(f"probe:{key}", model, tenant, priority, 0.0, twin.now)
     queued = [(key, list(queue)) for key, queue in twin.queues.items()]
     expected_count = len(twin._expected)  # noqa: SLF001 - what it expects, before playing them
+    expectation = Expectation(
+        dict(twin.held_rates or {}),
+        dict(twin.held_interactive or {}),
+        dict(twin.held_until),
+        tuple(copy.copy(job) for _, _, job in sorted(twin._expected, key=lambda e: (e[0], e[1]))),  # noqa: SLF001
+    )
     first_order = twin.dispatched  # dispatches from here on are the forecast's
 
     def answered() -> bool:  # every probe and every queued job has started: later events change nothing
@@ -348,18 +366,33 @@ def forecast(
         run_s={m: (c.overhead_s, c.speed) for m, c in twin.models.items()},
         weights={t: w for t, w in twin.weights.items() if w != 1.0},
         expected=expected_count,
+        expectation=expectation,
     )
 
 
-def expect(twin: Engine, expected: Iterable[SimJob], trickles: Mapping[str, float] | None = None) -> set[str]:
+def expect(
+    twin: Engine,
+    expected: Iterable[SimJob],
+    trickles: Mapping[str, float] | None = None,
+    *,
+    same_as: Expectation | None = None,
+) -> set[str]:
     """Make ``twin`` expect what has not arrived yet, as a forecast does: the arrival rates of now
     hold (a model's interactive rate until ``trickles`` says its trickle ends, ``trickle_ends``), each
     model submitted lately gets one more job like its last, and ``expected`` arrive when they say.
+    ``same_as``: expect exactly what that forecast expected (those of its arrivals still to come).
     Returns the models some group can run."""
+    servable = {m for m, cost in twin.models.items() if any(can_host(g, cost) for g in twin.groups.values())}
+    if same_as is not None:
+        twin.held_rates, twin.held_interactive = dict(same_as.rates), dict(same_as.interactive)
+        twin.held_until = dict(same_as.until)
+        for job in same_as.arrivals:
+            if job.submitted > twin.now:
+                twin.expect(copy.copy(job))
+        return servable
     twin.held_rates = twin.rates()
     twin.held_interactive = twin.interactive_rates()
     twin.held_until = dict(trickles or {})
-    servable = {m for m, cost in twin.models.items() if any(can_host(g, cost) for g in twin.groups.values())}
     for model, rate in twin.held_rates.items():
         like = twin.latest.get(model)
         if rate > 0 and like is not None and model in servable:

@@ -39,6 +39,7 @@ from jobservice.fleet.forecast import (
     REVISIONS_KEPT,
     SINGLES_BEFORE_REFRESH,
     SLACK,
+    Expectation,
     Forecast,
     Queued,
     behind_counts,
@@ -357,13 +358,15 @@ class Etas:
             ),
         )
         self.since = []
-        for queue in engine.queues.values():
-            for job in queue:
-                shown, revision = revise(old, self.last, _queued(job), self.published.get(job.id))
-                if shown is not None:
-                    self.published[job.id] = shown
-                if revision is not None:
-                    job.revisions = [*job.revisions, revision][-REVISIONS_KEPT:]
+        # The queued jobs, and those dispatched that still load (here a job starts when its
+        # generation does; in the service, when its worker claims it).
+        loading = [job for job in engine.running.values() if (job.started or 0.0) > engine.now]
+        for job in [*(j for queue in engine.queues.values() for j in queue), *loading]:
+            shown, revision = revise(old, self.last, _queued(job), self.published.get(job.id))
+            if shown is not None:
+                self.published[job.id] = shown
+            if revision is not None:
+                job.revisions = [*job.revisions, revision][-REVISIONS_KEPT:]
 
     def before(self, engine: Engine, at: float) -> None:
         """Called before the clock moves to ``at``: make the periodic forecast due by then. While jobs
@@ -402,20 +405,19 @@ class Etas:
         if self.check_every > 0:
             for job in jobs:
                 if len(self.seen) % self.check_every == 0 or job is jobs[0] and len(jobs) > 1:
-                    self.checked[job.id] = replay_alone(engine, job, self.expected, self.trickles)
+                    self.checked[job.id] = replay_alone(engine, job, self.last.expectation)
 
 
 def _queued(job: SimJob, behind: int = 0) -> Queued:
     return Queued(job.id, job.model, job.priority, job.tenant, job.submitted, job.output_s, behind)
 
 
-def replay_alone(
-    engine: Engine, job: SimJob, expected: list[SimJob], trickles: dict[str, float] | None
-) -> tuple[float, int]:
-    """``job``'s start and position in a copy of ``engine`` played forward with the arrivals a forecast
-    expects now (``expected``, and the rates of now until ``trickles`` end) and no other later work."""
+def replay_alone(engine: Engine, job: SimJob, expectation: Expectation | None) -> tuple[float, int]:
+    """E2: ``job``'s start and position in a copy of ``engine`` (the fleet just after it arrived)
+    played forward with what the forecast that gave its ETA expected (its rates, and its arrivals
+    still to come) and no other later work."""
     twin = fork(engine)
-    expect(twin, expected, trickles)
+    expect(twin, (), same_as=expectation)
     target = next(j for j in twin.queues[(job.model, job.priority, job.tenant)] if j.id == job.id)
     twin.run_until_idle(enough=lambda: target.started is not None)
     assert target.started is not None

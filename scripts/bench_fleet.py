@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from jobservice.fleet.forecast import DAY  # noqa: E402
 from jobservice.fleet.replay import Etas, eta_figures, figures, nights, read_trace, replay, schedule  # noqa: E402
 
 
@@ -62,11 +63,19 @@ def main() -> int:
         "--thin", type=float, default=0.1, help="later nights: each job left out with this probability"
     )
     parser.add_argument("--seed", type=int, default=1, help="the draw of later nights' differences")
+    parser.add_argument(
+        "--checks",
+        type=int,
+        default=150,
+        help="E2: about this many arrivals are each played forward alone with the forecast's expected "
+        "arrivals and no other later work (0: none)",
+    )
     args = parser.parse_args()
 
     trace = nights(read_trace(args.trace), args.nights, jitter_s=args.jitter, thin=args.thin, seed=args.seed)
     started = time.perf_counter()
-    etas = Etas() if args.policy == "demand" and args.eta else None
+    every = max(1, len(trace.jobs) // args.checks) if args.checks > 0 else 0
+    etas = Etas(check_every=every) if args.policy == "demand" and args.eta else None
     result = replay(trace, policy=args.policy, half_life_s=args.half_life, etas=etas)
     out = figures(result)
     out["trace"] = args.trace.name
@@ -74,8 +83,16 @@ def main() -> int:
     if args.nights > 1:
         out["later_nights"] = {"jitter_s": args.jitter, "thin": args.thin, "seed": args.seed}
     if args.nights > 1 and etas is not None:
-        out.update(eta_figures([j for j in result.jobs if j.id.endswith(f"@{args.nights}")]))
-        out["eta_first_night"] = eta_figures([j for j in result.jobs if "@" not in j.id])
+        out.update(eta_figures([j for j in result.jobs if j.id.endswith(f"@{args.nights}")], result))
+        out["eta_first_night"] = eta_figures([j for j in result.jobs if "@" not in j.id], result)
+    if etas is not None and trace.jobs and trace.jobs[-1].submitted - trace.jobs[0].submitted >= DAY:
+        # A trace of two nights in one file: the second night scored on the incumbents' jobs (the
+        # tenants of the first), and the first apart.
+        start = trace.jobs[0].submitted
+        known = {j.tenant for j in result.jobs if j.submitted < start + DAY}
+        later = [j for j in result.jobs if j.submitted >= start + DAY]
+        out["eta_night_2_incumbents"] = eta_figures([j for j in later if j.tenant in known], result)
+        out["eta_night_1"] = eta_figures([j for j in result.jobs if j.submitted < start + DAY], result)
     if args.compare if args.compare is not None else args.policy == "demand":
         base = figures(replay(trace, policy="static", half_life_s=args.half_life))
         out["static"] = base

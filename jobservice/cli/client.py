@@ -122,10 +122,15 @@ def _draw(job: dict[str, Any], previous: str) -> str:
     where = job["stage"]
     now = datetime.now(UTC)
     if job["status"] == "queued" and job.get("queue_position") is not None:
-        where = f"queued, {job['queue_position']} ahead"
+        where = f"queued, {job['queue_position']} to start before it"
         eta = eta_words(_moment(job.get("estimated_start_at")), now)
         if eta:
             where += f", {eta}"
+        if job.get("fair_share"):
+            where += f" ({job['fair_share']['text']})"
+        revisions = job.get("eta_revisions") or []
+        if revisions:
+            where += f"; moved: {revisions[-1]['cause']}"
     elif job["status"] == "running":
         eta = eta_words(_moment(job.get("estimated_finish_at")), now, verb="ends")
         if eta:

@@ -1,6 +1,7 @@
 """``jobservice tenants``: set and show a tenant's quota and retention overrides, and its fair-share
 weight (``--weight``: a tenant of weight 3 gets three times the card-seconds of a tenant of weight 1
-while both have jobs waiting; default 1).
+while both have jobs waiting; default 1). ``FAIR_SHARE_RULE`` says the rule in a sentence; every
+listing prints it.
 
 A tenant needs no row to exist (its jobs and keys name it); a row only overrides the settings'
 defaults (``JOBSERVICE_QUOTA_*``, ``JOBSERVICE_RETENTION_HOURS``), and a key's own overrides win
@@ -38,9 +39,18 @@ def refusals() -> Iterator[None]:
         raise click.ClickException(f"{exc.code}: {exc.message}") from None
 
 
+FAIR_SHARE_RULE = (
+    "fair share: among jobs of the same priority that a free card group can run as well, the tenant "
+    "with the fewest card-seconds for its weight goes first (charged when a job is dispatched, halved "
+    "every fair-share half-life); a tenant that starts queueing comes in at the level of those already "
+    "waiting, less a newcomer credit (by default a minute of every online card), so idle time banks "
+    "nothing more"
+)
+
+
 @click.group("tenants")
 def tenants_group() -> None:
-    """Per-tenant quota and retention overrides."""
+    """Per-tenant quota and retention overrides, and fair-share weights."""
 
 
 @tenants_group.command("set")
@@ -131,6 +141,7 @@ def _echo(shown: list[dict[str, Any]], as_json: bool, *, single: bool) -> None:
     if as_json:
         click.echo(json.dumps(shown[0] if single else shown, indent=2))
         return
+    click.echo(FAIR_SHARE_RULE)
     for entry in shown:
         click.echo(f"tenant {entry['tenant']}  (fair-share weight {entry['weight']:g})")
         for limit, value in entry["limits"].items():

@@ -174,6 +174,8 @@ class Job(Base):
     dispatched_to: Mapped[str | None] = mapped_column(String(255))
     output_seconds: Mapped[float | None] = mapped_column(Float)
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # Its ETA's moves, each with its cause, at most the last 20 (jobservice.fleet.eta; migration 0015).
+    eta_revisions: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     # Retry on a failed gate (jobservice.jobs.retries): how many more tries with the next seed the
     # job was promised, and each try the gate failed (seed, verdict, files), oldest first.
     retry_on_validation_failure: Mapped[int] = mapped_column(Integer, server_default="0")
@@ -548,6 +550,20 @@ class TenantShare(Base):
     tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
     usage: Mapped[float] = mapped_column(Float, default=0.0)
     as_of: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # When it last began competing (it submitted with no job waiting to be dispatched; migration 0015).
+    activated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class FairShareFloor(Base):
+    """The least fair-share level seen among tenants with jobs waiting, as of ``as_of``: what a tenant
+    that starts competing while nobody else waits is lifted to (``jobservice.fleet.policy.lift``).
+    One row (id 1)."""
+
+    __tablename__ = "fair_share_floor"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    level: Mapped[float] = mapped_column(Float)
+    as_of: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class JobUsage(Base):

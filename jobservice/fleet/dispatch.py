@@ -21,7 +21,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import func, select, update
@@ -30,10 +30,12 @@ from sqlalchemy.orm import Session
 from jobservice.broker import sender
 from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
-from jobservice.db.tables import FleetGroup, FleetLock, Job, JobStatus, QueueCount, utcnow
+from jobservice.db.tables import FleetEvent, FleetGroup, FleetLock, Job, JobStatus, QueueCount, utcnow
 from jobservice.fleet import costs as fleet_costs
+from jobservice.fleet import shares
 from jobservice.fleet.groups import groups_with_presence, is_online
 from jobservice.fleet.policy import (
+    INTERACTIVE,
     Decision,
     FleetState,
     GroupState,
@@ -43,7 +45,7 @@ from jobservice.fleet.policy import (
     plan,
 )
 from jobservice.fleet.presence import stale_after
-from jobservice.fleet.usage import fair_usage
+from jobservice.fleet.usage import weights
 from jobservice.settings import Settings
 
 if TYPE_CHECKING:
@@ -87,7 +89,22 @@ def _iso_ts(value: object, default: float) -> float:
         return default
 
 
-def _group_state(group: FleetGroup, catalog: Catalog, now: float, running: str | None) -> GroupState:
+def _recent_swaps(session: Session, now: datetime) -> dict[str, tuple[float, ...]]:
+    """When each group evicted models to make room, over the last hour (one swap may evict several)."""
+    rows = session.execute(
+        select(FleetEvent.group_id, FleetEvent.at)
+        .where(FleetEvent.kind == "evict", FleetEvent.at >= now - timedelta(hours=1))
+        .distinct()
+    )
+    found: dict[str, list[float]] = {}
+    for group_id, at in rows:
+        found.setdefault(group_id, []).append(at.timestamp())
+    return {group_id: tuple(sorted(times)) for group_id, times in found.items()}
+
+
+def _group_state(
+    group: FleetGroup, catalog: Catalog, now: float, running: str | None, swaps: tuple[float, ...] = ()
+) -> GroupState:
     resident = {
         model: Resident(since=_iso_ts(held.get("since"), now), last_used=_iso_ts(held.get("last_used"), now))
         for model, held in (group.resident or {}).items()
@@ -103,6 +120,7 @@ def _group_state(group: FleetGroup, catalog: Catalog, now: float, running: str |
         busy_until=max(now, _ts(group.busy_until, now)) if busy else None,
         running=running if busy else None,
         kind=group.kind,
+        swaps=swaps,
     )
 
 
@@ -195,11 +213,15 @@ def _head(session: Session, model: str, priority: int, tenant: str) -> Job | Non
     )
 
 
-def arrival_rates(session: Session, *, now: datetime, window_s: float) -> dict[str, float]:
-    """Jobs submitted per second over the last ``window_s``, per model."""
+def arrival_rates(
+    session: Session, *, now: datetime, window_s: float, priority: int | None = None
+) -> dict[str, float]:
+    """Jobs submitted per second over the last ``window_s``, per model (of one ``priority``, or all)."""
     since = now - timedelta(seconds=window_s)
-    rows = session.execute(select(Job.model, func.count()).where(Job.created_at >= since).group_by(Job.model))
-    return {model: count / window_s for model, count in rows}
+    query = select(Job.model, func.count()).where(Job.created_at >= since)
+    if priority is not None:
+        query = query.where(Job.priority == priority)
+    return {model: count / window_s for model, count in session.execute(query.group_by(Job.model))}
 
 
 def read_state(
@@ -212,15 +234,21 @@ def read_state(
     models_of = _settle_next_jobs(session, online)
     kind = Counter(g.kind for g in online).most_common(1)[0][0] if online else "cpu"
     costs, known = fleet_costs.model_costs(catalog, fleet_costs.speeds(session, kind), kind)
+    swaps = _recent_swaps(session, now)
     t = now.timestamp()
     state = FleetState(
         now=t,
-        groups=tuple(_group_state(g, catalog, t, models_of.get(g.id)) for g in online),
+        groups=tuple(_group_state(g, catalog, t, models_of.get(g.id), swaps.get(g.id, ())) for g in online),
         models=costs,
         waiting=tuple(_waiting(session)),
-        usage=fair_usage(session, catalog, half_life_s=settings.fair_share_half_life_seconds, now=now),
+        usage=shares.levels(session, costs, half_life_s=settings.fair_share_half_life_seconds, now=now),
         rates=arrival_rates(session, now=now, window_s=PARAMS.rate_window_s),
         params=PARAMS,
+        interactive_rates=arrival_rates(
+            session, now=now, window_s=PARAMS.rate_window_s, priority=INTERACTIVE
+        ),
+        weights=weights(session),
+        activated=shares.activations(session),
     )
     return Snapshot(state=state, groups={g.id: g for g in online}, known=known, kind=kind)
 
@@ -257,6 +285,10 @@ def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> 
     with db.session() as session:
         _lock(session)
         snapshot = read_state(session, catalog, settings)
+        waiting = {w.tenant for w in snapshot.state.waiting}
+        if waiting:  # what a tenant that starts competing while nobody waits is lifted to
+            least = min(snapshot.state.usage.get(t, 0.0) for t in waiting)
+            shares.note_floor(session, least, now=datetime.fromtimestamp(snapshot.state.now, UTC))
         if not any(g.free for g in snapshot.state.groups):
             return []
         for decision in plan(snapshot.state):

@@ -35,6 +35,7 @@ The service refreshes the forecast every few seconds and after a submission of m
 
 from __future__ import annotations
 
+import bisect
 import copy
 import itertools
 from collections import Counter, deque
@@ -53,33 +54,89 @@ Key = tuple[str, int, str]  # (model, priority, tenant)
 
 
 @dataclass(frozen=True)
+class Place:
+    """Where a job stands: when it should start, and how many jobs the dispatcher starts before it
+    on the groups that may run it (None: not known)."""
+
+    start: float
+    position: int | None
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a forecast expects of what has not arrived: the rates it holds, until when each model's
+    interactive rate holds, and the arrivals it plays (``expect``)."""
+
+    rates: Mapping[str, float]
+    interactive: Mapping[str, float]
+    until: Mapping[str, float]
+    arrivals: tuple[SimJob, ...]
+
+
+@dataclass(frozen=True)
 class Forecast:
-    """A forecast made at ``at``: starts and finishes by job id, and what a new job would get."""
+    """A forecast made at ``at``: starts, finishes and places by job id, what a new job would get, and
+    what the forecast assumed (the inputs its ETA revisions name as causes)."""
 
     at: float
     jobs: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # id -> (start, finish)
     next_start: Mapping[Key, float] = field(default_factory=dict)  # a job submitted at ``at``
     spacing: Mapping[Key, float] = field(default_factory=dict)  # seconds between its starts
     unservable: frozenset[str] = frozenset()  # models no group can run
+    positions: Mapping[str, int] = field(default_factory=dict)  # id -> jobs started before it
+    next_position: Mapping[Key, int] = field(default_factory=dict)  # the same for a job submitted at ``at``
+    hosts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # model -> groups that may run it
+    cards: Mapping[str, int] = field(default_factory=dict)  # model -> cards of those groups
+    # priority -> tenant -> weight: the tenants with queued jobs, which share the cards
+    competing: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
+    run_s: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # model -> (overhead, speed)
+    weights: Mapping[str, float] = field(default_factory=dict)  # tenant -> fair-share weight (1)
+    expected: int = 0  # arrivals it expected besides what was queued
+    expectation: Expectation | None = None  # what it expected (the simulator's E2 replays it; not stored)
 
-    def start_of(
-        self, *, job_id: str, model: str, priority: int, tenant: str, behind: int = 0
-    ) -> float | None:
-        """When a job should start: its own forecast, else when a job its tenant submitted at the
-        forecast's time would start, plus ``behind`` gaps for the jobs it submitted since before it.
-        None when no group can run the model."""
+    def place(
+        self, *, job_id: str, model: str, priority: int, tenant: str, output_s: float = 0.0, behind: int = 0
+    ) -> Place | None:
+        """Where a job stands: its own forecast, else where a job its tenant submitted at the forecast's
+        time stands, plus ``behind`` turns for the jobs it submitted since, before it (each turn one
+        spacing of its sub-queue, or one run over its share of the groups, and as many other jobs as
+        fair share starts meanwhile). None when no group can run the model."""
         if job_id in self.jobs:
-            return self.jobs[job_id][0]
+            return Place(self.jobs[job_id][0], self.positions.get(job_id))
         if model in self.unservable:
             return None
         key = (model, priority, tenant)
-        first = self.next_start.get(key)
-        if first is None:
-            first = self.next_start.get((model, priority, FRESH))
+        fresh = (model, priority, FRESH)
+        first = self.next_start.get(key, self.next_start.get(fresh))
         if first is None:
             return None
-        gap = self.spacing.get(key, self.spacing.get((model, priority, FRESH), 0.0))
-        return first + max(0, behind) * gap
+        share, _ = self.share(tenant, priority)
+        gap = self.spacing.get(key)
+        if gap is None:  # not queued when the forecast was made: one run per its share of the groups
+            overhead, speed = self.run_s.get(model, (0.0, 1.0))
+            gap = (overhead + speed * output_s) / (max(1, len(self.hosts.get(model, ()))) * share)
+        behind = max(0, behind)
+        start = first + behind * gap
+        position = self.next_position.get(key, self.next_position.get(fresh))
+        if position is not None:
+            position += round(behind / share)
+        return Place(start, position)
+
+    def start_of(
+        self, *, job_id: str, model: str, priority: int, tenant: str, output_s: float = 0.0, behind: int = 0
+    ) -> float | None:
+        """``place``'s start."""
+        found = self.place(
+            job_id=job_id, model=model, priority=priority, tenant=tenant, output_s=output_s, behind=behind
+        )
+        return None if found is None else found.start
+
+    def share(self, tenant: str, priority: int) -> tuple[float, int]:
+        """The fraction of the cards fair share gives ``tenant`` at ``priority`` against the tenants
+        that had jobs queued there, and how many tenants that makes (itself included)."""
+        others = {t: w for t, w in self.competing.get(priority, {}).items() if t != tenant}
+        mine = self.weights.get(tenant, 1.0)
+        return mine / (mine + sum(others.values())), len(others) + 1
 
 
 def fork(engine: Engine) -> Engine:
@@ -90,10 +147,13 @@ def fork(engine: Engine) -> Engine:
     twin.queues = {k: deque(copy.copy(j) for j in q) for k, q in engine.queues.items()}
     twin._output_s = dict(engine._output_s)  # noqa: SLF001 - the twin's own running sums
     twin.usage = copy.deepcopy(engine.usage)
+    twin.activated = dict(engine.activated)
+    twin.floor = copy.copy(engine.floor)
     twin.arrivals = {model: deque(times) for model, times in engine.arrivals.items()}
+    twin.interactive_arrivals = {m: deque(times) for m, times in engine.interactive_arrivals.items()}
     twin.turns = dict(engine.turns)
     twin.loads, twin.done, twin.on_dispatch = [], [], []
-    twin.probes, twin.probe_starts = {}, {}
+    twin.probes, twin.probe_starts, twin.probe_orders = {}, {}, {}
     twin._events = list(engine._events)  # noqa: SLF001 - the twin continues the same timeline
     twin._expected = list(engine._expected)  # noqa: SLF001
     twin.latest = dict(engine.latest)
@@ -169,6 +229,38 @@ def recurring(
     return expected
 
 
+def trickle_ends(
+    history: Iterable[SimJob], now: float, *, window: float, period: float = DAY, ahead: float = AHEAD
+) -> dict[str, float] | None:
+    """When each model's interactive trickle of now should end, from a day ago: the time of day its
+    interactive jobs stopped coming yesterday (their first gap longer than ``window`` after this time
+    of day), plus ``window``, and a day. None without a day of history (the rates of now then hold).
+    ``history`` holds at least every job submitted in (now - period - window, now - period + ahead]."""
+    yesterday = now - period
+    jobs = list(history)
+    if not any(job.submitted <= yesterday for job in jobs):
+        return None
+    times: dict[str, list[float]] = {}
+    for job in jobs:
+        if job.priority == 0 and yesterday - window < job.submitted <= yesterday + ahead:
+            times.setdefault(job.model, []).append(job.submitted)
+    ends: dict[str, float] = {}
+    for model, seen in times.items():
+        seen.sort()
+        last = max((t for t in seen if t <= yesterday), default=None)
+        if last is None:  # none at this time yesterday: today's ends as its rate window passes
+            ends[model] = now + window
+            continue
+        for t in seen:
+            if t <= yesterday:
+                continue
+            if t - last > window:
+                break
+            last = t
+        ends[model] = last + window + period
+    return ends
+
+
 def _again(job: SimJob, at: float) -> SimJob:
     """``job`` expected to be submitted again at ``at``."""
     return SimJob(f"{EXPECTED}{job.id}", job.model, job.tenant, job.priority, job.output_s, at)
@@ -182,40 +274,53 @@ def forecast(
     priorities: Iterable[int] = (0,),
     horizon: int = 2000,
     in_place: bool = False,
+    handed: Mapping[str, str] | None = None,
+    trickles: Mapping[str, float] | None = None,
 ) -> Forecast:
     """Play a copy of ``engine`` forward (see the module docstring), or ``engine`` itself when
     ``in_place`` (an engine built only for this forecast). ``tenants`` and ``priorities`` name the
     probes to ask besides the queued ones; ``expected`` are arrivals to play besides the ones the
-    rates of now suggest (``recurring``), each with an id starting with ``EXPECTED``."""
+    rates of now suggest (``recurring``), each with an id starting with ``EXPECTED``. ``handed``: jobs
+    (id -> group) already handed to a group and not yet started there (the service's): they start
+    before anything queued on that group."""
     twin = engine if in_place else fork(engine)
-    twin.held_rates = twin.rates()
-    servable = {m for m, cost in twin.models.items() if any(can_host(g, cost) for g in twin.groups.values())}
-    for model, rate in twin.held_rates.items():
-        like = twin.latest.get(model)
-        if rate > 0 and like is not None and model in servable:
-            at = twin.now + 1 / rate
-            twin.expect(SimJob(f"{EXPECTED}{model}", model, like.tenant, like.priority, like.output_s, at))
-    for job in expected:
-        if job.model in servable and job.submitted > twin.now:
-            twin.expect(job)
+    made_at = twin.now  # (an engine played in place moves on)
+    servable = expect(twin, expected, trickles)
     names = {*tenants, FRESH, *(t for _, _, t in twin.queues)}
     levels = {*priorities, *(p for _, p, _ in twin.queues)}
+    competing = {
+        priority: {t: twin.weights.get(t, 1.0) for (_, p, t), q in twin.queues.items() if p == priority and q}
+        for priority in levels
+    }
+    for tenant in names - twin.backlogged():  # a what-if job of a tenant with nothing queued: lifted
+        twin.start_competing(tenant)
     for model in servable:
         for priority in levels:
             for tenant in names:
                 key = (model, priority, tenant)
                 twin.probes[key] = SimJob(f"probe:{key}", model, tenant, priority, 0.0, twin.now)
     queued = [(key, list(queue)) for key, queue in twin.queues.items()]
+    expected_count = len(twin._expected)  # noqa: SLF001 - what it expects, before playing them
+    expectation = Expectation(
+        dict(twin.held_rates or {}),
+        dict(twin.held_interactive or {}),
+        dict(twin.held_until),
+        tuple(copy.copy(job) for _, _, job in sorted(twin._expected, key=lambda e: (e[0], e[1]))),  # noqa: SLF001
+    )
+    first_order = twin.dispatched  # dispatches from here on are the forecast's
 
     def answered() -> bool:  # every probe and every queued job has started: later events change nothing
         return not twin.probes and all(q[0].id.startswith(EXPECTED) for q in twin.queues.values() if q)
 
     twin.run_until_idle(limit=horizon, enough=answered)
-    jobs: dict[str, tuple[float, float]] = {}
-    for job in [*twin.done, *twin.running.values()]:
-        if job.started is not None and job.finished is not None and not job.id.startswith(EXPECTED):
-            jobs[job.id] = (job.started, job.finished)
+    played = [
+        job
+        for job in [*twin.done, *twin.running.values()]
+        if job.started is not None and job.finished is not None and not job.id.startswith(EXPECTED)
+    ]
+    jobs = {job.id: (job.started or 0.0, job.finished or 0.0) for job in played}
     spacing: dict[Key, float] = {}
+    cut: list[SimJob] = []  # queued jobs past the horizon, in the order they are expected to start
     for key, members in queued:
         starts = sorted(jobs[j.id][0] for j in members if j.id in jobs)
         cost = twin.models[key[0]]
@@ -226,18 +331,115 @@ def forecast(
         for place, job in enumerate((j for j in members if j.id not in jobs), start=1):
             start = last + place * gap
             jobs[job.id] = (start, start + cost.run_s(job.output_s))
+            cut.append(job)
+    hosts_of = {
+        m: tuple(sorted(g.id for g in twin.groups.values() if can_host(g, cost)))
+        for m, cost in twin.models.items()
+    }
+    every = [j for j in [*twin.done, *twin.running.values()] if j.order >= first_order]
+    queued_ids = {j.id for _, members in queued for j in members}
+    positions, next_position = _positions(
+        every,  # the expected arrivals it starts before a job count too: they start before it
+        sorted(cut, key=lambda j: jobs[j.id][0]),
+        hosts_of,
+        twin.probe_orders,
+        handed or {},
+    )
+    positions = {job_id: n for job_id, n in positions.items() if job_id in queued_ids}
     next_start = dict(twin.probe_starts)
-    for key, _ in queued:  # a probe the horizon cut off: after its tenant's queued jobs
-        if key not in next_start and key in spacing:
-            members = [j for k, q in queued if k == key for j in q]
+    for key, members in queued:  # a probe the horizon cut off: after its tenant's queued jobs
+        if key not in next_start and key in spacing and members:
             next_start[key] = jobs[members[-1].id][0] + spacing[key]
+            if members[-1].id in positions:
+                next_position[key] = positions[members[-1].id] + 1
     return Forecast(
-        at=engine.now,
+        at=made_at,
         jobs=jobs,
         next_start=next_start,
         spacing=spacing,
         unservable=frozenset(set(twin.models) - servable),
+        positions=positions,
+        next_position=next_position,
+        hosts={m: h for m, h in hosts_of.items() if h},
+        cards={m: sum(twin.groups[g].cards for g in h) for m, h in hosts_of.items() if h},
+        competing={p: c for p, c in competing.items() if c},
+        run_s={m: (c.overhead_s, c.speed) for m, c in twin.models.items()},
+        weights={t: w for t, w in twin.weights.items() if w != 1.0},
+        expected=expected_count,
+        expectation=expectation,
     )
+
+
+def expect(
+    twin: Engine,
+    expected: Iterable[SimJob],
+    trickles: Mapping[str, float] | None = None,
+    *,
+    same_as: Expectation | None = None,
+) -> set[str]:
+    """Make ``twin`` expect what has not arrived yet, as a forecast does: the arrival rates of now
+    hold (a model's interactive rate until ``trickles`` says its trickle ends, ``trickle_ends``), each
+    model submitted lately gets one more job like its last, and ``expected`` arrive when they say.
+    ``same_as``: expect exactly what that forecast expected (those of its arrivals still to come).
+    Returns the models some group can run."""
+    servable = {m for m, cost in twin.models.items() if any(can_host(g, cost) for g in twin.groups.values())}
+    if same_as is not None:
+        twin.held_rates, twin.held_interactive = dict(same_as.rates), dict(same_as.interactive)
+        twin.held_until = dict(same_as.until)
+        for job in same_as.arrivals:
+            if job.submitted > twin.now:
+                twin.expect(copy.copy(job))
+        return servable
+    twin.held_rates = twin.rates()
+    twin.held_interactive = twin.interactive_rates()
+    twin.held_until = dict(trickles or {})
+    for model, rate in twin.held_rates.items():
+        like = twin.latest.get(model)
+        if rate > 0 and like is not None and model in servable:
+            at = twin.now + 1 / rate
+            twin.expect(SimJob(f"{EXPECTED}{model}", model, like.tenant, like.priority, like.output_s, at))
+    for job in expected:
+        if job.model in servable and job.submitted > twin.now:
+            twin.expect(job)
+    return servable
+
+
+def _positions(
+    played: list[SimJob],
+    cut: list[SimJob],
+    hosts: Mapping[str, tuple[str, ...]],
+    probe_orders: Mapping[Key, int],
+    handed: Mapping[str, str],
+) -> tuple[dict[str, int], dict[Key, int]]:
+    """Each queued job's position: the jobs the dispatcher starts before it on the groups that may
+    run its model (those already handed to one of them, then the queued ones dispatched there
+    first, in the forecast's order; jobs past the horizon come after, in the order of their
+    extrapolated starts, counted where their models share a group). And a probe's, from the
+    dispatches before it."""
+    order = sorted(played, key=lambda j: j.order)
+    positions: dict[str, int] = {}
+    next_position: dict[Key, int] = {}
+    for model, groups in hosts.items():
+        eligible = set(groups)
+        count = sum(1 for group in handed.values() if group in eligible)
+        before: list[int] = []  # the orders of dispatches to its groups, ascending
+        for job in order:
+            if job.model == model:
+                positions[job.id] = count
+            if job.group in eligible:
+                count += 1
+                before.append(job.order)
+        for job in cut:
+            if job.model == model:
+                positions[job.id] = count
+            if eligible & set(hosts.get(job.model, ())):
+                count += 1
+        for key, at in probe_orders.items():
+            if key[0] == model:
+                next_position[key] = sum(
+                    1 for group in handed.values() if group in eligible
+                ) + bisect.bisect_left(before, at)
+    return positions, next_position
 
 
 def behind_counts(jobs: Iterable[SimJob], since: float) -> Mapping[str, int]:
@@ -257,3 +459,101 @@ def behind_counts(jobs: Iterable[SimJob], since: float) -> Mapping[str, int]:
 def usage_levels(usage: Mapping[str, float]) -> list[str]:
     """Tenants worth a probe of their own: every tenant with recorded usage."""
     return sorted(t for t, v in usage.items() if v > 0)
+
+
+# --- ETA revisions ----------------------------------------------------------------------------------
+REVISION_FLOOR_S = 60.0  # an ETA move is recorded when it exceeds this, or a fifth of the wait
+REVISION_SHARE = 0.2
+REVISIONS_KEPT = 20  # a job keeps its last this many revisions
+SINGLES_BEFORE_REFRESH = 16  # a forecast is redone once this many jobs came after it, one by one
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A queued job as its ETA is worked out: who, what, when it came, and the jobs of its tenant,
+    model and priority submitted after the forecast and before it (``behind``)."""
+
+    id: str
+    model: str
+    priority: int
+    tenant: str
+    submitted: float
+    output_s: float = 0.0
+    behind: int = 0
+
+    def place(self, forecast: Forecast) -> Place | None:
+        """Where ``forecast`` puts it."""
+        return forecast.place(
+            job_id=self.id,
+            model=self.model,
+            priority=self.priority,
+            tenant=self.tenant,
+            output_s=self.output_s,
+            behind=self.behind,
+        )
+
+
+def revise(
+    old: Forecast | None, new: Forecast, job: Queued, published: float | None
+) -> tuple[float | None, dict[str, object] | None]:
+    """The ETA ``job`` shows after ``new`` replaced ``old`` (``published``: the one it showed), and the
+    revision to record when it moved by more than max(60 s, a fifth of the wait): at, old, new (POSIX
+    seconds) and its cause in words. A job's first ETA is no revision."""
+    place = job.place(new)
+    if place is None:
+        return published, None
+    if published is None:
+        return place.start, None
+    wait = max(0.0, published - job.submitted)
+    if abs(place.start - published) <= max(REVISION_FLOOR_S, REVISION_SHARE * wait):
+        return published, None
+    before = job.place(old) if old is not None else None
+    return place.start, {
+        "at": new.at,
+        "old": published,
+        "new": place.start,
+        "cause": cause(old, new, job, before=before, after=place),
+    }
+
+
+def cause(old: Forecast | None, new: Forecast, job: Queued, *, before: Place | None, after: Place) -> str:
+    """Why ``job``'s ETA moved from ``old``'s forecast to ``new``'s, in words: groups that went or came,
+    tenants that began or stopped competing (with the job's share of the cards before and after), a
+    model that ran slower or faster than measured, or the jobs ahead of it."""
+    found: list[str] = []
+    if old is not None:
+        was, now = set(old.hosts.get(job.model, ())), set(new.hosts.get(job.model, ()))
+        found += [f"group {g} offline" for g in sorted(was - now)]
+        found += [f"group {g} online" for g in sorted(now - was)]
+        share_was, _ = old.share(job.tenant, job.priority)
+        share_now, _ = new.share(job.tenant, job.priority)
+        rivals_was = set(old.competing.get(job.priority, {})) - {job.tenant}
+        rivals_now = set(new.competing.get(job.priority, {})) - {job.tenant}
+        shares = f"your share {_fraction(share_was)} -> {_fraction(share_now)}"
+        found += [f'tenant "{t}" started competing: {shares}' for t in sorted(rivals_now - rivals_was)]
+        found += [f'tenant "{t}" has nothing queued now: {shares}' for t in sorted(rivals_was - rivals_now)]
+        if job.model in old.run_s and job.model in new.run_s:
+            run_was = old.run_s[job.model][0] + old.run_s[job.model][1] * job.output_s
+            run_now = new.run_s[job.model][0] + new.run_s[job.model][1] * job.output_s
+            if run_was > 0 and abs(run_now / run_was - 1) >= 0.1:
+                change = run_now / run_was - 1
+                word = "slower" if change > 0 else "faster"
+                found.append(f"{job.model} ran {abs(change) * 100:.0f} % {word} than measured")
+    if not found:
+        if before is not None and before.position is not None and after.position is not None:
+            if before.position != after.position:
+                found.append(f"jobs to start before it: {before.position} -> {after.position}")
+        if not found:
+            late = after.start > (before.start if before is not None else after.start)
+            found.append(
+                "the jobs ahead of it run longer than forecast" if late else "the jobs ahead of it end sooner"
+            )
+    return "; ".join(found[:3])
+
+
+def _fraction(share: float) -> str:
+    """A share of the cards as a fraction when it is one over a small number, else a percentage."""
+    for whole in range(1, 13):
+        if abs(share * whole - 1) < 1e-6:
+            return f"1/{whole}"
+    return f"{share * 100:.0f} %"

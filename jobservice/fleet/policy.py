@@ -7,8 +7,12 @@ kept in virtual time by ``scripts/bench_fleet.py`` and by the ETA forecast) call
 
 The rules, in the order they apply when a group is free (between jobs; nothing is ever preempted):
 
-1. **Priority.** Interactive work (priority 0) before batch work; a group looks at batch work only
-   when it has no interactive option it should take.
+1. **Priority, and interactive first.** Interactive work (priority 0) before batch work; a group
+   looks at batch work only when it has no interactive option it should take. An interactive job
+   never waits for batch work: the first group that frees up and may run it takes it, evicting
+   what only batch work uses however much the swap costs, unless a group holding its model warm
+   would start it sooner. (A swap that takes a model other interactive users wait for, or submit
+   lately, is weighed by the rules below like any other.)
 2. **Unserved first.** A model with queued work that no group holds, loads or runs (for a per-run
    back end: that no group could run without evicting something) is served by the first eligible
    group that frees up, unless that would evict a model the group loaded less than
@@ -29,7 +33,13 @@ The rules, in the order they apply when a group is free (between jobs; nothing i
    (one over that model's arrival rate): a trickle of talking heads keeps its group, a long
    batch of them does not. And a job is not loaded here when a group holding its model warm will
    start it sooner.
-5. **Fair share within a choice.** Among the jobs of the chosen class, the tenant with the least
+5. **A place for the trickle.** A model that interactive users submit often (its jobs would swap
+   each of its groups more than ``swaps_per_group_hour`` an hour, counting a resident model's swap
+   back, or they come sooner than ``hysteresis`` times what making room for one costs) keeps one
+   group with room for it: the last group that could start it without evicting anything takes no
+   batch work that would take that room while its interactive jobs keep coming (the arrival rate
+   over ``rate_window_s``). A lone group is never held back.
+6. **Fair share within a choice.** Among the jobs of the chosen class, the tenant with the least
    card-seconds for its weight (decayed, plus what runs now) goes first; then the oldest job.
    Fairness picks among jobs the group can run well: it never forces a swap by itself.
 
@@ -67,6 +77,11 @@ class ModelCost:
         """Estimated generation time of one job producing ``output_seconds`` of video."""
         return max(0.0, self.overhead_s + self.speed * max(0.0, output_seconds))
 
+    def card_seconds(self, output_seconds: float, *, load: bool = False) -> float:
+        """What one job should cost its tenant: its generation (and its load, if it pays for one)
+        on every card of the model."""
+        return ((self.load_s if load else 0.0) + self.run_s(output_seconds)) * self.cards
+
     @property
     def per_card_gb(self) -> float:
         """Memory on each of its cards."""
@@ -93,6 +108,7 @@ class GroupState:
     busy_until: float | None = None  # None: free now; else when its current job should end
     running: str | None = None  # the model of the job it runs (or loads for)
     kind: str = "cpu"
+    swaps: tuple[float, ...] = ()  # when it evicted a model to make room, over the last hour
 
     @property
     def free(self) -> bool:
@@ -124,6 +140,12 @@ class PolicyParams:
     recent_s: float = 1800.0  # a model used this recently costs its reload when evicted
     min_residency_s: float = 0.0
     rate_window_s: float = 1800.0  # arrival rates are counted over this window
+    # A trickle of interactive jobs that would swap each of its groups more often than this per
+    # hour (or whose jobs come sooner than a swap pays for) keeps a group with room for it.
+    swaps_per_group_hour: float = 1.0
+    # A swap made because it pays (rule 4), or after a turn (rule 2), waits while its group has made
+    # this many swaps in the last hour; interactive first and an unserved model's first group don't.
+    swap_budget: int = 3
 
 
 @dataclass(frozen=True)
@@ -134,9 +156,13 @@ class FleetState:
     groups: tuple[GroupState, ...]
     models: Mapping[str, ModelCost]
     waiting: tuple[Waiting, ...]
-    usage: Mapping[str, float] = field(default_factory=dict)  # tenant -> card-seconds / weight
+    usage: Mapping[str, float] = field(default_factory=dict)  # tenant -> its level (``fair_usage``)
     rates: Mapping[str, float] = field(default_factory=dict)  # model -> jobs submitted per second lately
     params: PolicyParams = field(default_factory=PolicyParams)
+    # model -> interactive jobs submitted per second lately (the trickle a group is kept for)
+    interactive_rates: Mapping[str, float] = field(default_factory=dict)
+    weights: Mapping[str, float] = field(default_factory=dict)  # tenant -> fair-share weight (1)
+    activated: Mapping[str, float] = field(default_factory=dict)  # tenant -> when it last began competing
 
 
 @dataclass(frozen=True)
@@ -223,9 +249,55 @@ def decayed(value: float, elapsed_s: float, half_life_s: float) -> float:
     return value * math.pow(0.5, max(0.0, elapsed_s) / half_life_s)
 
 
-def fair_key(usage: Mapping[str, float], item: Waiting) -> tuple[float, float, str]:
-    """Sort key of fair order: least usage for its weight first, then the oldest job."""
-    return (usage.get(item.tenant, 0.0), item.oldest, item.tenant)
+@dataclass(frozen=True)
+class InFlight:
+    """A job handed to a group and not yet ended, as fair share counts it."""
+
+    tenant: str
+    estimate: float  # card-seconds it should cost in all (``ModelCost.card_seconds``)
+    used: float  # card-seconds it has held its cards so far
+
+
+def fair_usage(
+    charged: Mapping[str, float], inflight: Iterable[InFlight], weights: Mapping[str, float]
+) -> dict[str, float]:
+    """Each tenant's fair-share level: its charged card-seconds (decayed by the caller), plus for
+    every job of it handed to a group and not yet ended the larger of what that job should cost and
+    what it used so far (a job is charged when it is dispatched; when it ends, what it really used
+    replaces the estimate), divided by the tenant's weight."""
+    found = dict(charged)
+    for job in inflight:
+        found[job.tenant] = found.get(job.tenant, 0.0) + max(job.estimate, job.used)
+    return {tenant: value / weight_of(weights, tenant) for tenant, value in found.items()}
+
+
+def weight_of(weights: Mapping[str, float], tenant: str) -> float:
+    """A tenant's fair-share weight (1 unless set; never below a tiny positive number)."""
+    return max(1e-9, weights.get(tenant, 1.0))
+
+
+def lift(
+    level: float, *, others: Iterable[float], floor: float | None, credit: float
+) -> tuple[float, float | None]:
+    """The level a tenant comes in at when it starts competing (it submits with no job waiting to be
+    dispatched): at least ``V - credit``, where V is the least level among the other tenants with
+    jobs waiting (none: ``floor``, the last such V, decayed), so idleness banks nothing beyond a small
+    newcomer ``credit`` (VTC's lift, Sheng et al., OSDI 2024). Returns (the new level, V or None)."""
+    v = min(others, default=None)
+    if v is None:
+        v = floor
+    if v is None:
+        return level, None
+    return max(level, v - credit), v
+
+
+def fair_key(
+    usage: Mapping[str, float], item: Waiting, activated: Mapping[str, float] | None = None
+) -> tuple[float, float, float, str]:
+    """Sort key of fair order: the least level first; on a tie the tenant that began competing most
+    recently (a newcomer lifted to the others' level goes first), then the oldest job."""
+    since = (activated or {}).get(item.tenant, -math.inf)
+    return (usage.get(item.tenant, 0.0), -since, item.oldest, item.tenant)
 
 
 # --- the demand policy ----------------------------------------------------------------------------
@@ -303,13 +375,22 @@ class _Round:
             return None
         servers = self.servers(cost, besides=group.id)
         if not servers:
-            if self._strands(group, item, evict, load_s=cost.load_s if load else 0.0):
+            stranded = self._stranded(group, item, evict)
+            if stranded and (self.spent(group) or self._waits_turn(group, item, stranded, load)):
                 return None
             return _Option(item, 0, load, evict, "unserved")
         # Would a group that holds it warm start this job sooner than loading it here?
         load_here = cost.load_s if load else 0.0
         soonest = min((g.busy_until if g.busy_until is not None else self.now) for g in servers)
         ahead = self.work_s(cost.id, item.priority) / len(servers)
+        if item.priority == INTERACTIVE and not self._rivals(group, item, evict):
+            # Interactive first: against batch work, it starts wherever it starts soonest, whatever
+            # the swap costs; a group holding its model warm is waited for only when it would start
+            # it sooner.
+            before = max(0.0, self.work_s(cost.id, item.priority) - cost.run_s(item.next_output_s))
+            if soonest - self.now + before / len(servers) <= load_here:
+                return None
+            return _Option(item, 2, load, evict, "interactive")
         if soonest - self.now + ahead <= load_here:
             return None
         reload = sum(
@@ -325,27 +406,54 @@ class _Round:
             )
             if rate > 0 and alone:  # its next job brings the group back (rule 2)
                 stint = min(stint, 1.0 / rate + cost.run_s(item.next_output_s))
-        if stint <= self.params.hysteresis * (load_here + reload):
+        if stint <= self.params.hysteresis * (load_here + reload) or (evict and self.spent(group)):
             return None
         return _Option(item, 2, load, evict, "backlog")
 
-    def _strands(self, group: GroupState, item: Waiting, evict: tuple[str, ...], *, load_s: float) -> bool:
-        """Whether serving ``item`` here should wait: the swap evicts a model with queued work as
-        urgent as ``item`` that no other group serves (it only moves who is unserved), and that
-        model has not yet held the group, or the oldest job of ``item`` not yet waited,
-        ``hysteresis`` times what the swap costs (a turn each that pays for its loads)."""
-        stranded = [
+    def spent(self, group: GroupState) -> bool:
+        """Whether ``group`` has used its swap budget: ``swap_budget`` swaps in the last hour."""
+        recent = sum(1 for at in group.swaps if self.now - at < 3600.0)
+        return recent >= self.params.swap_budget
+
+    def _stranded(self, group: GroupState, item: Waiting, evict: tuple[str, ...]) -> list[str]:
+        """The models a swap for ``item`` would leave unserved that have work as urgent as it (queued,
+        or, for interactive work, interactive users submitting it lately): it only moves who is
+        unserved."""
+        return [
             m
             for m in evict
             if m in self.models
-            and self.queued(m, item.priority)
+            and (self.queued(m, item.priority) or (item.priority == INTERACTIVE and self.interactive(m)))
             and not self.servers(self.models[m], besides=group.id)
         ]
-        if not stranded:
-            return False
+
+    def _waits_turn(self, group: GroupState, item: Waiting, stranded: list[str], load: bool) -> bool:
+        """Whether a swap that strands ``stranded`` waits: until they have held the group, and the
+        oldest job of ``item`` has waited, ``hysteresis`` times what the swap costs: a turn each that
+        pays for its loads."""
+        load_s = self.models[item.model].load_s if load else 0.0
         turn_s = self.params.hysteresis * (load_s + sum(self.models[m].load_s for m in stranded))
         held_s = min(self.now - group.resident[m].since for m in stranded)
         return min(held_s, self.now - item.oldest) < turn_s
+
+    def _rivals(self, group: GroupState, item: Waiting, evict: tuple[str, ...]) -> bool:
+        """Whether other interactive users have a claim on ``group``: the swap evicts a model they
+        wait for (or submit lately), or they have queued jobs of another model it could run. Between
+        interactive users the rules below weigh the swap; interactive first is against batch work."""
+        if any(self.interactive(m) for m in evict):
+            return True
+        return any(
+            w.priority == INTERACTIVE
+            and w.model != item.model
+            and not w.probe
+            and w.model in self.models
+            and can_host(group, self.models[w.model])
+            for w in self.waiting.values()
+        )
+
+    def interactive(self, model: str) -> bool:
+        """Whether interactive users wait for ``model`` (queued jobs) or submit it lately."""
+        return self.queued(model, INTERACTIVE) > 0 or self.state.interactive_rates.get(model, 0.0) > 0
 
     def queued(self, model: str, max_priority: int) -> int:
         """Queued jobs of ``model`` at ``max_priority`` or more urgent (what-if entries aside)."""
@@ -355,17 +463,80 @@ class _Round:
             if w.model == model and not w.probe and w.priority <= max_priority
         )
 
+    # keeping room for a trickle ----------------------------------------------------------------
+    def kept(self) -> frozenset[str]:
+        """Models whose trickle of interactive jobs keeps a group with room for them: their jobs
+        come more often than ``swaps_per_group_hour`` per eligible group, or sooner (one over the
+        rate) than ``hysteresis`` times what a swap to make room for one costs."""
+        found = set()
+        for model, rate in self.state.interactive_rates.items():
+            cost = self.models.get(model)
+            if cost is None or rate <= 0:
+                continue
+            hosts = [g for g in self.groups.values() if can_host(g, cost)]
+            if len(hosts) < 2:  # a lone group is never held back from other work
+                continue
+            swaps = [self._room_cost(g, cost) for g in hosts if not self.has_room(g, cost)]
+            if not swaps:
+                continue
+            # Each job of it that finds no room swaps one group, and a resident model is swapped
+            # out again by the work it displaced.
+            per_job = 1 if cost.per_run else 2
+            often = rate * per_job * 3600.0 >= self.params.swaps_per_group_hour * len(hosts)
+            if often or 1.0 / rate <= self.params.hysteresis * min(swaps):
+                found.add(model)
+        return frozenset(found)
+
+    def _room_cost(self, group: GroupState, cost: ModelCost) -> float:
+        """What making room for ``cost`` on ``group`` costs: its load, and the reload of what goes."""
+        evict = evictions_for(group, cost, self.models) or ()
+        own = 0.0 if cost.per_run else cost.load_s
+        return own + sum(self.models[m].load_s for m in evict if m in self.models)
+
+    def has_room(self, group: GroupState, cost: ModelCost, resident: Iterable[str] | None = None) -> bool:
+        """Whether ``group`` can start ``cost`` without evicting anything (or runs it now)."""
+        if resident is not None:
+            group = replace(group, resident={m: Resident(self.now, self.now) for m in resident})
+        return can_host(group, cost) and (group.running == cost.id or warm_on(group, cost, self.models))
+
+    def takes_room(self, group: GroupState, option: _Option, kept: frozenset[str]) -> bool:
+        """Whether ``option`` (batch work) would take the last room a kept trickle has: after it,
+        ``group`` could no longer start the trickle's model without a swap, and no other group can."""
+        if option.waiting.priority == INTERACTIVE or not (option.load or option.evict):
+            return False
+        after = [m for m in group.resident if m not in option.evict]
+        if option.load:
+            after.append(option.waiting.model)
+        for model in kept:
+            cost = self.models[model]
+            if not self.has_room(group, cost) or self.has_room(group, cost, after):
+                continue
+            if not any(self.has_room(g, cost) for g in self.groups.values() if g.id != group.id):
+                return True
+        return False
+
     def best(self, group: GroupState) -> _Option | None:
-        options = self.options(group)
+        kept = self.kept()
+        options = [o for o in self.options(group) if not self.takes_room(group, o, kept)]
         if not options:
             return None
         top = min(o.waiting.priority for o in options)
         options = [o for o in options if o.waiting.priority == top]
         rank = min(o.rank for o in options)
         options = [o for o in options if o.rank == rank]
-        if rank == 0:  # unserved: the model waiting longest first
-            return min(options, key=lambda o: (o.waiting.oldest, fair_key(self.usage, o.waiting)))
-        return min(options, key=lambda o: fair_key(self.usage, o.waiting))
+        if rank == 0:  # unserved: the model waiting longest first, then its tenants in fair order
+            return min(options, key=lambda o: (self.oldest(o.waiting), self.fair(o.waiting)))
+        return min(options, key=lambda o: self.fair(o.waiting))
+
+    def oldest(self, item: Waiting) -> float:
+        """When the oldest queued job of ``item``'s model and priority, whatever its tenant, came."""
+        return min(
+            w.oldest for w in self.waiting.values() if w.model == item.model and w.priority == item.priority
+        )
+
+    def fair(self, item: Waiting) -> tuple[float, float, float, str]:
+        """``fair_key`` of ``item`` as the round stands."""
+        return fair_key(self.usage, item, self.state.activated)
 
     # applying a decision -------------------------------------------------------------------------
     def take(self, group: GroupState, option: _Option) -> Decision:
@@ -381,7 +552,11 @@ class _Round:
             self.waiting[key] = replace(
                 item, jobs=left, output_s=rest, next_output_s=rest / left if left else 0.0
             )
-        self.usage[item.tenant] = self.usage.get(item.tenant, 0.0) + run_s * cost.cards
+        # Charged at dispatch: what the job should cost, for its tenant's weight.
+        charge = cost.card_seconds(item.next_output_s, load=option.load)
+        self.usage[item.tenant] = self.usage.get(item.tenant, 0.0) + charge / weight_of(
+            self.state.weights, item.tenant
+        )
         resident = {m: r for m, r in group.resident.items() if m not in option.evict}
         if not cost.per_run:
             since = resident[cost.id].since if cost.id in resident else self.now
@@ -409,7 +584,9 @@ def plan(state: FleetState) -> list[Decision]:
     round_ = _Round(state)
     decisions: list[Decision] = []
     while True:
-        best: tuple[tuple[int, int, float, tuple[float, float, str]], GroupState, _Option] | None = None
+        best: tuple[tuple[int, int, float, tuple[float, float, float, str]], GroupState, _Option] | None = (
+            None
+        )
         for group in round_.groups.values():
             if not group.free:
                 continue
@@ -419,8 +596,8 @@ def plan(state: FleetState) -> list[Decision]:
             key = (
                 option.waiting.priority,
                 option.rank,
-                option.waiting.oldest if option.rank == 0 else 0.0,
-                fair_key(round_.usage, option.waiting),
+                round_.oldest(option.waiting) if option.rank == 0 else 0.0,
+                round_.fair(option.waiting),
             )
             if best is None or key < best[0]:
                 best = (key, group, option)

@@ -24,6 +24,7 @@ Every other line is one job::
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import math
 import random
@@ -33,8 +34,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from jobservice.fleet.forecast import DAY, SLACK, Forecast, behind_counts, forecast, recurring, usage_levels
-from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, serves
+from jobservice.fleet.forecast import (
+    DAY,
+    REVISIONS_KEPT,
+    SINGLES_BEFORE_REFRESH,
+    SLACK,
+    Expectation,
+    Forecast,
+    Queued,
+    behind_counts,
+    expect,
+    forecast,
+    fork,
+    recurring,
+    revise,
+    trickle_ends,
+    usage_levels,
+)
+from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, evictions_for, serves
 from jobservice.fleet.simulate import Engine, SimJob, Span, timeline
 
 PRIORITIES = {"interactive": 0, "batch": 6}  # batch: the service's default batch priority
@@ -181,7 +198,7 @@ def nights(trace: Trace, count: int, *, jitter_s: float = 0.0, thin: float = 0.0
     jitter_s] and each job is left out with probability ``thin``."""
     if count < 1:
         raise TraceError(f"{trace.source}: nights must be at least 1, got {count}")
-    if trace.jobs and trace.jobs[-1].submitted - trace.jobs[0].submitted + jitter_s >= DAY:
+    if count > 1 and trace.jobs and trace.jobs[-1].submitted - trace.jobs[0].submitted + jitter_s >= DAY:
         raise TraceError(f"{trace.source}: its arrivals span a day or more; it cannot repeat daily")
     rng = random.Random(seed)
     copies = list(trace.jobs)
@@ -203,8 +220,8 @@ def nights(trace: Trace, count: int, *, jitter_s: float = 0.0, thin: float = 0.0
 @dataclass
 class _Unserved:
     """Stretches during which a model had queued work and no group serving it, each against what it
-    is allowed: the longest job running in front of it on a group that may serve it when the stretch
-    began, plus one load of the model."""
+    is allowed: what was left of the jobs running in front of it on groups that may serve it when the
+    stretch began (the longest), plus one load of the model."""
 
     open: dict[str, tuple[float, float]] = field(default_factory=dict)  # model -> (since, allowed)
     longest: dict[str, float] = field(default_factory=dict)
@@ -218,7 +235,7 @@ class _Unserved:
             if model in queued and not served:
                 if model not in self.open:
                     front = [
-                        (job.finished or 0.0) - (job.started or 0.0)
+                        (job.finished or 0.0) - engine.now  # what is left of it, its load included
                         for gid, job in engine.running.items()
                         if model in engine.groups[gid].eligible
                     ]
@@ -237,11 +254,37 @@ class _Backlogs:
 
     epochs: list[tuple[float, frozenset[str]]] = field(default_factory=list)
     first_jobs: list[SimJob] = field(default_factory=list)  # a tenant's first job while others waited
+    newcomers: list[SimJob] = field(default_factory=list)  # the first job ever of a tenant, while others
+    seen: set[str] = field(default_factory=set)
 
     def observe(self, engine: Engine) -> None:
         waiting = frozenset(t for (_, _, t), q in engine.queues.items() if q)
         if not self.epochs or self.epochs[-1][1] != waiting:
             self.epochs.append((engine.now, waiting))
+
+    def due(self, engine: Engine, job: SimJob) -> None:
+        """Called before ``job`` is queued: an interactive job with no interactive job queued before
+        it is due when the soonest-ending job on a group that may run it ends (plus its load)."""
+        if job.priority != 0 or any(q for (_, p, _), q in engine.queues.items() if p == 0):
+            return
+        cost = engine.models[job.model]
+        rates = engine.interactive_rates()
+        wanted = {m for (m, p, _), q in engine.queues.items() if p == 0 and q} | {
+            m for m, r in rates.items() if r
+        }
+        starts, strict = [], []
+        for group in engine.groups.values():
+            evict = evictions_for(group, cost, engine.models)
+            if evict is None:
+                continue
+            at = (group.busy_until if group.busy_until is not None else engine.now) + (
+                0.0 if cost.per_run or job.model in group.resident else cost.load_s
+            )
+            strict.append(at)
+            if not wanted.intersection(evict):  # it takes nothing interactive users wait for
+                starts.append(at)
+        job.due = min(starts, default=None)
+        job.due_strict = min(strict, default=None)
 
     def arriving(self, engine: Engine, job: SimJob) -> None:
         """Called before ``job`` is queued: is it its tenant's first while others hold the cards?"""
@@ -249,6 +292,9 @@ class _Backlogs:
         busy = {j.tenant for j in engine.running.values()}
         if job.tenant not in waiting and (waiting | busy) - {job.tenant}:
             self.first_jobs.append(job)
+            if job.tenant not in self.seen:
+                self.newcomers.append(job)
+        self.seen.add(job.tenant)
 
 
 @dataclass
@@ -264,59 +310,129 @@ class Replay:
     spans: list[Span]
     end: float
     backlogs: _Backlogs = field(default_factory=_Backlogs)
+    etas: Etas | None = None
+
+
+REVISE_EVERY_S = 60.0  # between arrivals, the simulator's forecasts (for revisions) come this often
 
 
 class Etas:
-    """Gives each arriving job the ETA the service would answer its submission with: from the
-    forecast refreshed every ``every_s`` (the one made at the last multiple of ``every_s``), or,
-    for jobs that arrive together (a batch), from a forecast refreshed with them queued. As the
-    service does, each forecast expects again what arrived a day earlier (``recurring``)."""
+    """Gives each arriving job the ETA and queue position the service would answer its submission
+    with, and keeps each job's ETA revisions as the service does: from the forecast refreshed every
+    ``every_s`` (the one made at the last multiple of ``every_s``), or, for jobs that arrive
+    together (a batch) or after ``SINGLES_BEFORE_REFRESH`` single submissions since the last
+    forecast, from a forecast refreshed with them queued. As the service does, each forecast
+    expects again what arrived a day earlier (``recurring``). With ``check_every`` > 0, every that
+    many-th arrival is also played forward on its own with the same expected arrivals and no other
+    later work (E2: what the forecast could know), its start and position noted on the job."""
 
-    def __init__(self, every_s: float = 5.0, horizon: int = 2000) -> None:
+    def __init__(self, every_s: float = 5.0, horizon: int = 2000, check_every: int = 0) -> None:
         self.every_s = every_s
         self.horizon = horizon
+        self.check_every = check_every
         self.last: Forecast | None = None
+        self.expected: list[SimJob] = []  # what the last forecast expected to arrive
+        self.trickles: dict[str, float] | None = None  # and when it expected interactive trickles to end
         self.since: list[SimJob] = []  # jobs submitted after the last forecast
         self.seen: list[SimJob] = []  # every job submitted so far, in order (the jobs table)
         self.times: list[float] = []  # their submission times
+        self.published: dict[str, float] = {}  # the ETA each queued job shows
+        self.checked: dict[str, tuple[float, int]] = {}  # job id -> (start, position) in its E2 replay
+        self.arrival_order: dict[str, int] = {}  # job id -> the engine's dispatches before it arrived
 
     def _refresh(self, engine: Engine) -> None:
         first = bisect.bisect_right(self.times, engine.now - DAY - SLACK)
-        self.last = forecast(
-            engine,
-            expected=recurring(
-                self.seen[first:], engine.now, lowest=PRIORITIES["batch"], costs=engine.models
+        self.expected = recurring(
+            self.seen[first:], engine.now, lowest=PRIORITIES["batch"], costs=engine.models
+        )
+        self.trickles = trickle_ends(self.seen[first:], engine.now, window=engine.params.rate_window_s)
+        old, self.last = (
+            self.last,
+            forecast(
+                engine,
+                expected=self.expected,
+                trickles=self.trickles,
+                tenants=usage_levels(engine.fair_usage()),
+                priorities=PRIORITIES.values(),
+                horizon=self.horizon,
             ),
-            tenants=usage_levels(engine.fair_usage()),
-            priorities=PRIORITIES.values(),
-            horizon=self.horizon,
         )
         self.since = []
+        # The queued jobs, and those dispatched that still load (here a job starts when its
+        # generation does; in the service, when its worker claims it).
+        loading = [job for job in engine.running.values() if (job.started or 0.0) > engine.now]
+        for job in [*(j for queue in engine.queues.values() for j in queue), *loading]:
+            shown, revision = revise(old, self.last, _queued(job), self.published.get(job.id))
+            if shown is not None:
+                self.published[job.id] = shown
+            if revision is not None:
+                job.revisions = [*job.revisions, revision][-REVISIONS_KEPT:]
 
     def before(self, engine: Engine, at: float) -> None:
-        """Called before the clock moves to ``at``: make the periodic forecast due by then."""
+        """Called before the clock moves to ``at``: make the periodic forecast due by then. While jobs
+        wait, a forecast is also made every ``REVISE_EVERY_S`` between arrivals (the service makes one
+        every few seconds; the revisions it records need no finer grain than their 60 s floor)."""
+        while self.last is not None and any(engine.queues.values()) and self.last.at + REVISE_EVERY_S < at:
+            engine.advance(self.last.at + REVISE_EVERY_S)
+            self._refresh(engine)
         due = math.floor(at / self.every_s) * self.every_s
         if self.last is None or due > self.last.at:
             engine.advance(due)
             self._refresh(engine)
 
+    def drain(self, engine: Engine) -> None:
+        """After the last arrival: forecasts go on while jobs wait (their ETAs are still revised)."""
+        while self.last is not None and any(engine.queues.values()):
+            engine.advance(self.last.at + REVISE_EVERY_S)
+            self._refresh(engine)
+
     def arrived(self, engine: Engine, jobs: list[SimJob]) -> None:
-        """Jobs just queued (not yet dispatched): note the ETA each is given."""
+        """Jobs just queued (not yet dispatched): note the ETA and position each is given."""
         self.seen.extend(jobs)
         self.times.extend(job.submitted for job in jobs)
-        if len(jobs) > 1:
+        if len(jobs) > 1 or len(self.since) + 1 >= SINGLES_BEFORE_REFRESH:
             self._refresh(engine)
         assert self.last is not None
         self.since.extend(jobs)
         behind = behind_counts(self.since, self.last.at - 1e-9)
         for job in jobs:
-            job.eta_start = self.last.start_of(
-                job_id=job.id,
-                model=job.model,
-                priority=job.priority,
-                tenant=job.tenant,
-                behind=behind.get(job.id, 0),
-            )
+            place = _queued(job, behind.get(job.id, 0)).place(self.last)
+            job.eta_start = None if place is None else place.start
+            job.position = None if place is None else place.position
+            if job.eta_start is not None:
+                self.published[job.id] = job.eta_start
+            self.arrival_order[job.id] = engine.dispatched
+        if self.check_every > 0:
+            for job in jobs:
+                if len(self.seen) % self.check_every == 0 or job is jobs[0] and len(jobs) > 1:
+                    self.checked[job.id] = replay_alone(engine, job, self.last.expectation)
+
+
+def _queued(job: SimJob, behind: int = 0) -> Queued:
+    return Queued(job.id, job.model, job.priority, job.tenant, job.submitted, job.output_s, behind)
+
+
+def replay_alone(engine: Engine, job: SimJob, expectation: Expectation | None) -> tuple[float, int]:
+    """E2: ``job``'s start and position in a copy of ``engine`` (the fleet just after it arrived)
+    played forward with what the forecast that gave its ETA expected (its rates, and its arrivals
+    still to come) and no other later work."""
+    twin = fork(engine)
+    expect(twin, (), same_as=expectation)
+    target = next(j for j in twin.queues[(job.model, job.priority, job.tenant)] if j.id == job.id)
+    twin.run_until_idle(enough=lambda: target.started is not None)
+    assert target.started is not None
+    return target.started, started_before(twin, target, since=engine.dispatched)
+
+
+def started_before(engine: Engine, job: SimJob, *, since: int) -> int:
+    """How many jobs ``engine`` dispatched to the groups that may run ``job``'s model after its
+    ``since``-th dispatch and before ``job``."""
+    eligible = {g for g, state in engine.groups.items() if job.model in state.eligible}
+    return sum(
+        1
+        for other in [*engine.done, *engine.running.values()]
+        if since <= other.order < job.order and other.group in eligible
+    )
 
 
 def replay(
@@ -352,18 +468,23 @@ def replay(
         arriving = []
         while index < len(jobs) and jobs[index].submitted == at:
             backlogs.arriving(engine, jobs[index])
+            backlogs.due(engine, jobs[index])
             engine.submit(jobs[index])
             arriving.append(jobs[index])
             index += 1
         if etas is not None:
             etas.arrived(engine, arriving)
         engine.dispatch()
+    if etas is not None:
+        etas.drain(engine)
     engine.run_until_idle()
     end = max((j.finished or 0.0) for j in jobs) if jobs else engine.now
     watch.observe(engine)
     backlogs.epochs.append((end, frozenset()))
     spans = timeline(engine, end=end)
-    return Replay(trace, policy, engine, jobs, dict(watch.longest), dict(watch.over), spans, end, backlogs)
+    return Replay(
+        trace, policy, engine, jobs, dict(watch.longest), dict(watch.over), spans, end, backlogs, etas
+    )
 
 
 # --- figures -------------------------------------------------------------------------------------------
@@ -412,13 +533,42 @@ def figures(result: Replay) -> dict[str, Any]:
         "swaps_per_group_hour_max": _swaps_per_group_hour(result),
         "interactive_wait_p95_s": round(pct(waits[0], 0.95), 1),
         "interactive_wait_p50_s": round(pct(waits[0], 0.50), 1),
+        **_late(jobs),
         "batch_wait_p95_s": round(pct(waits[6], 0.95), 1),
         "unserved_max_s": {m: round(v, 1) for m, v in sorted(result.unserved.items())},
         "unserved_over_bound": {m: round(v, 1) for m, v in sorted(result.unserved_over.items())},
         "ledger_card_seconds": {k: round(v, 1) for k, v in sorted(ledger.items())},
         "ledger_matches_wall": abs(sum(ledger.values()) - cards * max(0.0, result.end - engine.start)) < 1e-3,
-        **eta_figures(jobs),
+        **eta_figures(jobs, result),
         **tenant_figures(result),
+    }
+
+
+def _late(jobs: list[SimJob]) -> dict[str, Any]:
+    """Interactive jobs that started after they were due (``SimJob.due``): how many, and by how much."""
+    interactive = sorted(
+        (j for j in jobs if j.priority == 0 and j.started is not None), key=lambda j: j.submitted
+    )
+    overtaken: set[str] = set()  # a later interactive job (a tenant with less usage) started first
+    soonest_later = math.inf  # the earliest start of the jobs submitted after the ones at hand
+    for _, same in itertools.groupby(reversed(interactive), key=lambda j: j.submitted):
+        batch = list(same)
+        overtaken.update(j.id for j in batch if soonest_later < (j.started or 0.0))
+        soonest_later = min(soonest_later, *((j.started or 0.0) for j in batch))
+    due = [j for j in jobs if j.due is not None and j.started is not None and j.id not in overtaken]
+    late = [(j.started or 0.0) - (j.due or 0.0) for j in due if (j.started or 0.0) > (j.due or 0.0) + 1e-6]
+    strict = [
+        (j.started or 0.0) - j.due_strict
+        for j in jobs
+        if j.due_strict is not None and (j.started or 0.0) > j.due_strict + 1e-6
+    ]
+    return {
+        "interactive_due_jobs": len(due),
+        "interactive_overtaken_jobs": len(overtaken),
+        "interactive_late_jobs": len(late),
+        "interactive_late_max_s": round(max(late, default=0.0), 1),
+        "interactive_late_strict_jobs": len(strict),
+        "interactive_late_strict_max_s": round(max(strict, default=0.0), 1),
     }
 
 
@@ -447,7 +597,7 @@ def tenant_figures(result: Replay) -> dict[str, Any]:
         return {"tenant_card_seconds": {t: round(v, 1) for t, v in total.items()}}
     mean_job = statistics.mean((j.finished or 0) - (j.dispatched or 0) for j in jobs)
     contended: dict[str, float] = {}
-    weighted, span = 0.0, 0.0
+    weighted, span, worst, gap = 0.0, 0.0, math.inf, 0.0
     epochs = result.backlogs.epochs
     for (start, waiting), (end, _) in zip(epochs, epochs[1:], strict=False):
         if len(waiting) < 2 or end - start < 10 * mean_job:
@@ -459,23 +609,97 @@ def tenant_figures(result: Replay) -> dict[str, Any]:
         jain = sum(shares) ** 2 / (len(shares) * sum(x * x for x in shares))
         weighted += jain * (end - start)
         span += end - start
+        worst = min(worst, jain)
+        gap = max(gap, _service_gap(jobs, engine, weights, waiting, start, end))
         for t in waiting:
             contended[t] = contended.get(t, 0.0) + got.get(t, 0.0)
+    # The service gap in units of the largest job's cost over the least weight (VTC's bound).
+    largest = max(((j.finished or 0) - (j.dispatched or 0)) * engine.models[j.model].cards for j in jobs)
+    least = min([weights.get(t, 1.0) for t in tenants])
     starved = [(j.started or 0) - j.submitted for j in result.backlogs.first_jobs]
+    late = _newcomers_late(result)
     return {
         "tenant_card_seconds": {t: round(total.get(t, 0.0), 1) for t in tenants},
         "tenant_card_seconds_contended": {t: round(v, 1) for t, v in sorted(contended.items())},
         "jain_index": round(weighted / span, 4) if span else None,
+        "jain_worst_epoch": round(worst, 4) if span else None,
         "jain_contended_s": round(span, 1),
+        "service_gap_jobs": round(gap / (largest / least), 2) if span and largest else None,
         "starved_max_wait_s": round(max(starved), 1) if starved else 0.0,
+        "newcomer_jobs": len(result.backlogs.newcomers),
+        "newcomer_late_jobs": len(late),
+        "newcomer_late_max_s": round(max(late, default=0.0), 1),
     }
+
+
+def _service_gap(
+    jobs: list[SimJob],
+    engine: Engine,
+    weights: dict[str, float],
+    tenants: frozenset[str],
+    start: float,
+    end: float,
+) -> float:
+    """The largest difference in weighted service (card-seconds per weight) that any two of
+    ``tenants`` received over any stretch of [start, end): for each pair, the range of the running
+    difference of what they received."""
+    events: list[tuple[float, str, float]] = []  # (when, tenant, change of its cards per weight)
+    for job in jobs:
+        if job.tenant not in tenants or job.dispatched is None or job.finished is None:
+            continue
+        a, b = max(start, job.dispatched), min(end, job.finished)
+        if b > a:
+            pace = engine.models[job.model].cards / weights.get(job.tenant, 1.0)
+            events += [(a, job.tenant, pace), (b, job.tenant, -pace)]
+    events.sort()
+    names = sorted(tenants)
+    rate = dict.fromkeys(names, 0.0)
+    got = dict.fromkeys(names, 0.0)
+    lo = {(x, y): 0.0 for x in names for y in names if x < y}
+    hi = dict(lo)
+    at = start
+    for when, tenant, change in events:
+        if when > at:
+            for name in names:
+                got[name] += rate[name] * (when - at)
+            for pair in lo:
+                diff = got[pair[0]] - got[pair[1]]
+                lo[pair], hi[pair] = min(lo[pair], diff), max(hi[pair], diff)
+            at = when
+        rate[tenant] += change
+    return max((hi[pair] - lo[pair] for pair in lo), default=0.0)
+
+
+def _newcomers_late(result: Replay) -> list[float]:
+    """Lone newcomers (a tenant's first job ever, while others held the cards, and no other
+    newcomer's came before it started) that a job of the same model and priority, dispatched after
+    they arrived, went before: how much sooner that one was dispatched."""
+    late = []
+    arrivals = [j.submitted for j in result.backlogs.newcomers]
+    for job in result.backlogs.newcomers:
+        if job.dispatched is None or any(job.submitted < t <= job.dispatched for t in arrivals):
+            continue
+        before = [
+            k.dispatched
+            for k in result.jobs
+            if k.model == job.model
+            and k.priority == job.priority
+            and k.dispatched is not None
+            and job.submitted <= k.dispatched < job.dispatched - 1e-6
+        ]
+        if before:
+            late.append(job.dispatched - min(before))
+    return late
 
 
 ETA_FLOOR_S = 60.0  # errors are relative to the actual wait, or to this when the wait was shorter
 
 
-def eta_figures(jobs: list[SimJob]) -> dict[str, Any]:
-    """How far the ETA each job was given at submission was from when it started."""
+def eta_figures(jobs: list[SimJob], result: Replay | None = None) -> dict[str, Any]:
+    """How far the ETA each job was given at submission was from when it started (E1), from its
+    start in a replay with the same expected arrivals and no other later work (E2, the jobs checked
+    so), whether every start that slipped past its ETA has a revision (E3), and how the queue
+    position each job was given compares with the jobs that started before it."""
     errors, waited = [], []
     for job in jobs:
         if job.eta_start is None or job.started is None:
@@ -487,7 +711,7 @@ def eta_figures(jobs: list[SimJob]) -> dict[str, Any]:
             waited.append(error)
     if not errors:
         return {}
-    return {
+    found: dict[str, Any] = {
         "eta_start_error_median_pct": round(median(errors), 1),
         "eta_start_error_p90_pct": round(pct(errors, 0.9), 1),
         "eta_jobs": len(errors),
@@ -495,6 +719,42 @@ def eta_figures(jobs: list[SimJob]) -> dict[str, Any]:
         "eta_start_error_p90_pct_waited": round(pct(waited, 0.9), 1),
         "eta_waited_jobs": len(waited),
     }
+    slipped = [
+        job
+        for job in jobs
+        if job.eta_start is not None
+        and job.started is not None
+        and job.started - job.eta_start > max(ETA_FLOOR_S, 0.2 * max(0.0, job.eta_start - job.submitted))
+    ]
+    found["eta_slipped_jobs"] = len(slipped)
+    found["eta_slipped_with_revision_pct"] = (
+        round(100.0 * sum(1 for j in slipped if j.revisions) / len(slipped), 1) if slipped else 100.0
+    )
+    found["eta_revisions"] = sum(len(j.revisions) for j in jobs)
+    if result is None or result.etas is None:
+        return found
+    etas = result.etas
+    checked = [(j, etas.checked[j.id]) for j in jobs if j.id in etas.checked and j.eta_start is not None]
+    if checked:
+        e2 = [
+            abs((j.eta_start or 0.0) - start) / max(start - j.submitted, ETA_FLOOR_S) * 100
+            for j, (start, _) in checked
+        ]
+        found["e2_eta_error_median_pct"] = round(median(e2), 1)
+        found["e2_eta_error_p90_pct"] = round(pct(e2, 0.9), 1)
+        found["e2_jobs"] = len(checked)
+        same = [j.position == position for j, (_, position) in checked if j.position is not None]
+        found["e2_position_exact_pct"] = round(100.0 * sum(same) / len(same), 1) if same else None
+    gaps = [
+        abs((j.position or 0) - started_before(result.engine, j, since=etas.arrival_order[j.id]))
+        for j in jobs
+        if j.position is not None and j.id in etas.arrival_order and j.started is not None
+    ]
+    if gaps:
+        found["position_exact_pct"] = round(100.0 * sum(1 for g in gaps if g == 0) / len(gaps), 1)
+        found["position_error_median"] = median([float(g) for g in gaps])
+        found["position_error_p90"] = pct([float(g) for g in gaps], 0.9)
+    return found
 
 
 def schedule(result: Replay) -> Iterator[dict[str, Any]]:
@@ -511,6 +771,12 @@ def schedule(result: Replay) -> Iterator[dict[str, Any]]:
             "finished": round(job.finished or 0.0, 3),
             "loaded": job.loaded,
             "eta_start": None if job.eta_start is None else round(job.eta_start, 3),
+            "queue_position": job.position,
+            "due": None if job.due is None else round(job.due, 3),
+            "eta_revisions": [
+                {**r, "old": round(float(r["old"]), 3), "new": round(float(r["new"]), 3)}  # type: ignore[arg-type]
+                for r in job.revisions
+            ],
         }
 
 

@@ -20,21 +20,27 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from jobservice.fleet.policy import (
+    INTERACTIVE,
     Decision,
     FleetState,
     GroupState,
+    InFlight,
     ModelCost,
     PolicyParams,
     Resident,
     Waiting,
     decayed,
+    fair_usage,
+    lift,
     plan,
     plan_static,
+    weight_of,
 )
 
 STATES = ("generating", "loading", "finishing", "idle_warm", "idle_empty", "down")  # the ledger's
@@ -59,6 +65,14 @@ class SimJob:
     evicted: tuple[str, ...] = ()
     eta_start: float | None = None  # the ETA it was given when submitted
     held_after: tuple[str, ...] = ()  # what its group held once it was dispatched
+    # An interactive job with no interactive job queued before it: when it should start at the
+    # latest (the soonest end of a running job on a group that may run it, plus its load there).
+    due: float | None = None
+    due_strict: float | None = None  # the same over every group, also those a swap would take from
+    # interactive users of another model
+    order: int = -1  # its place among the engine's dispatches (the dispatcher's order)
+    position: int | None = None  # the queue position it was given when submitted
+    revisions: list[dict[str, object]] = field(default_factory=list)  # its ETA's moves (``forecast.revise``)
 
 
 @dataclass
@@ -137,6 +151,7 @@ class Engine:
         policy: str = "demand",
         half_life_s: float = 3600.0,
         weights: Mapping[str, float] | None = None,
+        newcomer_credit_s: float = 60.0,
         finish_s: Mapping[str, float] | None = None,
         now: float = 0.0,
     ) -> None:
@@ -148,6 +163,9 @@ class Engine:
         self.policy = policy
         self.half_life_s = half_life_s
         self.weights = dict(weights or {})
+        self.newcomer_credit_s = newcomer_credit_s
+        self.activated: dict[str, float] = {}  # tenant -> when it last began competing
+        self.floor: _Usage | None = None  # the least level among tenants with queued jobs, last seen
         self.finish_s = dict(finish_s or {})
         self.groups: dict[str, GroupState] = {g.id: g for g in groups}
         self.initial_resident = {g.id: tuple(g.resident) for g in self.groups.values()}
@@ -159,23 +177,36 @@ class Engine:
         self.done: list[SimJob] = []
         self.turns: dict[str, int] = {}  # the static policy's round robin over a group's queues
         self.arrivals: dict[str, deque[float]] = {}  # model -> recent submission times
+        self.interactive_arrivals: dict[str, deque[float]] = {}  # the same, interactive jobs only
+        self.held_until: dict[str, float] = {}  # model -> until when its held interactive rate holds
+        self.held_interactive: dict[str, float] | None = None  # interactive_rates() while a forecast plays
         self.held_rates: dict[str, float] | None = None  # rates() while a forecast plays forward
         self.latest: dict[str, SimJob] = {}  # model -> the job of it submitted last
         # What-if jobs (the ETA forecast): (model, priority, tenant) -> when one would have started.
         self.probes: dict[tuple[str, int, str], SimJob] = {}
         self.probe_starts: dict[tuple[str, int, str], float] = {}
+        self.probe_orders: dict[tuple[str, int, str], int] = {}  # the dispatches before each probe's
+        self.dispatched = 0  # how many jobs the engine has dispatched
         self._events: list[tuple[float, int, str]] = []  # (when a group frees, seq, group)
         self._expected: list[tuple[float, int, SimJob]] = []  # (when, seq, job): see ``expect``
         self._seq = itertools.count()
         self.on_dispatch: list[Callable[[Engine], None]] = []  # after every dispatch round
 
     # --- input -----------------------------------------------------------------------------------
-    def submit(self, job: SimJob) -> None:
-        """Queue ``job`` (its ``submitted`` is when it arrived)."""
+    def submit(self, job: SimJob, *, arriving: bool = True) -> None:
+        """Queue ``job`` (its ``submitted`` is when it arrived). An arriving job of a tenant with
+        nothing queued starts competing: its level is lifted (``policy.lift``), as the service does
+        at submission (``arriving=False``: a job already queued, copied from the live fleet)."""
+        if arriving and not any(
+            queue for (_, _, tenant), queue in self.queues.items() if tenant == job.tenant
+        ):
+            self.start_competing(job.tenant)
         key = (job.model, job.priority, job.tenant)
         self.queues.setdefault(key, deque()).append(job)
         self._output_s[key] = self._output_s.get(key, 0.0) + job.output_s
         self.arrivals.setdefault(job.model, deque()).append(job.submitted)
+        if job.priority == INTERACTIVE:
+            self.interactive_arrivals.setdefault(job.model, deque()).append(job.submitted)
         self.latest[job.model] = job
 
     def adopt(self, job: SimJob) -> None:
@@ -192,16 +223,50 @@ class Engine:
 
     # --- the policy's view -----------------------------------------------------------------------
     def fair_usage(self) -> dict[str, float]:
-        """Each tenant's decayed card-seconds plus what its running jobs used so far, per weight."""
-        found = {t: decayed(u.value, self.now - u.as_of, self.half_life_s) for t, u in self.usage.items()}
-        for job in self.running.values():
-            cards = self.models[job.model].cards
-            found[job.tenant] = (
-                found.get(job.tenant, 0.0) + max(0.0, self.now - (job.dispatched or 0)) * cards
-            )
+        """Each tenant's level (``policy.fair_usage``): decayed charged card-seconds plus its jobs on
+        the cards, each at the larger of what it should cost and what it used so far, per weight."""
+        charged = {t: decayed(u.value, self.now - u.as_of, self.half_life_s) for t, u in self.usage.items()}
         for _, _, tenant in self.queues:
-            found.setdefault(tenant, 0.0)
-        return {t: v / max(1e-9, self.weights.get(t, 1.0)) for t, v in found.items()}
+            charged.setdefault(tenant, 0.0)
+        inflight = [
+            InFlight(
+                job.tenant,
+                self.models[job.model].card_seconds(job.output_s, load=job.loaded),
+                max(0.0, self.now - (job.dispatched or 0.0)) * self.models[job.model].cards,
+            )
+            for job in self.running.values()
+        ]
+        return fair_usage(charged, inflight, self.weights)
+
+    def credit(self) -> float:
+        """The newcomer credit, in level: ``newcomer_credit_s`` of every card of the fleet."""
+        return self.newcomer_credit_s * sum(g.cards for g in self.groups.values())
+
+    def backlogged(self) -> set[str]:
+        """Tenants with queued jobs (what-if probes aside)."""
+        return {tenant for (_, _, tenant), queue in self.queues.items() if queue}
+
+    def start_competing(self, tenant: str) -> None:
+        """``tenant`` submits with nothing queued: lift its level to the others' less the credit."""
+        levels = self.fair_usage()
+        level = levels.get(tenant, 0.0)
+        others = [levels.get(t, 0.0) for t in self.backlogged() if t != tenant]
+        floor = (
+            None
+            if self.floor is None
+            else decayed(self.floor.value, self.now - self.floor.as_of, self.half_life_s)
+        )
+        lifted, _ = lift(level, others=others, floor=floor, credit=self.credit())
+        if lifted > level:
+            self.charge(tenant, (lifted - level) * weight_of(self.weights, tenant), self.now)
+        self.activated[tenant] = self.now
+
+    def note_floor(self, levels: Mapping[str, float], *, tenants: Iterable[str] | None = None) -> None:
+        """Remember the least level among tenants with queued jobs (or ``tenants``): the lift's V
+        when none queue."""
+        queued = [levels.get(t, 0.0) for t in (self.backlogged() if tenants is None else tenants)]
+        if queued:
+            self.floor = _Usage(min(queued), self.now)
 
     def waiting(self) -> tuple[Waiting, ...]:
         """The queue as the policy sees it: one entry per (model, priority, tenant), and a probe
@@ -241,9 +306,21 @@ class Engine:
         when a forecast began: it expects the arrivals of now to go on)."""
         if self.held_rates is not None:
             return dict(self.held_rates)
+        return self._rates(self.arrivals)
+
+    def interactive_rates(self) -> dict[str, float]:
+        """``rates`` of interactive jobs alone."""
+        found = self._rates(self.interactive_arrivals)
+        if self.held_interactive is not None:  # held, each until its trickle should end
+            for model, rate in self.held_interactive.items():
+                if self.now < self.held_until.get(model, math.inf):
+                    found[model] = rate
+        return found
+
+    def _rates(self, arrivals: dict[str, deque[float]]) -> dict[str, float]:
         window = self.params.rate_window_s
         found = {}
-        for model, times in self.arrivals.items():
+        for model, times in arrivals.items():
             while times and times[0] < self.now - window:
                 times.popleft()
             if times:
@@ -258,8 +335,11 @@ class Engine:
             models=self.models,
             waiting=self.waiting(),
             usage=self.fair_usage(),
+            weights=self.weights,
+            activated=self.activated,
             rates=self.rates(),
             params=self.params,
+            interactive_rates=self.interactive_rates(),
         )
 
     # --- time ------------------------------------------------------------------------------------
@@ -300,6 +380,7 @@ class Engine:
     def decide(self) -> list[Decision]:
         """The policy's decisions for the free groups now."""
         state = self.state()
+        self.note_floor(state.usage)
         if self.policy == "static":
             return plan_static(state, self.turns)
         return plan(state)
@@ -318,6 +399,7 @@ class Engine:
                 if decision.probe or self._probe_first(key):
                     load_s = self.models[decision.model].load_s if decision.load else 0.0
                     self.probe_starts[key] = self.now + load_s
+                    self.probe_orders[key] = self.dispatched
                     del self.probes[key]
                     again = True
                     break
@@ -352,10 +434,16 @@ class Engine:
             since = resident[job.model].since if job.model in resident else self.now + load_s
             resident[job.model] = Resident(since=since, last_used=self.now)
         job.group, job.dispatched, job.loaded, job.evicted = group.id, self.now, decision.load, decision.evict
+        job.order, self.dispatched = self.dispatched, self.dispatched + 1
         job.started = self.now + load_s
         job.finished = job.started + cost.run_s(job.output_s)
         job.held_after = tuple(resident)
-        self.groups[group.id] = replace(group, resident=resident, busy_until=job.finished, running=job.model)
+        swaps = tuple(at for at in group.swaps if self.now - at < 3600.0)
+        if decision.evict:
+            swaps += (self.now,)
+        self.groups[group.id] = replace(
+            group, resident=resident, busy_until=job.finished, running=job.model, swaps=swaps
+        )
         self.running[group.id] = job
         heapq.heappush(self._events, (job.finished, next(self._seq), group.id))
         return job

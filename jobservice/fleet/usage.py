@@ -8,8 +8,8 @@ attempts are charged like any other; an attempt the service lost (its worker die
 lease) is recorded as ``charged = false`` and never billed.
 
 The same accounting feeds fair share: each charged row adds its card-seconds to the tenant's decayed
-usage (``tenant_shares``: halved every ``fair_share_half_life_seconds``); the dispatcher adds what
-the tenant's running jobs used so far and divides by the tenant's weight.
+usage (``tenant_shares``: halved every ``fair_share_half_life_seconds``); ``jobservice.fleet.shares``
+adds the tenant's jobs on the cards and divides by its weight.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from jobservice.catalog import Catalog
 from jobservice.db.rows import insert_missing
-from jobservice.db.tables import Job, JobStatus, JobUsage, Tenant, TenantShare, utcnow
+from jobservice.db.tables import Job, JobUsage, Tenant, TenantShare, utcnow
 from jobservice.fleet.policy import decayed
 
 PHASES = ("load", "generate", "finish")
@@ -138,28 +137,6 @@ def weights(session: Session) -> dict[str, float]:
     """Every tenant's fair-share weight that is not the default 1."""
     rows = session.execute(select(Tenant.name, Tenant.weight).where(Tenant.weight != 1.0))
     return {name: float(weight) for name, weight in rows if weight and weight > 0}
-
-
-def fair_usage(
-    session: Session, catalog: Catalog, *, half_life_s: float, now: datetime | None = None
-) -> dict[str, float]:
-    """Each tenant's card-seconds for fair share at ``now``: its decayed recorded usage plus what its
-    running jobs used so far, divided by its weight."""
-    now = now or utcnow()
-    found = {
-        row.tenant: decayed(row.usage, (now - row.as_of).total_seconds(), half_life_s)
-        for row in session.scalars(select(TenantShare))
-    }
-    running = session.execute(
-        select(Job.tenant, Job.model, Job.claimed_at).where(Job.status == JobStatus.RUNNING)
-    )
-    for tenant, model, claimed_at in running:
-        spec = catalog.get(model)
-        cards = spec.cards if spec else 1
-        held = max(0.0, (now - claimed_at).total_seconds()) if claimed_at else 0.0
-        found[tenant] = found.get(tenant, 0.0) + held * cards
-    scale = weights(session)
-    return {tenant: value / scale.get(tenant, 1.0) for tenant, value in found.items()}
 
 
 # --- reports ----------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 from jobservice.auth.principal import Principal
 from jobservice.db.tables import TERMINAL_STATUSES, Job, JobGroup, JobStatus, utcnow
 from jobservice.errors import Conflict, NotFound
+from jobservice.fleet import shares
 from jobservice.fleet.dispatch import dispatch_round
 from jobservice.fleet.eta import refresh as refresh_forecast
 from jobservice.groups.inputs import input_identity
@@ -154,6 +155,9 @@ def create_group(
             session.flush()
             record_created_many(session, jobs, actor=principal.actor)
             admit_jobs(session, settings, principal, count, group=True, inserted=count, limits=limits)
+            shares.start_competing(
+                session, tenant=principal.tenant, inserted=count, catalog=services.catalog, settings=settings
+            )
     except IntegrityError:
         _discard_inputs(services, group_id)
         replay = _by_key(services, key) if key else None

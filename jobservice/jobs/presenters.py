@@ -11,22 +11,20 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobStatus
-from jobservice.fleet.eta import Stored, eta_of, running_finish
+from jobservice.fleet.eta import Eta, Stored, behind_of, eta_of, running_finish
 from jobservice.jobs import retries
 from jobservice.jobs.pages import after_cursor, page_of_jobs
 from jobservice.jobs.previews import preview_of, without_preview
-from jobservice.jobs.queries import queue_position, queue_positions
-from jobservice.jobs.views import ErrorView, JobView, TryView, ValidationView
+from jobservice.jobs.views import ErrorView, EtaRevision, JobView, TryView, ValidationView
 
 
-def job_view(
-    job: Job, *, session: Session | None = None, position: int | None = None, forecast: Stored | None = None
-) -> JobView:
-    """Render ``job``; the queue position is computed when a session is given and the job is queued,
-    the ETA of an unfinished job when the fleet's ``forecast`` is given (``jobservice.fleet.eta.latest``)."""
+def job_view(job: Job, *, forecast: Stored | None = None, behind: int = 0) -> JobView:
+    """Render ``job``; an unfinished job's ETA and a queued job's position come from the fleet's
+    ``forecast`` (``jobservice.fleet.eta.latest``; ``behind``: ``eta.behind_of`` for a job submitted
+    after it)."""
     status = JobStatus(job.status)
-    if position is None and session is not None and status == JobStatus.QUEUED:
-        position = queue_position(session, job)
+    eta = eta_of(forecast, job, behind=behind)
+    position = eta.position if eta is not None else None
     links = {"self": f"/jobs/{job.id}", "events": f"/jobs/{job.id}/events"}
     if not status.is_terminal:
         links["cancel"] = f"/jobs/{job.id}/cancel"
@@ -81,7 +79,8 @@ def job_view(
         retry_on_validation_failure=int(job.retry_on_validation_failure or 0),
         validation_attempts=_tries(job, expired),
         seed_used=retries.seed_of_try(dict(job.params or {}), len(retries.tries_of(job))),
-        **(_eta(forecast, job) if forecast is not None else {}),
+        **(_eta(forecast, job, eta) if forecast is not None else {}),
+        eta_revisions=[EtaRevision.model_validate(r) for r in job.eta_revisions or []],
         preview=preview,
         links=links,
     )
@@ -115,8 +114,7 @@ def _tries(job: Job, expired: bool) -> list[TryView]:
     return views
 
 
-def _eta(forecast: Stored, job: Job) -> dict[str, Any]:
-    eta = eta_of(forecast, job)
+def _eta(forecast: Stored, job: Job, eta: Eta | None) -> dict[str, Any]:
     if eta is None:
         return {}
     fields = eta.view()
@@ -135,10 +133,9 @@ class JobList(BaseModel):
 
 
 def job_views(session: Session, jobs: list[Job], *, forecast: Stored | None = None) -> list[JobView]:
-    """Render a page of jobs; the queued ones' positions come from ``queue_positions`` (a few
-    queries for the page, not one count per queued row)."""
-    positions = queue_positions(session, jobs)
-    return [job_view(job, position=positions.get(job.id), forecast=forecast) for job in jobs]
+    """Render a page of jobs; positions and ETAs come from ``forecast`` (a query only for a queued
+    job submitted after it, ``behind_of``)."""
+    return [job_view(job, forecast=forecast, behind=behind_of(session, forecast, job)) for job in jobs]
 
 
 def list_jobs(

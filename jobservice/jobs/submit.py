@@ -30,6 +30,7 @@ from jobservice.auth.principal import Principal, anonymous
 from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, utcnow
 from jobservice.errors import Conflict, DomainError, Invalid, NotFound, invalid_parameters
+from jobservice.fleet import shares
 from jobservice.fleet.costs import output_seconds
 from jobservice.fleet.dispatch import dispatch_round, free_group_for
 from jobservice.jobs import retries
@@ -361,6 +362,12 @@ def _record_admitted(services: Services, sub: Submission, job: Job) -> None:
         if not sub.admitted:
             session.flush()  # the row and its event, before the lock
             admit_jobs(session, settings, sub.principal, 1, inserted=1, limits=limits)
+        else:
+            session.flush()
+        # Fair share: a tenant with no other job waiting starts competing (its level is lifted).
+        shares.start_competing(
+            session, tenant=sub.principal.tenant, inserted=1, catalog=services.catalog, settings=settings
+        )
 
 
 def _enqueue(services: Services, job: Job) -> None:
@@ -369,7 +376,9 @@ def _enqueue(services: Services, job: Job) -> None:
     maintenance rounds, which dispatch every few seconds."""
     try:
         if free_group_for(services.db, job.model):
-            dispatch_round(services)
+            for handed in dispatch_round(services):
+                if handed.job_id == job.id:  # what the answer shows: next on its group
+                    job.dispatched_to = handed.group
     except Exception as exc:  # noqa: BLE001 - the job is recorded; a later round places it
         log.warning("job %s: not dispatched at once (%s); a maintenance round will", job.id, exc)
 

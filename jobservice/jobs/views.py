@@ -38,6 +38,19 @@ class TryView(BaseModel):
     message: str = ""
     card_seconds: float | None = Field(default=None, description="What the try used (charged).")
     finished_at: datetime | None = None
+    eta_assumes: EtaAssumptions | None = Field(
+        default=None, description="What the forecast behind the ETA assumed (queued and running jobs)."
+    )
+    fair_share: FairShareView | None = Field(
+        default=None,
+        description="The job's tenant's share of the cards that may run its model, as fair share gives "
+        "it against the tenants queued at its priority.",
+    )
+    eta_revisions: list[EtaRevision] = Field(
+        default_factory=list,
+        description="The ETA's moves of more than max(60 s, a fifth of the wait), each with its cause "
+        "(at most the last 20).",
+    )
     preview: PreviewView | None = Field(
         default=None,
         description="A running job's preview of what it rendered so far (links.preview while ready); "
@@ -64,6 +77,35 @@ class PreviewView(BaseModel):
     message: str = ""
 
 
+class EtaAssumptions(BaseModel):
+    """What the forecast behind a job's ETA assumed."""
+
+    competing_tenants: list[str] = Field(description="Tenants with jobs queued at the job's priority.")
+    expected_jobs: int = Field(
+        description="Arrivals it expected besides what was queued (from today's "
+        "rates and what arrived a day ago)."
+    )
+    as_of: datetime = Field(description="When the forecast was made.")
+
+
+class FairShareView(BaseModel):
+    """A tenant's share of the cards that may run a job's model."""
+
+    tenants: int = Field(description="Tenants queued at the job's priority, its own included.")
+    fraction: float = Field(description="Its weight over the queued tenants' weights.")
+    cards: int = Field(description="Cards of the online groups that may run the model.")
+    text: str = Field(description='In words: "4 teams queued; you get 2 of 8 cards".')
+
+
+class EtaRevision(BaseModel):
+    """A move of a job's ETA and its cause."""
+
+    at: datetime
+    old: datetime
+    new: datetime
+    cause: str = Field(description='e.g. tenant "ads" started competing: your share 1/2 -> 1/3')
+
+
 class JobView(BaseModel):
     """The public view of a job (``GET /jobs/<id>``)."""
 
@@ -77,7 +119,11 @@ class JobView(BaseModel):
     stage: str
     progress: float
     queue_position: int | None = Field(
-        default=None, description="Jobs ahead of this one (0 = next); queued only."
+        default=None,
+        description="A queued job: how many jobs the dispatcher will start before it on the card groups "
+        "that may run its model (0 = next), in the order its ETA comes from (fair share, priority and "
+        "residency, the arrivals the forecast expects). Null when no group may run its model, or before "
+        "the first forecast.",
     )
     cancel_requested: bool = False
     params: dict[str, Any]
@@ -140,6 +186,19 @@ class JobView(BaseModel):
         default=None,
         description="forecast; not_measured (its model's speed is a default, not a measurement); no_group "
         "(no online card group may run its model: no ETA); unknown (no forecast yet). Null once it ended.",
+    )
+    eta_assumes: EtaAssumptions | None = Field(
+        default=None, description="What the forecast behind the ETA assumed (queued and running jobs)."
+    )
+    fair_share: FairShareView | None = Field(
+        default=None,
+        description="The job's tenant's share of the cards that may run its model, as fair share gives "
+        "it against the tenants queued at its priority.",
+    )
+    eta_revisions: list[EtaRevision] = Field(
+        default_factory=list,
+        description="The ETA's moves of more than max(60 s, a fifth of the wait), each with its cause "
+        "(at most the last 20).",
     )
     preview: PreviewView | None = Field(
         default=None,

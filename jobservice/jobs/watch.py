@@ -33,9 +33,8 @@ from sqlalchemy import func, select
 
 from jobservice.db.engine import Database
 from jobservice.db.tables import Batch, Job, JobGroup, JobStatus
-from jobservice.fleet.eta import Stored, eta_of, latest, running_finish
+from jobservice.fleet.eta import Eta, Stored, behind_of, eta_of, latest, running_finish
 from jobservice.jobs.previews import preview_number
-from jobservice.jobs.queries import queue_positions
 
 log = logging.getLogger(__name__)
 
@@ -164,32 +163,29 @@ def job_state_of(view: Any) -> JobState:
 def read_job_states(
     session: Any, ids: Sequence[uuid.UUID], *, forecast: Stored | None = None
 ) -> dict[uuid.UUID, JobState]:
-    """The states of ``ids`` (missing rows left out), queue positions included: the rows in one
-    query, the positions of the queued ones in one more per model (``queries.queue_positions``,
-    an index range around the watched jobs, not a ranking of the whole queue at every tick)."""
+    """The states of ``ids`` (missing rows left out), queue positions and ETAs included: the rows in
+    one query; positions and ETAs from the stored ``forecast`` (a count only for a queued job
+    submitted after it, ``eta.behind_of``)."""
     jobs = list(session.scalars(select(Job).where(Job.id.in_(list(ids)))))
-    positions = queue_positions(session, jobs)
     states: dict[uuid.UUID, JobState] = {}
     for job in jobs:
         status = JobStatus(job.status)
+        eta = eta_of(forecast, job, behind=behind_of(session, forecast, job))
         states[job.id] = JobState(
             status=status.value,
             stage=job.stage,
             progress=round(float(job.progress or 0.0), 4),
-            queue_position=positions.get(job.id),
+            queue_position=eta.position if eta is not None and status == JobStatus.QUEUED else None,
             cancel_requested=job.cancel_requested_at is not None and not status.is_terminal,
             attempts=int(job.attempts or 0),
-            eta=_eta_minute(forecast, job),
+            eta=_eta_minute(forecast, job, eta),
             preview=preview_number(job),
         )
     return states
 
 
-def _eta_minute(forecast: Stored | None, job: Job) -> str | None:
-    if forecast is None:
-        return None
-    eta = eta_of(forecast, job)
-    if eta is None:
+def _eta_minute(forecast: Stored | None, job: Job, eta: Eta | None) -> str | None:
+    if forecast is None or eta is None:
         return None
     if JobStatus(job.status) == JobStatus.RUNNING:
         return eta_minute(None, eta.finish or running_finish(forecast, job))

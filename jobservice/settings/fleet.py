@@ -16,6 +16,12 @@ class FleetSettings(BaseModel):
         gt=0,
         description="Fair share weighs a tenant's card-seconds by age: halved every this many seconds.",
     )
+    fair_share_newcomer_credit_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="A tenant that starts competing comes in at the level of the tenants already "
+        "waiting, less this many seconds of every online card (so idleness banks nothing beyond it).",
+    )
     forecast_interval_seconds: float = Field(
         default=5.0,
         gt=0,

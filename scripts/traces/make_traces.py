@@ -108,9 +108,9 @@ def night_jobs(start: float) -> list[dict[str, Any]]:
     return [job(start, FLASHTALK, "nightly", "batch", FULL_TALK) for _ in range(500)]
 
 
-def write(name: str, header: dict[str, Any], jobs: list[dict[str, Any]]) -> None:
+def write(name: str, header: dict[str, Any], jobs: list[dict[str, Any]], *, folder: Path = HERE) -> None:
     jobs = sorted(jobs, key=lambda j: j["t"])
-    with (HERE / name).open("w", encoding="utf-8") as out:
+    with (folder / name).open("w", encoding="utf-8") as out:
         out.write(json.dumps(header) + "\n")
         for line in jobs:
             out.write(json.dumps(line) + "\n")
@@ -212,11 +212,184 @@ def main() -> None:
     jobs.append(job(5400.0, FLASHTALK, "newcomer", "batch", FULL_TALK))
     write("tenants-5.jsonl", npu_header(), jobs)
 
+    # Interactive first: a night batch saturating 16 cards while talking heads trickle in (FlashHead,
+    # per run, one every ~6 minutes), and 8 H100s with a Wan2.1-14B batch and a busier trickle.
+    write("trickle-16card.jsonl", *trickle(3, period_s=360, batch=1500, hours=5))
+    write("trickle-h100.jsonl", *trickle(4, period_s=150, batch=900, hours=5, fleet="h100"))
+    # Demand that shifts between two models every three hours, all interactive.
+    write("shifting-day.jsonl", npu_header(), shifting_day(5))
+    # Fair share: four teams with equal weights join a backlogged fleet one by one.
+    write("catch-up.jsonl", npu_header(), catch_up(6))
+    # Fair share and ETAs: three backlogged tenants with weights 2:1:1 and a trickle.
+    weights = {"gold": {"weight": 2}, "silver": {"weight": 1}, "bronze": {"weight": 1}}
+    write("tenants-3-weighted.jsonl", npu_header(weights), weighted_backlog(8))
+    # ETAs: two nights; on the second an unseen tenant's batch arrives (play it with --nights 1).
+    first, second = unseen_night_two(9)
+    write("unseen-tenant.jsonl", npu_header(), first + second)
+
     # Starvation: one tenant queues 1,000 batch jobs, then another submits one.
     jobs = [job(0.0, FLASHTALK, "bulk", "batch", FULL_TALK) for _ in range(1000)]
     jobs.append(job(1200.0, FLASHTALK, "single", "batch", FULL_TALK))
     write("starvation.jsonl", npu_header(), jobs)
 
 
+def npu_hosts(hosts: int) -> list[dict[str, Any]]:
+    """``hosts`` 8-card 910B hosts, each two 4-card groups pinned as ``NPU_FLEET`` pins them."""
+    return [{**group, "group": f"host{h}/{group['group']}"} for h in range(hosts) for group in NPU_FLEET]
+
+
+# A 4 x 2-card H100 host (80 GB cards): Wan2.1-14B across two cards for batches (64 GB on each),
+# FlashHead per run on one card (24 GB): it does not fit beside Wan2.1-14B.
+WAN14 = "wan2.1-t2v-14b"
+H100_MODELS = {
+    WAN14: {"cards": 2, "memory_gb": 128, "load_s": 120, "seconds_per_output_second": 24.0, "per_run": False},
+    FLASHHEAD: {
+        "cards": 1,
+        "memory_gb": 24,
+        "overhead_s": 40.0,
+        "seconds_per_output_second": 1.0,
+        "per_run": True,
+    },
+}
+
+
+def h100_fleet(groups: int) -> list[dict[str, Any]]:
+    """``groups`` 2-card groups; the static layout pins one to FlashHead, the rest to Wan2.1-14B."""
+    return [
+        {
+            "group": f"cuda:{2 * k},{2 * k + 1}",
+            "cards": 2,
+            "memory_gb_per_card": 80,
+            "kind": "cuda",
+            "models": [WAN14, FLASHHEAD],
+            "pinned": [FLASHHEAD] if k == 0 else [WAN14],
+        }
+        for k in range(groups)
+    ]
+
+
+def trickle(
+    seed: int, *, period_s: float, batch: int, hours: float, fleet: str = "npu", model: str = FLASHHEAD
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A night batch that saturates every group while interactive jobs of ``model`` trickle in,
+    one every ``period_s`` on average (Poisson), for ``hours``. ``fleet``: ``npu`` (two 8-card 910B
+    hosts, 16 cards: FlashTalk batch) or ``h100`` (8 H100s as four 2-card groups: Wan2.1-14B batch)."""
+    rng = random.Random(seed)
+    if fleet == "npu":
+        header = {"fleet": npu_hosts(2), "models": NPU_MODELS}
+        jobs = [job(0.0, FLASHTALK, "nightly", "batch", FULL_TALK) for _ in range(batch)]
+    else:
+        header = {"fleet": h100_fleet(4), "models": H100_MODELS}
+        jobs = [job(0.0, WAN14, "nightly", "batch", WAN_CLIP) for _ in range(batch)]
+    seconds = WAN_CLIP if model == WAN else None
+    jobs += [
+        job(t, model, rng.choice(["studio", "support"]), "interactive", seconds or rng.uniform(5, 15))
+        for t in poisson(rng, HOUR / period_s, 60.0, hours * HOUR)
+    ]
+    return header, jobs
+
+
+def shifting_day(seed: int, *, hours: float = 15, every_h: float = 3) -> list[dict[str, Any]]:
+    """Interactive demand that shifts between two models every ``every_h`` hours: talking heads
+    (FlashTalk), then text-to-video (Wan2.1, with FlashHead beside it), and so on."""
+    rng = random.Random(seed)
+    jobs: list[dict[str, Any]] = []
+    start = 0.0
+    for k in range(int(hours / every_h)):
+        end = start + every_h * HOUR
+        if k % 2 == 0:
+            jobs += [
+                job(t, FLASHTALK, rng.choice(["studio", "support"]), "interactive", rng.uniform(8, 40))
+                for t in poisson(rng, 60, start, end)
+            ]
+            jobs += [job(t, WAN, "research", "interactive", WAN_CLIP) for t in poisson(rng, 1, start, end)]
+        else:
+            jobs += [
+                job(t, WAN, rng.choice(["research", "ads"]), "interactive", WAN_CLIP)
+                for t in poisson(rng, 14, start, end)
+            ]
+            jobs += [
+                job(t, FLASHHEAD, "marketing", "interactive", rng.uniform(5, 15))
+                for t in poisson(rng, 12, start, end)
+            ]
+            jobs += [
+                job(t, FLASHTALK, "support", "interactive", rng.uniform(8, 40))
+                for t in poisson(rng, 4, start, end)
+            ]
+        start = end
+    return jobs
+
+
+def catch_up(
+    seed: int, *, tenants: int = 4, every_s: float = 1800.0, jobs_each: int = 400
+) -> list[dict[str, Any]]:
+    """Fair share's catch-up: tenants with equal weights join a backlogged fleet one by one, every
+    ``every_s``, each with a batch longer than the fleet drains while they all wait."""
+    rng = random.Random(seed)
+    jobs: list[dict[str, Any]] = []
+    for k in range(tenants):
+        start = k * every_s + rng.uniform(0, 60)
+        jobs += [job(start, FLASHTALK, f"team-{k + 1}", "batch", FULL_TALK) for _ in range(jobs_each)]
+    return jobs
+
+
+def weighted_backlog(seed: int) -> list[dict[str, Any]]:
+    """Three tenants backlogged with weights 2:1:1 (the header names them), batches of every model
+    queued within the first ten minutes, and an interactive trickle of talking heads."""
+    rng = random.Random(seed)
+    jobs: list[dict[str, Any]] = []
+    for tenant, count in (("gold", 500), ("silver", 260), ("bronze", 260)):
+        start = rng.uniform(0, 600)
+        jobs += [job(start, FLASHTALK, tenant, "batch", FULL_TALK) for _ in range(count)]
+        jobs += [job(start + 30, WAN, tenant, "batch", WAN_CLIP) for _ in range(count // 20)]
+    jobs += [
+        job(t, FLASHHEAD, "studio", "interactive", rng.uniform(5, 15)) for t in poisson(rng, 4, 0, 6 * HOUR)
+    ]
+    return jobs
+
+
+def unseen_night_two(seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Two nights of two incumbent tenants' batches; on the second an unseen tenant's batch comes
+    an hour in. Returns (night one, night two) with night two's times a day later."""
+    rng = random.Random(seed)
+    first = [job(0.0, FLASHTALK, "regress", "batch", FULL_TALK) for _ in range(300)]
+    first += [job(120.0, FLASHTALK, "evals", "batch", FULL_TALK) for _ in range(200)]
+    first += [
+        job(t, FLASHHEAD, "studio", "interactive", rng.uniform(5, 15)) for t in poisson(rng, 3, 0, 4 * HOUR)
+    ]
+    second = [
+        {**j, "t": round(j["t"] + 86400.0 + rng.uniform(-120, 120) * (j["priority"] == "batch"), 1)}
+        for j in first
+    ]
+    second += [job(86400.0 + HOUR, FLASHTALK, "newteam", "batch", FULL_TALK) for _ in range(150)]
+    return first, second
+
+
+def write_trickles(folder: Path, seeds: range) -> None:
+    """Unseen variants of the trickle traces (fleet, trickle period, batch size and seed varied),
+    for checking the policy beyond the shipped traces: scripts/traces/make_traces.py --variants DIR."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed in seeds:
+        for fleet, batch, hours in (("npu", 1500, 5.0), ("npu", 800, 3.0), ("h100", 900, 5.0)):
+            for period_min in (3, 7, 15, 40):
+                header, jobs = trickle(seed, period_s=period_min * 60, batch=batch, hours=hours, fleet=fleet)
+                name = f"trickle-{fleet}-b{batch}-p{period_min}-s{seed}.jsonl"
+                write(name, header, jobs, folder=folder)
+        header, jobs = trickle(seed, period_s=1200, batch=1500, hours=5, model=WAN)
+        write(f"trickle-npu-wan-p20-s{seed}.jsonl", header, jobs, folder=folder)
+        write(
+            f"shifting-day-s{seed}.jsonl",
+            npu_header(),
+            shifting_day(seed, every_h=2 + seed % 3),
+            folder=folder,
+        )
+        write(f"catch-up-s{seed}.jsonl", npu_header(), catch_up(seed, tenants=3 + seed % 3), folder=folder)
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--variants":
+        write_trickles(Path(sys.argv[2]), range(1, 6))
+    else:
+        main()

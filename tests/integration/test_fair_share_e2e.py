@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from jobservice.auth.principal import Principal
 from jobservice.db.tables import Job, JobStatus, utcnow
+from jobservice.fleet import eta
 from jobservice.jobs.submit import Submission, submit_job
 from tests.integration.conftest import Stack, build_stack
 
@@ -132,3 +133,46 @@ def test_usage_over_a_day_sums_the_jobs_usage_and_metrics_agree(fair: Stack) -> 
         time.sleep(0.5)
     for tenant, total in by_tenant.items():
         assert metrics[tenant] == pytest.approx(total, abs=0.01), (tenant, metrics)
+
+
+def test_a_newcomers_position_and_eta_come_true(fair: Stack) -> None:
+    """Tenant A queues 14 jobs on one CPU group; tenant B then submits one. The forecast that places
+    B's job gives it a position equal to the jobs that start after that forecast and before it (fair
+    share starts it after at most the job handed to the group), and its start comes within
+    max(10 s, 25 % of its wait) of the ETA it was given."""
+    stack = fair
+    slow = {**JOB, "num_frames": 24, "step_seconds": 0.08}  # a couple of seconds each
+
+    def submit(tenant: str) -> uuid.UUID:
+        sub = Submission(
+            task="text2video",
+            model="fake-good",
+            params=dict(slow),
+            priority=6,
+            source="batch",
+            principal=Principal(tenant=tenant, role="user", key_id=None),
+            admitted=True,
+        )
+        return submit_job(stack.services, sub)[0].id
+
+    queued = [submit("tenant-a") for _ in range(14)]
+    stack.start_worker("w1")
+    stack.wait(str(queued[3]), timeout=90)  # its speed is measured by now
+    lone = submit("tenant-b")
+    svc = stack.services
+    assert eta.refresh(svc.db, svc.catalog, svc.settings, force=True)
+    eta.forget()
+    placed_at = datetime.fromtimestamp(eta.latest(svc.db).forecast.at, UTC)  # type: ignore[union-attr]
+    shown = stack.client.get(f"/jobs/{lone}").get_json()
+    assert shown["status"] == "queued" and shown["eta_basis"] == "forecast", shown
+    position = shown["queue_position"]
+    promised = datetime.fromisoformat(shown["estimated_start_at"])
+    assert position is not None and position <= 1, shown
+    assert shown["fair_share"]["tenants"] == 2, shown["fair_share"]
+    done = stack.wait(str(lone), timeout=90)
+    assert done.status == JobStatus.SUCCEEDED and done.claimed_at is not None
+    started = claimed_between(stack, "tenant-a", placed_at, done.claimed_at)
+    assert position == started, f"position {position}, but {started} of A's jobs started before it"
+    wait = (done.claimed_at - done.created_at).total_seconds()
+    error = abs((done.claimed_at - promised).total_seconds())
+    assert error <= max(10.0, 0.25 * wait), (error, wait)

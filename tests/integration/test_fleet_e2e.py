@@ -37,12 +37,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 GROUPS = ("g1", "g2", "g3")
 A, B = "fake-heavy-a", "fake-heavy-b"
 JOB = {"num_frames": 24, "fps": 12, "size": 32, "step_seconds": 0.03}  # 2 s of video, ~0.8 s of work
-WAVE_1 = [A] * 3 + [B] * 90  # A's small queue needs one group; B's long one takes all three
+WAVE_1 = [B] * 90 + [A] * 3  # B's long queue takes all three groups; A's small one, queued after, needs one
 WAVE_2 = [A] * 60  # then all three groups move to A
 
 
 def trace_lines() -> list[str]:
-    """The same fleet and queue as a trace (wave 2 long after wave 1 ends, as the test waits)."""
+    """The same fleet and queue as a trace (wave 2 long after wave 1 ends, as the test waits; the
+    jobs of a wave one after another, as they are submitted: an interactive job takes a free group
+    before the rest of its wave has arrived)."""
     header = {
         "fleet": [
             {
@@ -65,8 +67,14 @@ def trace_lines() -> list[str]:
             for m in (A, B)
         },
     }
-    jobs = [{"t": 0.0, "model": m, "tenant": "default", "output_seconds": 2.0} for m in WAVE_1]
-    jobs += [{"t": 3600.0, "model": m, "tenant": "default", "output_seconds": 2.0} for m in WAVE_2]
+    # One request after another, as submit_wave sends them (a few ms each; well inside a 2 s load).
+    jobs = [
+        {"t": 0.01 * i, "model": m, "tenant": "default", "output_seconds": 2.0} for i, m in enumerate(WAVE_1)
+    ]
+    jobs += [
+        {"t": 3600.0 + 0.01 * i, "model": m, "tenant": "default", "output_seconds": 2.0}
+        for i, m in enumerate(WAVE_2)
+    ]
     return [json.dumps(header), *(json.dumps(j) for j in jobs)]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from jobservice.fleet import eta
 from tests.integration.conftest import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -104,7 +105,11 @@ def test_queue_position_while_worker_is_busy(shared_stack: Stack) -> None:
     shared_stack.wait(first, predicate=lambda j: j.status == "running")
     second = shared_stack.submit({"model": "fake-slow", "num_frames": 4})
     third = shared_stack.submit({"model": "fake-slow", "num_frames": 4})
+    svc = shared_stack.services
+    assert eta.refresh(svc.db, svc.catalog, svc.settings, force=True)
+    eta.forget()
     views = {j: shared_stack.client.get(f"/jobs/{j}").get_json() for j in (second, third)}
+    # The forecast's order: nothing starts before the second job (the first runs), then the third.
     assert views[second]["queue_position"] == 0 and views[third]["queue_position"] == 1
     for j in (first, second, third):
         assert shared_stack.wait(j).status == "succeeded"

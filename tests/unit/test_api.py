@@ -102,29 +102,42 @@ def test_text2video_is_accepted_queued_and_sent(client: Any, services: Any) -> N
     assert client.get(f"/jobs/{body['id']}").headers["X-Poll-After-Ms"] == "1000"
 
 
-def test_a_new_jobs_position_counts_the_jobs_ahead_of_it(client: Any, services: Any) -> None:
-    """The 202's position comes from the queue counters; it equals what GET counts, and it passes
-    a queued job of lower priority (a batch's)."""
-    import uuid
-
+def test_a_jobs_position_is_the_dispatchers_order(client: Any, services: Any) -> None:
+    """Positions come from the forecast's order (the one the ETAs come from): the job handed to the
+    group starts first (0), interactive jobs before a batch's, a job submitted after the forecast gets
+    its tenant's what-if place plus its own jobs since, and GET shows what the answer showed."""
     from sqlalchemy import update
 
     from jobservice.db.tables import Job as JobRow
+    from jobservice.fleet.eta import forget, refresh
+
+    online_group(services.db, "cpu@test-host", ["reference-t2v"])
 
     def submit() -> dict[str, Any]:
         response = client.post("/jobs", json={"model": "reference-t2v", "prompt": "x"})
         assert response.status_code == 202, response.get_json()
         return dict(response.get_json())
 
-    first = submit()
+    first = submit()  # handed to the free group at once
+    assert first["queue_position"] == 0
     batch_like = submit()
     with services.db.session() as s:  # as a batch's job: queued at a lower priority
         s.execute(update(JobRow).where(JobRow.id == uuid.UUID(batch_like["id"])).values(priority=6))
     answers = [submit(), submit()]
-    assert [a["queue_position"] for a in [first, *answers]] == [0, 1, 2]
-    for answer in answers:
+    assert refresh(services.db, services.catalog, services.settings, force=True)
+    forget()
+    shown = {
+        a["id"]: client.get(f"/jobs/{a['id']}").get_json()["queue_position"]
+        for a in [first, batch_like, *answers]
+    }
+    # The handed job starts first (0), then the interactive ones, then the batch's.
+    assert shown == {first["id"]: 0, answers[0]["id"]: 1, answers[1]["id"]: 2, batch_like["id"]: 3}
+    late = [submit(), submit()]  # after the forecast: its what-if place, then one more each
+    assert [a["queue_position"] for a in late] == [3, 4]
+    for answer in late:
         assert client.get(f"/jobs/{answer['id']}").get_json()["queue_position"] == answer["queue_position"]
-    assert client.get(f"/jobs/{batch_like['id']}").get_json()["queue_position"] == 3
+    assert all(a["eta_basis"] != "unknown" for a in late)
+    assert late[0]["fair_share"]["text"] == "1 team queued; you get 1 of 1 cards"
 
 
 def test_model_can_be_inferred_and_task_checked(client: Any) -> None:
@@ -334,7 +347,7 @@ def test_list_filters_and_paginates(client: Any) -> None:
     canceled = client.get("/jobs?status=canceled").get_json()["jobs"]
     assert [j["id"] for j in canceled] == [ids[0]]
     queued = client.get("/jobs?status=queued&model=reference-t2v").get_json()["jobs"]
-    assert [j["queue_position"] for j in queued] == [3, 2, 1, 0]
+    assert len(queued) == 4 and all(j["queue_position"] is None for j in queued)  # no group may run it
     assert client.get("/jobs?model=reference-talking-head").get_json()["jobs"] == []
     assert_error(client.get("/jobs?status=done"), 422, "invalid_status")
     assert_error(client.get("/jobs?limit=0"), 422, "invalid_limit")

@@ -107,7 +107,10 @@ def test_a_swap_that_only_moves_who_is_unserved_waits_until_it_pays() -> None:
     lone = [group("g", "big")]
     waiting = [wait("big", jobs=50), wait("t2v", oldest=5)]
     assert plan(state(lone, waiting))[0].model == "big"  # waited 95 s
-    later = FleetState(now=5 + 3 * 298 + 1, groups=tuple(lone), models=MODELS, waiting=tuple(waiting))
+    turn = 3 * 298
+    early = FleetState(now=5 + turn - 1, groups=tuple(lone), models=MODELS, waiting=tuple(waiting))
+    assert plan(early)[0].model == "big"
+    later = FleetState(now=5 + turn + 1, groups=tuple(lone), models=MODELS, waiting=tuple(waiting))
     assert [(d.model, d.reason, d.evict) for d in plan(later)] == [("t2v", "unserved", ("big",))]
     # Nor does it swap back the moment big was loaded (its own jobs have waited long too): big
     # keeps the group for its turn first.
@@ -205,3 +208,73 @@ def test_decay_halves_every_half_life() -> None:
     assert decayed(100.0, 3600.0, 3600.0) == 50.0
     assert decayed(100.0, 0.0, 3600.0) == 100.0
     assert decayed(100.0, -5.0, 3600.0) == 100.0  # a clock step back never grows usage
+
+
+def test_an_interactive_job_takes_the_first_free_group_from_batch_work_whatever_the_swap_costs() -> None:
+    # big is served by h too, and one interactive t2v job is far too little work to pay for a swap
+    # by rule 4; interactive first: it evicts big's batch residency on g at once.
+    busy = group("h", "big", busy_until=500.0, running="big")
+    waiting = [wait("big", jobs=500), wait("t2v", oldest=99, priority=INTERACTIVE)]
+    t2v_busy = group("k", "t2v", busy_until=900.0, running="t2v")  # t2v is served, but busy long
+    decisions = plan(state([group("g", "big"), busy, t2v_busy], waiting))
+    assert [(d.group, d.model, d.reason, d.evict) for d in decisions] == [
+        ("g", "t2v", "interactive", ("big",))
+    ]
+    # A group holding t2v warm that frees before the load would end is waited for instead.
+    soon = group("k", "t2v", busy_until=150.0, running="t2v")
+    assert [d.model for d in plan(state([group("g", "big"), busy, soon], waiting))] == ["big"]
+    # And it does not evict what other interactive users wait for: the cost rules decide that.
+    rival = [
+        wait("big", jobs=5, priority=INTERACTIVE, oldest=0),
+        wait("t2v", oldest=99, priority=INTERACTIVE),
+    ]
+    assert [d.model for d in plan(state([group("g", "big"), busy, t2v_busy], rival))] == ["big"]
+
+
+def test_a_trickle_of_interactive_jobs_keeps_a_group_with_room_for_it() -> None:
+    # Two groups with nothing loaded, a batch of big, and talking heads (per run) every 5 minutes:
+    # one group loads big, the last one with room for head keeps it.
+    empty = [group("g1"), group("g2"), group("g3")]
+    work = [wait("big", jobs=500)]
+    trickle = {"head": 1 / 300}
+    assert len(plan(state(empty, work))) == 3
+    kept = plan(state(empty, work, interactive_rates=trickle))
+    assert len(kept) == 2 and all(d.model == "big" for d in kept)
+    # A trickle rarer than a swap pays for (and than the swap budget) keeps nothing.
+    assert len(plan(state(empty, work, interactive_rates={"head": 1 / 7200}))) == 3
+    # A lone group is never held back from other work.
+    assert [d.model for d in plan(state([group("g")], work, interactive_rates=trickle))] == ["big"]
+    # Once a group has room for head, the others are free to take the batch.
+    busy_head = group("g3", busy_until=200.0, running="head")
+    assert len(plan(state([group("g1"), group("g2"), busy_head], work, interactive_rates=trickle))) == 2
+
+
+def test_a_group_that_swapped_three_times_this_hour_makes_no_swap_that_could_wait() -> None:
+    busy = group("h", "big", busy_until=130.0, running="big")
+    swapped = replace(group("g", "t2v"), swaps=(20.0, 50.0, 90.0))
+    large = [wait("big", jobs=500)]
+    assert plan(state([busy, swapped], large)) == []  # rule 4 would pay, but the budget is spent
+    hour_later = replace(swapped, swaps=(20.0 - 3600, 50.0, 90.0))
+    assert [d.reason for d in plan(state([busy, hour_later], large))] == ["backlog"]
+    # Interactive first is not held back by it.
+    urgent = [wait("big", jobs=1, priority=INTERACTIVE)]
+    t2v_only = group("h", "t2v", busy_until=900.0, running="t2v")
+    busy_big = group("k", "big", busy_until=900.0, running="big")
+    decisions = plan(
+        state([busy_big, t2v_only, replace(group("g", "head"), swaps=(20.0, 50.0, 90.0))], urgent)
+    )
+    assert [(d.group, d.reason) for d in decisions] == [("g", "interactive")]
+
+
+def test_interactive_first_is_against_batch_work_not_other_interactive_users() -> None:
+    # t2v (interactive, one short job) is served by a busy group; a free empty group could load it
+    # at once, but interactive users of big have 50 jobs queued it could run: the cost rules weigh
+    # the load there (big's backlog pays for its load; t2v's one job does not).
+    busy = group("h", "t2v", busy_until=400.0, running="t2v")
+    waiting = [
+        wait("t2v", priority=INTERACTIVE, oldest=90),
+        wait("big", jobs=50, priority=INTERACTIVE, oldest=95),
+    ]
+    assert [(d.model, d.reason) for d in plan(state([group("g"), busy], waiting))] == [("big", "unserved")]
+    batch = [wait("t2v", priority=INTERACTIVE, oldest=90), wait("big", jobs=50, oldest=95)]
+    assert [(d.model, d.reason) for d in plan(state([group("g"), busy], batch))] == [("t2v", "interactive")]

@@ -248,3 +248,46 @@ def test_nights_refuses_a_trace_that_cannot_repeat_daily() -> None:
         nights(trace, 2)
     with pytest.raises(TraceError, match="at least 1"):
         nights(trace, 0)
+
+
+def test_interactive_jobs_do_not_wait_for_the_night_batch() -> None:
+    # 16 cards saturated by a FlashTalk batch while FlashHead requests trickle in: every interactive
+    # job with no other interactive job queued before it starts by the time the soonest-ending job
+    # on a group that may run it ends; no group swaps more than 4 times an hour; the batch still
+    # ends far sooner than on the pinned fleet.
+    trace = read_trace(TRACES / "trickle-16card.jsonl")
+    demand, static = figures(replay(trace)), figures(replay(trace, policy="static"))
+    assert demand["interactive_due_jobs"] > 30
+    assert demand["interactive_late_jobs"] == 0
+    assert demand["swaps_per_group_hour_max"] <= 4
+    assert demand["makespan_s"] <= 0.75 * static["makespan_s"]
+    assert demand["useful_fraction"] >= static["useful_fraction"]
+
+
+def test_fair_share_banks_no_idle_credit() -> None:
+    # Four teams with equal weights join a backlogged fleet one by one: every epoch of constant
+    # backlog shares the cards evenly (no newcomer takes most cards until it catches up, and the
+    # incumbent keeps its share), and no two teams' service drifts apart by more than 3 jobs' cost.
+    out = figures(replay(read_trace(TRACES / "catch-up.jsonl")))
+    assert out["jain_index"] >= 0.95 and out["jain_worst_epoch"] >= 0.90
+    assert out["service_gap_jobs"] <= 3
+    # Weights 3:1 hold while both are backlogged.
+    weighted = figures(replay(read_trace(TRACES / "tenants-2-weighted.jsonl")))
+    got = weighted["tenant_card_seconds_contended"]
+    assert got["alpha"] / got["beta"] == pytest.approx(3.0, rel=0.10)
+    # A lone newcomer goes before every job of its model and priority dispatched after it came.
+    for name in ("starvation.jsonl", "tenants-5.jsonl"):
+        late = figures(replay(read_trace(TRACES / name)))
+        assert late["newcomer_jobs"] >= 1 and late["newcomer_late_jobs"] == 0, name
+
+
+def test_the_lift_and_the_fair_levels_are_the_policys_pure_functions() -> None:
+    from jobservice.fleet.policy import InFlight, fair_usage, lift
+
+    # A job on the cards counts at the larger of its estimate and what it used; weights divide.
+    levels = fair_usage({"a": 100.0}, [InFlight("a", 50.0, 10.0), InFlight("b", 20.0, 80.0)], {"a": 2.0})
+    assert levels == {"a": 75.0, "b": 80.0}
+    assert lift(0.0, others=[500.0, 300.0], floor=None, credit=60.0) == (240.0, 300.0)
+    assert lift(900.0, others=[500.0], floor=None, credit=60.0) == (900.0, 500.0)  # never lowered
+    assert lift(0.0, others=[], floor=400.0, credit=60.0) == (340.0, 400.0)  # nobody waits: the floor
+    assert lift(0.0, others=[], floor=None, credit=60.0) == (0.0, None)  # a fleet's first tenant

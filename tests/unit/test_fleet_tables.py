@@ -11,16 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from jobservice.db.engine import Database
-from jobservice.db.tables import FleetGroup, Job, JobStatus, LedgerSpan, ModelSpeed, utcnow
+from jobservice.db.tables import FleetGroup, Job, JobStatus, LedgerSpan, ModelSpeed, TenantShare, utcnow
 from jobservice.families.deployment import default_catalog
 from jobservice.fleet import costs, eta, groups
+from jobservice.fleet import shares as fair_shares
 from jobservice.fleet.dispatch import read_state
 from jobservice.fleet.eta import compute, parse
 from jobservice.fleet.forecast import DAY, EXPECTED, recurring
-from jobservice.fleet.usage import Phases, add_attempt, fair_usage, record_attempt
+from jobservice.fleet.usage import Phases, add_attempt, record_attempt
 from jobservice.settings import Settings
 from tests.factories import new_job, online_group, sqlite_copy
 
@@ -155,8 +156,8 @@ def test_usage_adds_up_by_attempt_and_lost_attempts_are_not_charged(db: Database
         "wasted_card_seconds": 6.0,
     }
     with db.session() as s:
-        shares = fair_usage(s, default_catalog(), half_life_s=3600)
-    assert shares["acme"] == pytest.approx(11.0, rel=1e-3)  # only the charged attempt counts
+        levels = fair_shares.levels(s, {}, half_life_s=3600)
+    assert levels["acme"] == pytest.approx(11.0, rel=1e-3)  # only the charged attempt counts
     assert (
         add_attempt({}, phases=Phases(0.0, 1.0, 0.0), cards=4, card_kind="npu", charged=True)["card_seconds"]
         == 4.0
@@ -273,3 +274,60 @@ def test_a_day_of_interactive_jobs_never_crowds_yesterdays_batch_out_of_the_hist
         history = eta._history(s, engine, settings)  # noqa: SLF001
     assert {str(j) for j in batch} <= {job.id for job in history}
     assert len(history) == 5
+
+
+def test_a_tenant_that_starts_competing_is_lifted_to_the_waiting_level_less_the_credit(db: Database) -> None:
+    """alpha has waited with 50,000 charged card-seconds; beta, new, submits: it comes in at alpha's
+    level less 60 s of every online card, not at 0 (idleness banks nothing), and a second job of
+    beta's lifts nothing more. With nobody waiting, gamma comes in at the floor the dispatcher saw."""
+    settings = Settings()
+    online_group(db, "g1", ["reference-t2v"])
+    online_group(db, "g2", ["reference-t2v"])
+    now = utcnow()
+    with db.session() as s:
+        s.add(TenantShare(tenant="alpha", usage=50_000.0, as_of=now))
+    t2v_jobs(db, 3, tenant="alpha", priority=6)
+    t2v_jobs(db, 1, tenant="beta", priority=6)
+    with db.session() as s:
+        assert fair_shares.start_competing(
+            s, tenant="beta", inserted=1, catalog=default_catalog(), settings=settings, now=now
+        )
+    with db.session() as s:
+        levels = fair_shares.levels(s, {}, half_life_s=3600, now=now)
+        beta = s.get(TenantShare, "beta")
+        assert beta is not None and beta.activated_at is not None
+    assert levels["beta"] == pytest.approx(50_000.0 - 60.0 * 2)
+    t2v_jobs(db, 1, tenant="beta", priority=6)
+    with db.session() as s:  # beta already had a job waiting: nothing changes
+        assert not fair_shares.start_competing(
+            s, tenant="beta", inserted=1, catalog=default_catalog(), settings=settings, now=now
+        )
+    # Nobody else waits when gamma arrives: it comes in at the floor (decayed), less the credit.
+    with db.session() as s:
+        s.execute(update(Job).where(Job.status == JobStatus.QUEUED).values(status=JobStatus.SUCCEEDED))
+        fair_shares.note_floor(s, 40_000.0, now=now - timedelta(hours=1))
+    t2v_jobs(db, 1, tenant="gamma", priority=6)
+    with db.session() as s:
+        assert fair_shares.start_competing(
+            s, tenant="gamma", inserted=1, catalog=default_catalog(), settings=settings, now=now
+        )
+        assert fair_shares.levels(s, {}, half_life_s=3600, now=now)["gamma"] == pytest.approx(
+            20_000.0 - 120.0, rel=1e-3
+        )
+
+
+def test_the_dispatcher_orders_by_level_and_charges_a_dispatched_job_its_estimate(db: Database) -> None:
+    settings = Settings()
+    online_group(db, "g1", ["reference-t2v"])
+    t2v_jobs(db, 2, tenant="alpha", priority=6)
+    with db.session() as s:
+        snapshot = read_state(s, default_catalog(), settings)
+    assert snapshot.state.usage == {}  # nothing charged, nothing on the cards
+    with db.session() as s:  # one of alpha's jobs handed to g1: its estimate counts at once
+        job = s.scalars(select(Job).where(Job.tenant == "alpha")).first()
+        assert job is not None
+        job.dispatched_to = "g1"
+    with db.session() as s:
+        snapshot = read_state(s, default_catalog(), settings)
+        cost = snapshot.state.models["reference-t2v"]
+    assert snapshot.state.usage["alpha"] == pytest.approx(cost.card_seconds(60.0))

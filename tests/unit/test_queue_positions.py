@@ -1,4 +1,5 @@
-"""Queue positions: the batched answer for a page equals one count per job, on SQLite and PostgreSQL."""
+"""Queue positions: a page's positions are each job's own, in the dispatcher's order, on SQLite and
+PostgreSQL; and a cursor walk visits every job once."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import pytest
 
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, JobStatus
-from jobservice.jobs.presenters import job_views, list_jobs
-from jobservice.jobs.queries import get_job, queue_position, queue_positions
+from jobservice.families.deployment import default_catalog
+from jobservice.fleet import eta
+from jobservice.jobs.presenters import job_view, job_views, list_jobs
+from jobservice.jobs.queries import get_job
 from jobservice.jobs.transitions import claim_job, mark_canceled
-from tests.factories import new_job, sqlite_copy
-from tests.unit.test_usage_counters import rows_ahead
+from jobservice.settings import Settings
+from tests.factories import new_job, online_group, sqlite_copy
 
 MODELS = ("reference-t2v", "reference-talking-head")
 
@@ -39,22 +42,33 @@ def _mixed_queue(db: Database) -> list[uuid.UUID]:
 
 
 def _check(db: Database) -> None:
+    """A page of views gets the positions the forecast gives one job at a time; within each model they
+    are the dispatcher's order (every interactive job before every batch job) with no gap."""
+    for model in MODELS:
+        online_group(db, f"g-{model}", [model])
     ids = _mixed_queue(db)
+    settings = Settings(_env_file=None, database_url="sqlite://", auth="off")  # type: ignore[call-arg]
+    assert eta.refresh(db, default_catalog(), settings, force=True)
+    eta.forget()
+    forecast = eta.latest(db)
     with db.session() as s:
         jobs: list[Job] = [j for j in (get_job(s, i) for i in ids) if j is not None]
-        one_by_one = {j.id: queue_position(s, j) for j in jobs if j.status == "queued"}
-        assert len(one_by_one) == 38
-        assert one_by_one == {j.id: rows_ahead(s, j) for j in jobs if j.status == "queued"}
-        assert queue_positions(s, jobs) == one_by_one
-        some = jobs[5:17]  # a page: a subset, in another order
-        assert queue_positions(s, some) == {j.id: one_by_one[j.id] for j in some if j.id in one_by_one}
-        assert queue_positions(s, []) == {}
-        per_model = sorted(one_by_one.values())
-        assert per_model.count(0) == 2, "each model has exactly one job at the front"
+        one_by_one = {
+            j.id: job_view(j, forecast=forecast, behind=eta.behind_of(s, forecast, j)).queue_position
+            for j in jobs
+            if j.status == "queued"
+        }
+        assert len(one_by_one) == 38 and None not in one_by_one.values()
         page, _ = list_jobs(s, limit=50)
-        views = job_views(s, page)
+        views = job_views(s, page, forecast=forecast)
     assert {uuid.UUID(v.id): v.queue_position for v in views if v.status == "queued"} == one_by_one
     assert all(v.queue_position is None for v in views if v.status != "queued")
+    for model in MODELS:
+        queued = [j for j in jobs if j.model == model and j.status == "queued" and j.dispatched_to is None]
+        handed = sum(1 for j in jobs if j.model == model and j.status == "queued" and j.dispatched_to)
+        places = sorted((one_by_one[j.id], j.priority) for j in queued)
+        assert [p for p, _ in places] == list(range(handed, handed + len(queued))), model
+        assert [priority for _, priority in places] == sorted(priority for _, priority in places), model
 
 
 def test_batched_positions_match_counts_on_sqlite(tmp_path: Path, migrated_sqlite: Path) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy import update
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, JobStatus, utcnow
 from jobservice.jobs.leases import heartbeat
-from jobservice.jobs.queries import events_of, get_job, queue_position
+from jobservice.jobs.queries import events_of, get_job
 from jobservice.jobs.transitions import (
     ALLOWED,
     InvalidTransition,
@@ -127,16 +127,6 @@ def test_events_record_every_transition(db: Database) -> None:
     with db.session() as s:
         moves = [(e.from_status, e.to_status) for e in events_of(s, job_id)]
     assert moves == [(None, "queued"), ("queued", "running"), ("running", "failed")]
-
-
-def test_queue_position_orders_by_priority_then_age(db: Database) -> None:
-    old = new_job(db, created_offset=-10)
-    batch = new_job(db, priority=5, created_offset=-20)
-    young = new_job(db, created_offset=0)
-    other_model = new_job(db, model="reference-talking-head", created_offset=-30)
-    with db.session() as s:
-        positions = {jid: queue_position(s, get_job(s, jid)) for jid in (old, batch, young, other_model)}  # type: ignore[arg-type]
-    assert positions == {old: 0, young: 1, batch: 2, other_model: 0}
 
 
 def test_claim_race_has_one_winner_on_sqlite(db: Database) -> None:

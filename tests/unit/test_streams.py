@@ -13,11 +13,13 @@ import pytest
 from flask import Flask
 
 from jobservice.auth.keys import create_key
+from jobservice.fleet import eta
 from jobservice.http.api.native.prefer import MAX_WAIT_SECONDS, parse_prefer_wait, watcher_of
 from jobservice.http.api.native.streams import format_event, job_event_name
 from jobservice.http.api.policy import auth
 from jobservice.http.app import create_app
-from jobservice.jobs.queries import get_job, queue_position
+from jobservice.jobs.presenters import job_view
+from jobservice.jobs.queries import get_job
 from jobservice.jobs.watch import (
     BatchState,
     JobState,
@@ -28,7 +30,7 @@ from jobservice.jobs.watch import (
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
 from tests.conftest import make_settings
-from tests.factories import copy_template, new_job
+from tests.factories import copy_template, new_job, online_group
 
 
 def parse_sse(text: str) -> list[dict[str, str]]:
@@ -100,18 +102,26 @@ def test_a_change_is_named_by_its_most_important_field() -> None:
     assert job_event_name(running, JobState("running", "fetching", 0.0, None, True, 1)) == "status"
 
 
-def test_the_watchers_query_agrees_with_queue_position(services: Services) -> None:
+def test_the_watchers_states_agree_with_the_job_views(services: Services) -> None:
+    """What a stream of many jobs watches (``read_job_states``) is what each job's view shows: the
+    position and ETA from the forecast, a count only for a job submitted after it."""
+    online_group(services.db, "g1", ["reference-t2v"])
     ids = [new_job(services.db, created_offset=i * 0.01) for i in range(3)]
-    ids.append(new_job(services.db, priority=-1, created_offset=1.0))  # runs first
-    ids.append(new_job(services.db, model="other-model"))
+    ids.append(new_job(services.db, priority=-1, created_offset=1.0))  # interactive before them
+    ids.append(new_job(services.db, model="other-model"))  # no group may run it
+    assert eta.refresh(services.db, services.catalog, services.settings, force=True)
+    eta.forget()
+    ids.append(new_job(services.db, created_offset=2.0))  # after the forecast: its tenant's what-if
+    forecast = eta.latest(services.db)
     with services.db.session() as session:
-        states = read_job_states(session, ids)
+        states = read_job_states(session, ids, forecast=forecast)
         for job_id in ids:
             job = get_job(session, job_id)
             assert job is not None
-            assert states[job_id].queue_position == queue_position(session, job)
+            view = job_view(job, forecast=forecast, behind=eta.behind_of(session, forecast, job))
+            assert states[job_id].queue_position == view.queue_position
         assert read_job_states(session, [uuid.uuid4()]) == {}  # a missing row is left out
-    assert [states[i].queue_position for i in ids] == [1, 2, 3, 0, 0]
+    assert [states[i].queue_position for i in ids] == [1, 2, 3, 0, None, 4]
 
 
 @pytest.fixture
@@ -143,7 +153,7 @@ def test_a_stream_sends_the_view_keeps_alive_and_closes(quick: Any) -> None:
     assert blocks[0] == {"retry": "1000"}
     assert blocks[1]["event"] == "status"
     view = json.loads(blocks[1]["data"])
-    assert view["id"] == str(job_id) and view["status"] == "queued" and view["queue_position"] == 0
+    assert view["id"] == str(job_id) and view["status"] == "queued" and view["queue_position"] is None
     assert view == client.get(f"/jobs/{job_id}").get_json()
     assert {"comment": "keep-alive"} in blocks[2:]
     assert all("event" not in b for b in blocks[2:])  # no end: the job is still queued

@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import delete, func, insert, literal, select, tuple_, update
+from sqlalchemy import delete, func, insert, select, update
 
 from jobservice.db.engine import Database
 from jobservice.db.migrate import alembic_config, upgrade
 from jobservice.db.tables import Batch, Job, JobGroup, JobStatus, QueueCount, TenantJobMinute, utcnow
-from jobservice.jobs.queries import count_ahead, count_ahead_of_new
 from jobservice.quotas.usage import admission_usage, count_active, count_created_since, forget_old_minutes
 from tests.factories import sqlite_copy
 
@@ -118,21 +117,6 @@ def assert_queue_counts_agree(db: Database) -> None:
         assert {k: v[0] for k, v in counted.items() if v[0]} == {(m, p, t): n for m, p, t, n, _ in rows}
         for m, p, t, _, seconds in rows:
             assert counted[(m, p, t)][1] == pytest.approx(float(seconds or 0.0), abs=1e-6), (m, p, t)
-        for job in s.scalars(select(Job).where(Job.status == JobStatus.QUEUED)):
-            exact = rows_ahead(s, job)
-            assert count_ahead_of_new(s, job) == exact and count_ahead(s, job) == exact, job.id
-
-
-def rows_ahead(session: Any, job: Job) -> int:
-    """The queued jobs of ``job``'s model before it in queue order, counted row by row (no counters)."""
-    order = tuple_(Job.priority, Job.created_at, Job.id)
-    mine = tuple_(
-        literal(job.priority, Job.priority.type),
-        literal(job.created_at, Job.created_at.type),
-        literal(job.id, Job.id.type),
-    )
-    ahead = select(func.count()).where(Job.model == job.model, Job.status == JobStatus.QUEUED, order < mine)
-    return int(session.scalar(ahead) or 0)
 
 
 def check(db: Database) -> None:

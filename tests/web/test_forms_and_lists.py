@@ -11,7 +11,9 @@ import pytest
 from PIL import Image
 
 from jobservice.db.tables import Job
+from jobservice.fleet import eta
 from jobservice.fleet.presence import announce_worker
+from tests.factories import online_group
 from tests.web.conftest import Browser, load
 
 pytestmark = pytest.mark.integration
@@ -206,12 +208,15 @@ def submit_t2v(browser: Browser, prompt: str, model: str = "reference-t2v") -> s
     return str(response.headers["Location"].rsplit("/", 1)[1])
 
 
-def test_jobs_list_filters_and_paginates(browser: Browser, client: Any) -> None:
+def test_jobs_list_filters_and_paginates(browser: Browser, client: Any, services: Any) -> None:
+    online_group(services.db, "cpu@test", ["reference-t2v"])
     ids = [submit_t2v(browser, f"job {i}") for i in range(23)]
+    assert eta.refresh(services.db, services.catalog, services.settings, force=True)
+    eta.forget()
     html = browser.text("/ui/jobs")
     assert html.count('<tr data-job="') == 20
     assert ids[-1][:8] in html and ids[0][:8] not in html  # newest first
-    assert "22 ahead" in html  # the newest waits behind the 22 older ones
+    assert "22 ahead" in html  # the newest: the 22 older ones start before it (the first is handed out)
     older = re.search(r'href="([^"]+)" rel="next"', html)
     assert older is not None
     page2 = browser.text(older.group(1).replace("&amp;", "&"))

@@ -12,6 +12,7 @@ from jobservice.db.tables import JobStatus
 from jobservice.jobs.submit import resubmit_job
 from jobservice.reports.run_report import Segment
 from tests.conftest import ffmpeg
+from tests.factories import online_group
 from tests.web.conftest import Browser, finish_job, load
 
 pytestmark = pytest.mark.integration
@@ -44,6 +45,7 @@ def submit_a2v(browser: Browser, portrait: Path, short_speech: Path) -> str:
 
 
 def test_queued_job_page_refreshes_without_script_and_cancels(browser: Browser, services: Any) -> None:
+    online_group(services.db, "cpu@test", ["reference-t2v", "reference-talking-head"])  # it is handed out
     job_id = submit(browser)
     html = browser.text(f"/ui/jobs/{job_id}")
     assert '<noscript><meta http-equiv="refresh" content="3"></noscript>' in html

@@ -20,6 +20,7 @@ from werkzeug.datastructures import MultiDict
 
 from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import DomainError, NotFound
+from jobservice.fleet.eta import behind_of
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.native.jobs import files_of, load_job, services
 from jobservice.http.api.policy.auth import current_principal
@@ -154,7 +155,8 @@ def job_page(job_id: str) -> str:
     """One job: live progress while it runs; then its video, validation, timings and report."""
     job = load_job(job_id)
     with services().db.session() as session:
-        view = job_view(job, session=session, forecast=latest_forecast(services().db))
+        forecast = latest_forecast(services().db)
+        view = job_view(job, forecast=forecast, behind=behind_of(session, forecast, job))
         events = events_of(session, job.id)
     report, report_json, report_problem = _report(job)
     validation = report.validation if report else None

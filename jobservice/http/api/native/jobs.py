@@ -15,7 +15,7 @@ from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, JobStatus
 from jobservice.errors import Conflict, Gone, Invalid, NotFound
-from jobservice.fleet.eta import Stored
+from jobservice.fleet.eta import Stored, behind_of
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.doc import (
     RouteTable,
@@ -34,7 +34,7 @@ from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs import previews, retries
 from jobservice.jobs.lookup import job_of, read_job_row
 from jobservice.jobs.presenters import JobList, job_view, job_views, list_jobs
-from jobservice.jobs.queries import count_ahead, count_ahead_of_new, events_of
+from jobservice.jobs.queries import events_of
 from jobservice.jobs.submit import submit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
 from jobservice.reports.visibility import tenant_view
@@ -152,23 +152,22 @@ def files_of_try(job: Job) -> tuple[str | None, str | None]:
     return tried.get("output_key"), tried.get("report_key")
 
 
-def render(job: Job, status: int = 200, *, new: bool = False) -> Response:
-    """A job view response, with a polling hint while the job is unfinished (``new``: just queued,
-    so its position comes from the queue counters, not a count of the jobs ahead)."""
-    position = None
-    if JobStatus(job.status) == JobStatus.QUEUED:  # only a queued job needs a query (its position)
+def render(job: Job, status: int = 200) -> Response:
+    """A job view response, with a polling hint while the job is unfinished; a queued job submitted
+    after the forecast needs one query (``behind_of``: its tenant's jobs submitted since, before it)."""
+    forecast = latest_forecast(services().db)
+    behind = 0
+    if JobStatus(job.status) == JobStatus.QUEUED:
         with services().db.reading() as conn:  # a kept autocommit connection: no pool round trip
-            position = count_ahead_of_new(conn, job) if new else count_ahead(conn, job)
-    return view_response(job, latest_forecast(services().db), position=position, status=status)
+            behind = behind_of(conn, forecast, job)
+    return view_response(job, forecast, behind=behind, status=status)
 
 
-def view_response(
-    job: Job, forecast: Stored | None, *, position: int | None = None, status: int = 200
-) -> Response:
-    """The response showing ``job`` (a queued one at ``position``), its ETA from the fleet's
-    ``forecast``: a function of these alone, which the fast path's kept answers rest on
-    (``fast_poll``; tests/unit/test_fast_poll.py fails when it reads anything else)."""
-    view = job_view(job, position=position, forecast=forecast)
+def view_response(job: Job, forecast: Stored | None, *, behind: int = 0, status: int = 200) -> Response:
+    """The response showing ``job``, its ETA and a queued one's position from the fleet's
+    ``forecast`` (``behind``: ``eta.behind_of``): a function of these alone, which the fast path's kept
+    answers rest on (``fast_poll``; tests/unit/test_fast_poll.py fails when it reads anything else)."""
+    view = job_view(job, forecast=forecast, behind=behind)
     # pydantic's own serializer: a third of the cost of model_dump + jsonify on the poll path.
     response = Response(view.model_dump_json() + "\n", status=status, mimetype="application/json")
     if not JobStatus(job.status).is_terminal:
@@ -201,7 +200,7 @@ def create_job() -> Response:
     sub.principal = current_principal()
     job, created = submit_job(services(), sub)
     job, wait = held(job, request)  # Prefer: wait=N
-    response = applied(render(job, 202 if created else 200, new=created), wait)
+    response = applied(render(job, 202 if created else 200), wait)
     response.headers["Location"] = f"/jobs/{job.id}"
     if not created:
         response.headers["Idempotent-Replayed"] = "true"

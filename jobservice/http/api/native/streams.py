@@ -29,6 +29,7 @@ from typing import Any
 from flask import Blueprint, Flask, Response, current_app, request
 
 from jobservice.errors import Unavailable
+from jobservice.fleet.eta import behind_of
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.groups.presenters import group_view
 from jobservice.groups.service import get_group
@@ -188,7 +189,8 @@ def job_feed(svc: Services, job_id: uuid.UUID) -> Feed:
             job = get_job(session, job_id)
             if job is None:
                 return None
-            view = job_view(job, session=session, forecast=latest_forecast(svc.db))
+            forecast = latest_forecast(svc.db)
+            view = job_view(job, forecast=forecast, behind=behind_of(session, forecast, job))
         return job_state_of(view), view.model_dump(mode="json")
 
     def ended(state: State) -> bool:

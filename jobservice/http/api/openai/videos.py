@@ -20,6 +20,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from jobservice.db.tables import Job, JobEvent, JobStatus, utcnow
 from jobservice.errors import Conflict, DomainError, Gone, Invalid, NotFound, TooLarge, Unsupported
+from jobservice.fleet.eta import behind_of
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.doc import RouteTable, answer, idempotency_key, in_path, in_query, refused
@@ -131,7 +132,10 @@ def render(job: Job, *, remixed_from: str | None = None, look_up: bool = True) -
         with services().db.session() as session:
             remixed_from = remix_sources(session, [job.id]).get(job.id)
     forecast = latest_forecast(services().db)
-    response = jsonify(video_view(job, remixed_from=remixed_from, forecast=forecast).model_dump(mode="json"))
+    with services().db.reading() as conn:
+        behind = behind_of(conn, forecast, job)
+    view = video_view(job, remixed_from=remixed_from, forecast=forecast, behind=behind)
+    response = jsonify(view.model_dump(mode="json"))
     if not JobStatus(job.status).is_terminal:
         response.headers[POLL_HEADER] = POLL_AFTER_MS
     return response
@@ -231,8 +235,16 @@ def list_videos() -> Response:
             session, tenant=current_principal().scope(), after=after, limit=limit, order=order
         )
         sources = remix_sources(session, [job.id for job in rows])
-    forecast = latest_forecast(services().db)
-    data = [video_view(job, remixed_from=sources.get(job.id), forecast=forecast) for job in rows]
+        forecast = latest_forecast(services().db)
+        data = [
+            video_view(
+                job,
+                remixed_from=sources.get(job.id),
+                forecast=forecast,
+                behind=behind_of(session, forecast, job),
+            )
+            for job in rows
+        ]
     page = VideoList(
         data=data,
         first_id=data[0].id if data else None,

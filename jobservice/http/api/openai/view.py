@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from jobservice.catalog import Catalog
 from jobservice.db.tables import Job, JobEvent, JobStatus
 from jobservice.errors import DomainError
-from jobservice.fleet.eta import Stored, eta_of, running_finish
+from jobservice.fleet.eta import Eta, Stored, eta_of, running_finish
 from jobservice.jobs.pages import page_of_jobs, position_of
 
 STATUS = {
@@ -60,6 +60,10 @@ class VideoView(BaseModel):
     # jobservice's own (an OpenAI SDK keeps them in the object's extra fields):
     estimated_start_at: int | None = Field(default=None, description="Unix seconds; a queued video's ETA.")
     estimated_completed_at: int | None = Field(default=None, description="Unix seconds; when it should end.")
+    queue_position: int | None = Field(
+        default=None,
+        description="A queued video: how many jobs the dispatcher will start before it (as on /jobs).",
+    )
     usage: dict[str, Any] | None = Field(default=None, description="Card-seconds used (as on /jobs).")
 
 
@@ -129,7 +133,9 @@ def clip_size(params: dict[str, Any], inputs: dict[str, Any]) -> str:
     return f"{width}x{height}"
 
 
-def video_view(job: Job, *, remixed_from: str | None = None, forecast: Stored | None = None) -> VideoView:
+def video_view(
+    job: Job, *, remixed_from: str | None = None, forecast: Stored | None = None, behind: int = 0
+) -> VideoView:
     """Render ``job`` as an OpenAI ``video`` object (with its ETA when the fleet's ``forecast`` is given)."""
     status = JobStatus(job.status)
     params, inputs = dict(job.params or {}), dict(job.input_meta or {})
@@ -140,7 +146,8 @@ def video_view(job: Job, *, remixed_from: str | None = None, forecast: Stored | 
         error = VideoError(code=job.error_code or "failed", message=job.error_message or "The run failed.")
     progress = 100 if status == JobStatus.SUCCEEDED else int(round(float(job.progress or 0.0) * 100))
     prompt = params.get("prompt")
-    eta = _eta(job, forecast)
+    found = eta_of(forecast, job, behind=behind) if forecast is not None else None
+    eta = _eta(job, forecast, found)
     return VideoView(
         id=str(job.id),
         model=job.model,
@@ -157,11 +164,11 @@ def video_view(job: Job, *, remixed_from: str | None = None, forecast: Stored | 
         usage=job.usage or None,
         estimated_start_at=eta[0],
         estimated_completed_at=eta[1],
+        queue_position=found.position if found is not None and status == JobStatus.QUEUED else None,
     )
 
 
-def _eta(job: Job, forecast: Stored | None) -> tuple[int | None, int | None]:
-    eta = eta_of(forecast, job) if forecast is not None else None
+def _eta(job: Job, forecast: Stored | None, eta: Eta | None) -> tuple[int | None, int | None]:
     if eta is None:
         return None, None
     finish = eta.finish or (

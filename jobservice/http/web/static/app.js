@@ -348,6 +348,29 @@
     return words + (job.eta_basis === "not_measured" ? " (a guess: this model's speed is not measured yet)" : "");
   }
 
+  function showShare(live, job) {
+    // The tenant's share of the cards, and the ETA's moves with their causes (newest first).
+    const share = $('[data-role="share"]', live);
+    if (share) {
+      share.hidden = !(job.status === "queued" && job.fair_share);
+      share.textContent = job.fair_share ? job.fair_share.text : "";
+    }
+    const list = $('[data-role="revisions"]', live);
+    if (!list) return;
+    const revisions = (job.eta_revisions || []).slice(-5).reverse();
+    list.hidden = revisions.length === 0 || TERMINAL.includes(job.status);
+    list.replaceChildren.apply(list, revisions.map(function (r) {
+      const item = document.createElement("li");
+      item.textContent = utcText(r.at) + ": start " + utcText(r.old) + " \u2192 " + utcText(r.new) + " (" + r.cause + ")";
+      return item;
+    }));
+  }
+
+  function utcText(iso) {
+    // "2026-12-06 04:55:00 UTC", as the page's own "utc" filter writes it.
+    return String(iso).replace("T", " ").slice(0, 19) + " UTC";
+  }
+
   function showJob(live, job) {
     // Draw a job view (the JSON of GET /jobs/<id>) into the page; true once the job has ended.
     const pct = Math.round(job.progress * 100);
@@ -362,6 +385,7 @@
     $('[data-role="queue"]', live).textContent = q === null || q === undefined ? "" : (q === 0 ? " · next in line" : " · " + q + " ahead");
     const eta = etaText(job);
     $('[data-role="eta"]', live).textContent = eta ? " · " + eta : "";
+    showShare(live, job);
     const cancel = $("#cancel-job");
     if (cancel && job.cancel_requested) cancel.disabled = true;
     showPreview(job);

@@ -1,0 +1,181 @@
+"""Fair share in the service: each tenant's level, the lift of a tenant that starts competing, and
+the floor a tenant is lifted to when nobody else waits.
+
+The rule itself is pure (``jobservice.fleet.policy``: ``fair_usage``, ``lift``, ``fair_key``), and
+the simulator (``jobservice.fleet.simulate``) and the ETA forecast call the same functions; this
+module reads their inputs from the database and writes what they decide:
+
+- a tenant's **level** is its charged card-seconds (``tenant_shares``, decayed with the fair-share
+  half-life; ``jobservice.fleet.usage`` charges each attempt when it ends) plus, for each of its jobs
+  handed to a group and not yet ended, the larger of what that job should cost and what it used so
+  far, divided by its weight;
+- a tenant that submits with no job waiting to be dispatched **starts competing**: in the same
+  transaction as its new rows (its share row locked), its level is lifted to the least level among
+  the other tenants with jobs waiting, less a newcomer credit of
+  ``fair_share_newcomer_credit_seconds`` x the cards of the online groups, and ``activated_at`` is
+  recorded (the newest goes first on a tie); with nobody else waiting it is lifted to the **floor**,
+  the least waiting level the dispatcher last saw (one row, decayed like the levels).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from jobservice.catalog import Catalog
+from jobservice.db.rows import insert_missing
+from jobservice.db.tables import FairShareFloor, FleetGroup, Job, JobStatus, QueueCount, TenantShare, utcnow
+from jobservice.fleet import costs as fleet_costs
+from jobservice.fleet.groups import groups_with_presence, is_online
+from jobservice.fleet.policy import InFlight, ModelCost, decayed, fair_usage, lift, weight_of
+from jobservice.fleet.presence import stale_after
+from jobservice.fleet.usage import weights
+from jobservice.settings import Settings
+
+
+def charged(session: Session, *, half_life_s: float, now: datetime) -> dict[str, float]:
+    """Each tenant's charged card-seconds, decayed to ``now``."""
+    return {
+        row.tenant: decayed(row.usage, (now - row.as_of).total_seconds(), half_life_s)
+        for row in session.scalars(select(TenantShare))
+    }
+
+
+def inflight(session: Session, models: Mapping[str, ModelCost], *, now: datetime) -> list[InFlight]:
+    """Every job handed to a group and not yet ended: what it should cost, and what it used so far."""
+    rows = session.execute(
+        select(Job.tenant, Job.model, Job.output_seconds, Job.claimed_at, Job.status).where(
+            or_(
+                Job.status == JobStatus.RUNNING,
+                (Job.status == JobStatus.QUEUED) & Job.dispatched_to.is_not(None),
+            )
+        )
+    )
+    found = []
+    for tenant, model, output_s, claimed_at, status in rows:
+        cost = models.get(model)
+        if cost is None:
+            continue
+        held = (now - claimed_at).total_seconds() if status == JobStatus.RUNNING and claimed_at else 0.0
+        found.append(InFlight(tenant, cost.card_seconds(float(output_s or 0.0)), max(0.0, held) * cost.cards))
+    return found
+
+
+def levels(
+    session: Session, models: Mapping[str, ModelCost], *, half_life_s: float, now: datetime | None = None
+) -> dict[str, float]:
+    """Every tenant's fair-share level now (``policy.fair_usage`` on what the database holds)."""
+    now = now or utcnow()
+    return fair_usage(
+        charged(session, half_life_s=half_life_s, now=now),
+        inflight(session, models, now=now),
+        weights(session),
+    )
+
+
+def activations(session: Session) -> dict[str, float]:
+    """When each tenant last began competing (POSIX seconds)."""
+    rows = session.execute(select(TenantShare.tenant, TenantShare.activated_at))
+    return {tenant: at.timestamp() for tenant, at in rows if at is not None}
+
+
+def waiting_tenants(session: Session) -> set[str]:
+    """Tenants with jobs queued and not yet handed to a group (a job handed to a group waits only
+    for its worker to claim it: each group holds at most one such job)."""
+    queued = dict(
+        session.execute(
+            select(QueueCount.tenant, func.sum(QueueCount.queued))
+            .where(QueueCount.queued > 0)
+            .group_by(QueueCount.tenant)
+        ).all()
+    )
+    handed = dict(
+        session.execute(
+            select(Job.tenant, func.count())
+            .join(FleetGroup, FleetGroup.next_job_id == Job.id)
+            .where(Job.status == JobStatus.QUEUED)
+            .group_by(Job.tenant)
+        ).all()
+    )
+    return {tenant for tenant, count in queued.items() if int(count or 0) > int(handed.get(tenant, 0))}
+
+
+def floor(session: Session, *, half_life_s: float, now: datetime) -> float | None:
+    """The least level the dispatcher last saw among waiting tenants, decayed to ``now``."""
+    row = session.get(FairShareFloor, 1)
+    if row is None:
+        return None
+    return decayed(row.level, (now - row.as_of).total_seconds(), half_life_s)
+
+
+def note_floor(session: Session, level: float, *, now: datetime) -> None:
+    """Remember ``level``, the least level among waiting tenants now (the dispatcher, every round)."""
+    insert_missing(session, FairShareFloor, {"id": 1, "level": level, "as_of": now}, ["id"])
+    row = session.get(FairShareFloor, 1, populate_existing=True)
+    assert row is not None
+    row.level, row.as_of = level, now
+
+
+def credit(settings: Settings, cards: int) -> float:
+    """The newcomer credit, in level: ``fair_share_newcomer_credit_seconds`` of every online card."""
+    return settings.fair_share_newcomer_credit_seconds * max(0, cards)
+
+
+def start_competing(
+    session: Session,
+    *,
+    tenant: str,
+    inserted: int,
+    catalog: Catalog,
+    settings: Settings,
+    now: datetime | None = None,
+) -> bool:
+    """Called in the transaction that inserted ``inserted`` new queued jobs of ``tenant``: if it had
+    no other job waiting to be dispatched, it starts competing (see the module docstring). Returns
+    whether it did."""
+    now = now or utcnow()
+    mine = session.scalar(
+        select(func.coalesce(func.sum(QueueCount.queued), 0)).where(QueueCount.tenant == tenant)
+    )
+    handed = session.scalar(
+        select(func.count())
+        .select_from(Job)
+        .join(FleetGroup, FleetGroup.next_job_id == Job.id)
+        .where(Job.status == JobStatus.QUEUED, Job.tenant == tenant)
+    )
+    if int(mine or 0) - inserted - int(handed or 0) > 0:
+        return False  # it was competing already
+    insert_missing(session, TenantShare, {"tenant": tenant, "usage": 0.0, "as_of": now}, ["tenant"])
+    row = session.scalar(
+        select(TenantShare)
+        .where(TenantShare.tenant == tenant)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    assert row is not None
+    online = [
+        g
+        for g, w in groups_with_presence(session)
+        if is_online(w, stale_after_seconds=stale_after(settings), now=now)
+    ]
+    kind = online[0].kind if online else "cpu"
+    models, _ = fleet_costs.model_costs(catalog, fleet_costs.speeds(session, kind), kind)
+    half_life_s = settings.fair_share_half_life_seconds
+    now_levels = levels(session, models, half_life_s=half_life_s, now=now)
+    level = now_levels.get(tenant, 0.0)
+    others = [now_levels.get(t, 0.0) for t in waiting_tenants(session) if t != tenant]
+    lifted, _ = lift(
+        level,
+        others=others,
+        floor=floor(session, half_life_s=half_life_s, now=now),
+        credit=credit(settings, sum(g.cards for g in online)),
+    )
+    stored = decayed(row.usage, (now - row.as_of).total_seconds(), half_life_s)
+    if lifted > level and math.isfinite(lifted):
+        stored += (lifted - level) * weight_of(weights(session), tenant)
+    row.usage, row.as_of, row.activated_at = stored, max(row.as_of, now), now
+    return True

@@ -172,6 +172,9 @@ class Job(Base):
     # that group's queue; None: still in the database only), the seconds of video it will make (for
     # card-second estimates and ETAs), and the card-seconds it used (``jobservice.fleet.usage``).
     dispatched_to: Mapped[str | None] = mapped_column(String(255))
+    # What the dispatcher decided when it handed the job to ``dispatched_to`` (what to load, what to
+    # evict first: ``jobservice.broker.DispatchDecision``); a re-sent message carries the same.
+    dispatch_decision: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     output_seconds: Mapped[float | None] = mapped_column(Float)
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # Retry on a failed gate (jobservice.jobs.retries): how many more tries with the next seed the

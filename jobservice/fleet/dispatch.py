@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from jobservice.broker import sender
+from jobservice.broker import DispatchDecision, JobMessage, Send, sender
 from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
 from jobservice.db.tables import FleetGroup, FleetLock, Job, JobStatus, QueueCount, utcnow
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[uuid.UUID, str, int], None]  # (job id, group id, priority)
 PARAMS = PolicyParams()
 
 
@@ -74,6 +72,20 @@ class Dispatched:
     model: str
     priority: int
     decision: Decision
+
+    @property
+    def message(self) -> JobMessage:
+        """The message that tells the group's worker to run the job, with what was decided."""
+        return JobMessage(
+            job_id=self.job_id, group=self.group, priority=self.priority, decision=decided(self.decision)
+        )
+
+
+def decided(decision: Decision) -> DispatchDecision:
+    """What travels with a dispatch (and is stored with it) of the policy's ``decision``."""
+    return DispatchDecision(
+        model=decision.model, load=decision.load, evict=decision.evict, reason=decision.reason
+    )
 
 
 def _ts(value: datetime | None, default: float) -> float:
@@ -238,7 +250,7 @@ def _hand_over(session: Session, snapshot: Snapshot, decision: Decision) -> Disp
     taken = session.execute(
         update(Job)
         .where(Job.id == job.id, Job.status == JobStatus.QUEUED, Job.dispatched_to.is_(None))
-        .values(dispatched_to=decision.group, enqueued_at=now)
+        .values(dispatched_to=decision.group, enqueued_at=now, dispatch_decision=decided(decision).as_dict())
         .execution_options(synchronize_session=False)
     )
     if taken.rowcount != 1:  # type: ignore[attr-defined]
@@ -267,7 +279,7 @@ def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> 
                 handed.append(done)
     for item in handed:
         try:
-            send(item.job_id, item.group, item.priority)
+            send(item.message)
         except Exception as exc:  # noqa: BLE001 - the reaper sends it again from the table
             log.warning(
                 "job %s: its message to %s was not sent (%s); the reaper will", item.job_id, item.group, exc

@@ -472,6 +472,7 @@ def _back_in_queue(
             "heartbeat_at": None,
             "enqueued_at": None,
             "dispatched_to": None,  # back in the table: the dispatcher places it again
+            "dispatch_decision": None,
             **(also or {}),
         },
         extra_where=Job.cancel_requested_at.is_(None),

@@ -6,9 +6,8 @@ out again when they are due (by one process at a time)."""
 from __future__ import annotations
 
 import logging
-import uuid
 
-from jobservice.broker import BrokerInspector, sender
+from jobservice.broker import BrokerInspector, JobMessage, sender
 from jobservice.db.tables import utcnow
 from jobservice.fleet.dispatch import dispatch_round
 from jobservice.fleet.eta import refresh as refresh_forecast
@@ -45,8 +44,8 @@ class Upkeep:
             self._inspector = None  # reconnect next time
             raise
 
-    def _send(self, job_id: uuid.UUID, group: str, priority: int) -> None:
-        sender(self.services.celery)(job_id, group, priority)
+    def _send(self, message: JobMessage) -> None:
+        sender(self.services.celery)(message)
 
     def _cards_of(self, model: str) -> int:
         spec = self.services.catalog.get(model)

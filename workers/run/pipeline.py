@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from jobservice.broker import DispatchDecision, JobMessage
 from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, JobStatus, Stage, utcnow
 from jobservice.fleet import costs as fleet_costs
@@ -54,13 +55,9 @@ from workers.validation import validate_file, validate_streamed
 log = logging.getLogger(__name__)
 
 
-def run_job(runtime: WorkerRuntime, raw_job_id: str) -> str:
+def run_job(runtime: WorkerRuntime, message: JobMessage) -> str:
     """Run the job named by a queue message; returns how it ended (for logs and tests)."""
-    try:
-        job_id = uuid.UUID(str(raw_job_id))
-    except ValueError:
-        log.error("dropping a message with a malformed job id %r", raw_job_id)
-        return "malformed"
+    job_id = message.job_id
     settings = runtime.services.settings
     undisturbed, waited_ms = wait_for_quiet(runtime, job_id)
     with runtime.services.db.session() as session:
@@ -79,7 +76,8 @@ def run_job(runtime: WorkerRuntime, raw_job_id: str) -> str:
         return "dropped"
     with job_log_context(job_id, job.attempts):
         log.info("job %s: claimed by %s (attempt %d)", job_id, runtime.worker_id, job.attempts)
-        return JobRun(runtime, job, undisturbed=undisturbed, waited_ms=waited_ms).execute()
+        run = JobRun(runtime, job, decision=message.decision, undisturbed=undisturbed, waited_ms=waited_ms)
+        return run.execute()
 
 
 def wait_for_quiet(runtime: WorkerRuntime, job_id: uuid.UUID) -> tuple[bool, float]:
@@ -112,6 +110,9 @@ class JobRun:
 
     runtime: WorkerRuntime
     job: Job
+    # What the dispatcher decided (what to evict before the model loads); None: a message of a
+    # release before the decision travelled with it.
+    decision: DispatchDecision | None = None
     timings: dict[str, float] = field(default_factory=dict)
     cold: bool = False
     output: RunOutput | None = None
@@ -222,7 +223,8 @@ class JobRun:
 
         self._stage(Stage.LOADING, 0.02)
         window = HostWindow(self.runtime.finisher, undisturbed=self.undisturbed, waited_ms=self.waited_ms)
-        loaded, self.cold = self.runtime.resident.get(self.spec, job_id=self.job.id)
+        decided = self.decision.evict if self.decision is not None else None
+        loaded, self.cold = self.runtime.resident.get(self.spec, job_id=self.job.id, evict=decided)
         if self.cold:
             self.timings["load_ms"] = round(loaded.load_ms, 3)
         t = time.perf_counter()

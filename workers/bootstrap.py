@@ -2,7 +2,8 @@
 
 Nothing torch-, CUDA- or database-related happens in the Celery parent at import: models load
 in the child that runs them, the child builds its own database engine after fork, and the
-parent only runs the maintenance thread (presence + reaper). See reference/stack-probe.md 4-5.
+parent only runs the maintenance thread (presence + reaper) and the dispatcher thread (rounds the
+API asks for). See reference/stack-probe.md 4-5.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from jobservice.retention.orphans import sweep_orphans
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
 from workers import forkguard
+from workers.dispatcher import Dispatcher
 from workers.finisher import Finisher
 from workers.group import FleetMember
 from workers.maintenance import Maintenance
@@ -38,6 +40,7 @@ class WorkerProcess:
         self._runtime: WorkerRuntime | None = None
         self._runtime_pid = -1
         self.maintenance: Maintenance | None = None
+        self.dispatcher: Dispatcher | None = None
 
     def runtime(self) -> WorkerRuntime:
         """This process's runtime, built on first use (after fork in a prefork child)."""
@@ -104,6 +107,8 @@ class WorkerProcess:
             },
         )
         self.maintenance.start()
+        self.dispatcher = Dispatcher(self.services)  # rounds the API asks for (jobservice.fleet.wake)
+        self.dispatcher.start()
         try:  # this host's leftovers of dead processes: spool, scratch, half-written store files
             with forkguard.guarded():
                 sweep_orphans(self.services, store=False)
@@ -135,6 +140,8 @@ class WorkerProcess:
         then retire the presence row."""
         if self._runtime is not None and self._runtime_pid == os.getpid():
             self._drain_finisher()
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
         if self.maintenance is not None:
             self.maintenance.stop()
 

@@ -8,9 +8,11 @@ would pin first-come-first-served order in Redis.
 
 A round: lock the dispatch row (one dispatcher at a time, across processes and hosts), read the
 fleet (``read_state``), ask ``plan`` for decisions, mark each chosen job ``dispatched_to`` its group
-and the group's ``next_job_id``, commit, then send the messages. Rounds run when a job is submitted
-and some group is free (the API), when a group's generation ends (its worker, so the card never
-waits), and every maintenance round of every worker (anything missed). A failed send leaves the job
+(with what was decided) and the group's ``next_job_id``, commit, then send the messages. Rounds run
+in the workers, never in a request: when work is submitted and some group may be free (the API
+rings the bell, ``request_round``, and a worker's dispatcher runs the round at once;
+``jobservice.fleet.wake``), when a group's generation ends (its worker, so the card never waits),
+and every maintenance round of every worker (anything missed). A failed send leaves the job
 dispatched but unsent; the reaper sends it again or, if its group is gone, hands it back.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
@@ -47,6 +50,8 @@ from jobservice.settings import Settings
 
 if TYPE_CHECKING:
     from celery import Celery
+
+    from jobservice.fleet.wake import DispatchBell
 
 log = logging.getLogger(__name__)
 
@@ -298,15 +303,16 @@ def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> 
     return handed
 
 
-def free_group_for(db: Database, model: str) -> bool:
-    """Whether some group that may serve ``model`` looks free (a cheap read before a round)."""
+def free_group_for(db: Database, models: Iterable[str]) -> bool:
+    """Whether some group that may serve one of ``models`` looks free (a cheap read, no lock)."""
+    wanted = set(models)
     with db.reading() as conn:
         rows = conn.execute(
             select(FleetGroup.eligible).where(
                 FleetGroup.job_id.is_(None), FleetGroup.next_job_id.is_(None), FleetGroup.state != "down"
             )
         ).all()
-    return any(model in (eligible or []) for (eligible,) in rows)
+    return any(wanted.intersection(eligible or []) for (eligible,) in rows)
 
 
 class Collaborators(Protocol):
@@ -320,7 +326,26 @@ class Collaborators(Protocol):
     def celery(self) -> Celery:
         """The Celery app messages are sent with."""
 
+    @property
+    def dispatch_bell(self) -> DispatchBell:
+        """The bell that wakes the workers' dispatchers (``jobservice.fleet.wake``)."""
+
 
 def dispatch_round(services: Collaborators) -> list[Dispatched]:
     """One dispatch round with a process's collaborators, sending through its Celery app."""
     return dispatch(services.db, services.catalog, services.settings, sender(services.celery))
+
+
+def request_round(services: Collaborators, models: Iterable[str]) -> bool:
+    """New work of ``models`` is recorded: when a group that may run it looks free, ring the bell so
+    that a worker's dispatcher runs the round now (a request never runs it: it would wait on the
+    fleet-wide lock). True when it rang. A failure is logged and left to the upkeep rounds, which
+    dispatch every few seconds: the row is the queue, the bell only a hint."""
+    try:
+        if not free_group_for(services.db, models):
+            return False  # every group is busy: the next one to free up runs a round itself
+        services.dispatch_bell.ring()
+    except Exception as exc:  # noqa: BLE001 - the work is recorded; an upkeep round places it
+        log.warning("could not wake a dispatcher (%s); an upkeep round will dispatch", exc)
+        return False
+    return True

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,52 +98,77 @@ def pinning_env(device: DeviceContext) -> dict[str, str]:
     return env
 
 
-def _nvidia_smi() -> list[dict[str, Any]]:
+def nvidia_smi_rows(fields: Sequence[str]) -> list[dict[str, str]] | None:
+    """One row per card of ``nvidia-smi --query-gpu=<fields>``, keyed by field (values as printed,
+    units stripped); None when nvidia-smi is missing, fails or does not know a field."""
     if not shutil.which("nvidia-smi"):
-        return []
+        return None
     try:
         out = subprocess.run(
-            [
-                "nvidia-smi",
-                "--query-gpu=index,name,memory.total,memory.free",
-                "--format=csv,noheader,nounits",
-            ],
+            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=10,
             check=True,
         ).stdout
     except (subprocess.SubprocessError, OSError):
-        return []
-    cards = []
-    for line in out.strip().splitlines():
+        return None
+    return parse_nvidia_smi(out, fields)
+
+
+def parse_nvidia_smi(text: str, fields: Sequence[str]) -> list[dict[str, str]]:
+    """The rows of nvidia-smi's ``--format=csv,noheader,nounits`` output (lines of other widths are
+    skipped)."""
+    rows = []
+    for line in text.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 4 and parts[0].isdigit():
+        if len(parts) == len(fields):
+            rows.append(dict(zip(fields, parts, strict=True)))
+    return rows
+
+
+def _nvidia_smi() -> list[dict[str, Any]]:
+    cards = []
+    for row in nvidia_smi_rows(("index", "name", "memory.total", "memory.free")) or []:
+        try:
+            total, free = float(row["memory.total"]), float(row["memory.free"])
+        except ValueError:  # "[N/A]": a card that does not say
+            continue
+        if row["index"].isdigit():
             cards.append(
                 {
                     "kind": "cuda",
-                    "index": int(parts[0]),
-                    "name": parts[1],
-                    "total_mb": float(parts[2]),
-                    "free_mb": float(parts[3]),
+                    "index": int(row["index"]),
+                    "name": row["name"],
+                    "total_mb": total,
+                    "free_mb": free,
                 }
             )
     return cards
 
 
-def _npu_smi() -> list[dict[str, Any]]:
+def npu_smi_text() -> str | None:
+    """What ``npu-smi info`` prints; None when npu-smi is missing or fails."""
     if not shutil.which("npu-smi"):
-        return []
+        return None
     try:
-        out = subprocess.run(
+        return subprocess.run(
             ["npu-smi", "info"], capture_output=True, text=True, timeout=10, check=True
         ).stdout
     except (subprocess.SubprocessError, OSError):
-        return []
+        return None
+
+
+NPU_HEALTH = ("OK", "Warning", "Alarm", "Critical")
+
+
+def parse_npu_smi(text: str) -> list[dict[str, Any]]:
+    """The cards of ``npu-smi info``: index (the NPU id), name, health (one of ``NPU_HEALTH``), and
+    HBM total and free in MB where the card's second line shows them."""
     cards: list[dict[str, Any]] = []
     # Lines like "| 0     910B3  | OK ..." then "| 0 | 0000:C1:00.0 | 0  0 / 0  3874 / 65536 |".
     current: dict[str, Any] | None = None
-    for line in out.splitlines():
+    for line in text.splitlines():
         head = re.match(r"^\|\s*(\d+)\s+(\S+)\s+\|\s*(OK|Warning|Alarm|Critical)", line)
         if head:
             current = {"kind": "npu", "index": int(head[1]), "name": head[2], "health": head[3]}
@@ -153,6 +179,10 @@ def _npu_smi() -> list[dict[str, Any]]:
             used, total = float(hbm[1]), float(hbm[2])
             current.update(total_mb=total, free_mb=total - used)
     return cards
+
+
+def _npu_smi() -> list[dict[str, Any]]:
+    return parse_npu_smi(npu_smi_text() or "")
 
 
 def inventory() -> dict[str, Any]:

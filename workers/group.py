@@ -24,6 +24,7 @@ from jobservice.fleet import costs, groups
 from jobservice.fleet.dispatch import dispatch_round
 from jobservice.fleet.placement import DeviceContext
 from jobservice.fleet.policy import GroupState, ModelCost, Resident, evictions_for
+from jobservice.jobs.reaper import hand_back_all
 from jobservice.wiring import Services
 from workers.card_clock import CardClock
 
@@ -162,6 +163,49 @@ class FleetMember:
         self.clock.ended(job_id)
         if on_card:
             self.dispatch()
+
+    # --- stopping ---------------------------------------------------------------------------------
+    def drain(self) -> list[uuid.UUID]:
+        """The worker was asked to stop: the group takes no new job from now on (the dispatcher
+        sends it none, a claim is refused), and every job dispatched to it and not yet claimed goes
+        back to the dispatcher, whose round (rung at once) hands it to another group. Returns those
+        jobs. The job the group runs finishes."""
+        try:
+            with self.services.db.session() as session:
+                groups.start_draining(session, self.group_id)
+            handed = hand_back_all(self.services.db, self.group_id)
+        except Exception:  # noqa: BLE001 - stopping goes on; the reaper hands back what it left
+            log.warning("group %s: could not mark it draining", self.group_id, exc_info=True)
+            return []
+        if handed:
+            log.info("group %s drains: handed back %s", self.group_id, ", ".join(str(job) for job in handed))
+            self.ring()
+        return handed
+
+    def ring(self) -> None:
+        """Ask a dispatcher for a round now (a failure is left to the maintenance rounds)."""
+        try:
+            self.services.dispatch_bell.ring()
+        except Exception:  # noqa: BLE001 - a hint only
+            log.warning("group %s: could not wake a dispatcher", self.group_id, exc_info=True)
+
+    # --- its cards' health -----------------------------------------------------------------------
+    def health(self, problems: list[str]) -> None:
+        """What the group's cards say now (``problems``: each a sentence; empty: all healthy)."""
+        changed = False
+
+        def write(session: Session) -> None:
+            nonlocal changed
+            changed = groups.set_health(session, self.group_id, problems)
+
+        self._write(write)
+        if not changed:
+            return
+        if problems:
+            log.warning("group %s is unhealthy and takes no job: %s", self.group_id, "; ".join(problems))
+        else:
+            log.warning("group %s: its cards are healthy again; it takes jobs", self.group_id)
+            self.ring()
 
     def dispatch(self) -> None:
         """A dispatch round (a failure is left to the maintenance rounds)."""

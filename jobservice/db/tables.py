@@ -478,6 +478,18 @@ class FleetGroup(Base):
     hostname: Mapped[str] = mapped_column(String(255), default="")
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    # Migration 0015_group_lifecycle: a group that takes no job, for now or for good. Draining: its
+    # worker was asked to stop. Unhealthy: a card is not (``health``: each problem, a sentence).
+    # Retired: down past the retention, or forgotten; gone from /fleet and /metrics, history kept.
+    draining_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    unhealthy_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    health: Mapped[list[str] | None] = mapped_column(JSON)
+    retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    @property
+    def accepting(self) -> bool:
+        """Whether the group may be given a job (not draining, unhealthy or retired)."""
+        return self.draining_since is None and self.unhealthy_since is None and self.retired_at is None
 
 
 class LedgerSpan(Base):

@@ -34,7 +34,7 @@ from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
 from jobservice.db.tables import FleetGroup, FleetLock, Job, JobStatus, QueueCount, utcnow
 from jobservice.fleet import costs as fleet_costs
-from jobservice.fleet.groups import groups_with_presence, is_online
+from jobservice.fleet.groups import accepting, groups_with_presence, is_online
 from jobservice.fleet.policy import (
     Decision,
     FleetState,
@@ -222,10 +222,15 @@ def arrival_rates(session: Session, *, now: datetime, window_s: float) -> dict[s
 def read_state(
     session: Session, catalog: Catalog, settings: Settings, *, now: datetime | None = None
 ) -> Snapshot:
-    """The fleet now, as the policy decides on it (only online groups)."""
+    """The fleet now, as the policy decides on it: only groups whose worker is online and that take
+    jobs (not draining or unhealthy; ``jobservice.fleet.groups``)."""
     now = now or utcnow()
     stale = stale_after(settings)
-    online = [g for g, w in groups_with_presence(session) if is_online(w, stale_after_seconds=stale, now=now)]
+    online = [
+        g
+        for g, w in groups_with_presence(session)
+        if g.accepting and is_online(w, stale_after_seconds=stale, now=now)
+    ]
     models_of = _settle_next_jobs(session, online)
     kind = Counter(g.kind for g in online).most_common(1)[0][0] if online else "cpu"
     costs, known = fleet_costs.model_costs(catalog, fleet_costs.speeds(session, kind), kind)
@@ -309,7 +314,10 @@ def free_group_for(db: Database, models: Iterable[str]) -> bool:
     with db.reading() as conn:
         rows = conn.execute(
             select(FleetGroup.eligible).where(
-                FleetGroup.job_id.is_(None), FleetGroup.next_job_id.is_(None), FleetGroup.state != "down"
+                FleetGroup.job_id.is_(None),
+                FleetGroup.next_job_id.is_(None),
+                FleetGroup.state != "down",
+                accepting(),
             )
         ).all()
     return any(wanted.intersection(eligible or []) for (eligible,) in rows)

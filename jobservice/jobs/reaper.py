@@ -238,6 +238,16 @@ def hand_back(db: Database, job_id: uuid.UUID, group: str) -> bool:
     return bool(moved.rowcount == 1)  # type: ignore[attr-defined]
 
 
+def hand_back_all(db: Database, group: str) -> list[uuid.UUID]:
+    """Take back every queued job handed to ``group`` (its worker is stopping, or refused one); the
+    dispatcher places them again. Returns the ids it moved."""
+    with db.session() as session:
+        ids = list(
+            session.scalars(select(Job.id).where(Job.status == JobStatus.QUEUED, Job.dispatched_to == group))
+        )
+    return [job_id for job_id in ids if hand_back(db, job_id, group)]
+
+
 class _Outbox:
     """Sends one pass's messages; after the first failure it stops trying until the next pass."""
 

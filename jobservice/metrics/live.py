@@ -58,12 +58,14 @@ class GroupNow:
     state: str
     resident: tuple[str, ...]
     memory_ratio: float | None  # resident memory of its first card over the card's
+    accepting: bool = True  # not draining, not unhealthy
 
 
 def groups(session: Session, catalog: Catalog) -> list[GroupNow]:
-    """Every card group's state and residency (one row each)."""
+    """Every card group's state and residency (one row each), the retired left out."""
     found = []
-    for group in session.scalars(select(FleetGroup).order_by(FleetGroup.id)):
+    query = select(FleetGroup).where(FleetGroup.retired_at.is_(None)).order_by(FleetGroup.id)
+    for group in session.scalars(query):
         resident = tuple(sorted(group.resident or {}))
         ratio = None
         if group.memory_gb_per_card:
@@ -71,8 +73,13 @@ def groups(session: Session, catalog: Catalog) -> list[GroupNow]:
                 memory_gb(spec) / max(1, spec.cards) for m in resident if (spec := catalog.get(m)) is not None
             )
             ratio = round(used / group.memory_gb_per_card, 4)
-        found.append(GroupNow(group.id, group.state, resident, ratio))
+        found.append(GroupNow(group.id, group.state, resident, ratio, group.accepting))
     return found
+
+
+def retired_groups(session: Session) -> frozenset[str]:
+    """The ids of the retired card groups (their series leave /metrics)."""
+    return frozenset(session.scalars(select(FleetGroup.id).where(FleetGroup.retired_at.is_not(None))))
 
 
 def queues(session: Session, *, models: list[str], now: datetime) -> dict[str, ModelQueue]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -25,7 +24,6 @@ from jobservice.broker import (
 from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, utcnow
-from jobservice.families.deployment import build_catalog
 from jobservice.fleet import groups
 from jobservice.fleet.dispatch import dispatch
 from jobservice.fleet.placement import parse_devices
@@ -33,8 +31,7 @@ from jobservice.fleet.policy import Resident
 from jobservice.jobs.queries import get_job
 from jobservice.jobs.reaper import hand_back, reap
 from jobservice.settings import Settings
-from tests.conftest import make_settings
-from tests.factories import new_job, online_group, sqlite_copy
+from tests.factories import new_job, online_group
 from workers.group import FleetMember
 
 A, B, C = "fake-heavy-a", "fake-heavy-b", "fake-heavy-c"  # 3 GB each
@@ -42,18 +39,8 @@ TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 @pytest.fixture
-def db(tmp_path: Path, migrated_sqlite: Path) -> Database:
-    return sqlite_copy(migrated_sqlite, tmp_path)
-
-
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return build_catalog(["tests.fakes.zoo:specs"])
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return make_settings(tmp_path / "var")
+def settings(offline_settings: Settings) -> Settings:
+    return offline_settings  # not the Redis-backed one: nothing here reaches a service
 
 
 class Sent(list[JobMessage]):

@@ -30,6 +30,7 @@ from jobservice.fleet import costs as fleet_costs
 from jobservice.fleet import groups
 from jobservice.fleet.usage import Phases, record_attempt
 from jobservice.jobs import previews, retries
+from jobservice.jobs.reaper import hand_back
 from jobservice.jobs.transitions import (
     Owner,
     claim_job,
@@ -71,8 +72,12 @@ def run_job(runtime: WorkerRuntime, message: JobMessage) -> str:
         if job is not None:
             groups.take_job(session, runtime.node, job.id, model=job.model)
     if job is None:
-        log.info("job %s: not queued for this group any more (taken, canceled, handed back); dropped", job_id)
-        runtime.member.dispatch()  # the group's slot was this job's: give it another
+        if hand_back(runtime.services.db, job_id, runtime.node):
+            # Still queued for this group: the group refused it (draining, or a card unhealthy).
+            log.warning("job %s: this group takes no job now; handed back to the dispatcher", job_id)
+        else:
+            log.info("job %s: not queued for this group any more (taken, canceled, handed back)", job_id)
+        runtime.member.dispatch()  # the group's slot was this job's: give it another (or the job elsewhere)
         return "dropped"
     with job_log_context(job_id, job.attempts):
         log.info("job %s: claimed by %s (attempt %d)", job_id, runtime.worker_id, job.attempts)

@@ -294,16 +294,15 @@ def mark_down(session: Session, group_id: str, *, at: datetime, reason: str) -> 
     return True
 
 
-def start_draining(session: Session, group_id: str) -> uuid.UUID | None:
-    """The group's worker was asked to stop: it takes no new job from now on. Returns the job that
-    was dispatched to it and not yet claimed (the caller hands it back to the dispatcher)."""
+def start_draining(session: Session, group_id: str) -> None:
+    """The group's worker was asked to stop: it takes no new job from now on, and its next-job slot
+    is empty (the caller hands the jobs dispatched to it back to the dispatcher)."""
     group = _locked(session, group_id)
     if group is None:
-        return None
+        return
     if group.draining_since is None:
         group.draining_since = utcnow()
-    waiting, group.next_job_id = group.next_job_id, None
-    return waiting
+    group.next_job_id = None
 
 
 def set_health(session: Session, group_id: str, problems: list[str]) -> bool:

@@ -94,7 +94,7 @@ def fleet_status(
                 "state": group.state,
                 "state_model": group.state_model,
                 "state_since": _iso(group.state_since),
-                "accepting": group.accepting,
+                "accepting": group.accepting and is_online(worker, stale_after_seconds=stale, now=now),
                 "draining_since": _iso(group.draining_since),
                 "unhealthy_since": _iso(group.unhealthy_since),
                 "health": list(group.health or []),

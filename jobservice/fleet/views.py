@@ -62,7 +62,8 @@ class GroupView(BaseModel):
     state_model: str | None = None
     state_since: datetime | None = None
     accepting: bool = Field(
-        default=True, description="Whether the dispatcher may give it a job (not draining, not unhealthy)."
+        default=True,
+        description="Whether the dispatcher may give it a job now (online, not draining, not unhealthy).",
     )
     draining_since: datetime | None = Field(
         default=None,

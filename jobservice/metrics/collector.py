@@ -113,8 +113,8 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     P + "group_state": ("gauge", "1 for the ledger state each card group is in now.", ("group", "state")),
     P + "group_accepting": (
         "gauge",
-        "1 while a card group may be given jobs; 0 while it drains (its worker was asked to stop) or a "
-        "card is unhealthy.",
+        "1 while a card group may be given jobs; 0 while it is down, drains (its worker was asked to "
+        "stop) or has a card that is not healthy.",
         ("group",),
     ),
     P + "group_memory_used_ratio": (

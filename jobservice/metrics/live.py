@@ -58,7 +58,7 @@ class GroupNow:
     state: str
     resident: tuple[str, ...]
     memory_ratio: float | None  # resident memory of its first card over the card's
-    accepting: bool = True  # not draining, not unhealthy
+    accepting: bool = True  # not down, draining or unhealthy
 
 
 def groups(session: Session, catalog: Catalog) -> list[GroupNow]:
@@ -73,7 +73,8 @@ def groups(session: Session, catalog: Catalog) -> list[GroupNow]:
                 memory_gb(spec) / max(1, spec.cards) for m in resident if (spec := catalog.get(m)) is not None
             )
             ratio = round(used / group.memory_gb_per_card, 4)
-        found.append(GroupNow(group.id, group.state, resident, ratio, group.accepting))
+        accepting = group.accepting and group.state != "down"
+        found.append(GroupNow(group.id, group.state, resident, ratio, accepting))
     return found
 
 

@@ -308,18 +308,17 @@ def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> 
     return handed
 
 
+# Groups that look free: built once, as every submission reads it.
+FREE_GROUPS = select(FleetGroup.eligible).where(
+    FleetGroup.job_id.is_(None), FleetGroup.next_job_id.is_(None), FleetGroup.state != "down", accepting()
+)
+
+
 def free_group_for(db: Database, models: Iterable[str]) -> bool:
     """Whether some group that may serve one of ``models`` looks free (a cheap read, no lock)."""
     wanted = set(models)
     with db.reading() as conn:
-        rows = conn.execute(
-            select(FleetGroup.eligible).where(
-                FleetGroup.job_id.is_(None),
-                FleetGroup.next_job_id.is_(None),
-                FleetGroup.state != "down",
-                accepting(),
-            )
-        ).all()
+        rows = conn.execute(FREE_GROUPS).all()
     return any(wanted.intersection(eligible or []) for (eligible,) in rows)
 
 

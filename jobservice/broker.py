@@ -1,11 +1,16 @@
 """Celery wiring shared by the API (which only sends) and the workers (which consume).
 
-A message carries the job id and nothing else; the Celery task id IS the job id, which lets the
+A message's only argument is the job id, and the Celery task id IS the job id, which lets the
 reaper see which queued jobs still have a message in Redis. There is no result backend: the jobs
 table is the truth. Each card group consumes a queue of its own (``group_queue``), and a message is
 sent only when the dispatcher (``jobservice.fleet.dispatch``) hands the group its next job.
 See reference/stack-probe.md section 2 for the Redis redelivery pitfall that
 ``visibility_timeout`` and the claim CAS guard against.
+
+The message format (``JobMessage``, version ``MESSAGE_VERSION`` in the ``jobservice_message``
+header) carries, in headers an older worker never reads, what the dispatcher decided for the job on
+that group (``DispatchDecision``: what to load and what to evict first), so the worker carries out
+the one decision instead of making its own, and optionally the submission's W3C trace context.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,8 +38,11 @@ RUN_JOB_TASK = "jobservice.run_job"
 # The format of a job message, in its ``jobservice_message`` header (none: 1, as before it existed).
 # A release that changes the format raises it, and a worker that meets a message newer than it reads
 # leaves it (workers/tasks.py): the reaper hands the job back and it runs on a worker that reads it.
-MESSAGE_VERSION = 1
+# 1: the job id only. 2: the dispatcher's decision (``DECISION_HEADER``) and an optional trace.
+MESSAGE_VERSION = 2
 MESSAGE_HEADER = "jobservice_message"
+DECISION_HEADER = "jobservice_decision"  # the DispatchDecision as a JSON object
+TRACE_HEADER = "jobservice_trace"  # the submission's W3C traceparent, when tracing is on
 KOMBU_SEP = "\x06\x16"  # kombu's separator between a queue name and its priority step
 UNACKED_KEY = "unacked"
 UNACKED_INDEX_KEY = "unacked_index"  # delivery tag -> when it was delivered
@@ -94,25 +103,116 @@ def group_queue(group_id: str) -> str:
     return "group." + re.sub(r"[^A-Za-z0-9_.@-]", "_", group_id)
 
 
-def send_job(app: Celery, *, job_id: uuid.UUID, group: str, priority: int = 0) -> None:
-    """Publish the message that tells the worker of card group ``group`` to run ``job_id``."""
-    queue = group_queue(group)
+@dataclass(frozen=True)
+class DispatchDecision:
+    """What the dispatcher decided when it handed a job to a card group: load ``model`` (a cold
+    start) or not, after unloading ``evict``. Stored with the dispatch (``jobs.dispatch_decision``)
+    and carried by the job's message, so a re-sent message carries the same decision."""
+
+    model: str
+    load: bool = False
+    evict: tuple[str, ...] = ()
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The decision as JSON (a message header, a database column)."""
+        return {"model": self.model, "load": self.load, "evict": list(self.evict), "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, raw: object) -> DispatchDecision | None:
+        """The decision ``as_dict`` wrote; None for anything else (no decision, or one unreadable)."""
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("model"), str):
+            return None
+        evict = raw.get("evict") or []
+        if not isinstance(evict, list | tuple) or not all(isinstance(m, str) for m in evict):
+            return None
+        return cls(
+            model=raw["model"],
+            load=bool(raw.get("load", False)),
+            evict=tuple(evict),
+            reason=str(raw.get("reason") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class JobMessage:
+    """One message to a card group's queue: run ``job_id``. ``decision`` is None only in a message
+    of a release before format 2; ``trace`` is the submission's W3C ``traceparent`` (None: no trace)."""
+
+    job_id: uuid.UUID
+    group: str
+    priority: int = 0
+    decision: DispatchDecision | None = None
+    trace: str | None = None
+    version: int | None = None  # the format it was read in (None: this release's, to send)
+
+    def headers(self) -> dict[str, Any]:
+        """The message's headers (beside Celery's own, which name the task and its id)."""
+        found: dict[str, Any] = {MESSAGE_HEADER: self.version or MESSAGE_VERSION}
+        if self.decision is not None:
+            found[DECISION_HEADER] = self.decision.as_dict()
+        if self.trace:
+            found[TRACE_HEADER] = self.trace
+        return found
+
+    @classmethod
+    def received(cls, job_id: uuid.UUID, request: Any) -> JobMessage:
+        """The message a worker is running, read from the Celery task's ``request`` (its queue and
+        priority are not needed there and left at their defaults)."""
+        version = _version(_header(request, MESSAGE_HEADER))
+        trace = _header(request, TRACE_HEADER)
+        return cls(
+            job_id=job_id,
+            group="",
+            decision=DispatchDecision.from_dict(_header(request, DECISION_HEADER)),
+            trace=trace if isinstance(trace, str) and trace else None,
+            version=version,
+        )
+
+
+def _header(request: Any, name: str) -> Any:
+    """A custom header of the message being run: Celery puts them on the request, or in its
+    ``headers`` (by version and protocol)."""
+    value = getattr(request, name, None)
+    if value is None:
+        value = (getattr(request, "headers", None) or {}).get(name)
+    return value
+
+
+def _version(raw: Any) -> int:
+    try:
+        return int(raw) if raw is not None else 1
+    except (TypeError, ValueError):
+        return 1
+
+
+def message_version(request: Any) -> int:
+    """The ``jobservice_message`` header of the message being run (1 when it has none)."""
+    return _version(_header(request, MESSAGE_HEADER))
+
+
+def send_job(app: Celery, message: JobMessage) -> None:
+    """Publish ``message``: the worker of card group ``message.group`` runs ``message.job_id``."""
+    queue = group_queue(message.group)
     app.send_task(
         RUN_JOB_TASK,
-        args=[str(job_id)],
+        args=[str(message.job_id)],
         queue=queue,
         routing_key=queue,
-        task_id=str(job_id),
-        priority=priority,
-        headers={MESSAGE_HEADER: MESSAGE_VERSION},
+        task_id=str(message.job_id),
+        priority=message.priority,
+        headers=message.headers(),
     )
 
 
-def sender(app: Celery) -> Callable[[uuid.UUID, str, int], None]:
-    """``send_job`` on ``app`` as the dispatcher and the reaper call it: (job id, group, priority)."""
+Send = Callable[[JobMessage], None]  # how the dispatcher and the reaper send a message
 
-    def send(job_id: uuid.UUID, group: str, priority: int) -> None:
-        send_job(app, job_id=job_id, group=group, priority=priority)
+
+def sender(app: Celery) -> Send:
+    """``send_job`` on ``app``, as the dispatcher and the reaper call it."""
+
+    def send(message: JobMessage) -> None:
+        send_job(app, message)
 
     return send
 

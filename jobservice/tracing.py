@@ -185,6 +185,13 @@ def shutdown() -> None:
         provider.shutdown()
 
 
+def traceparent(context: dict[str, str] | None) -> str | None:
+    """The ``traceparent`` of a stored trace context (``jobs.trace_context``), if any: what a job's
+    dispatch message carries to its worker."""
+    found = (context or {}).get("traceparent")
+    return found if isinstance(found, str) and found else None
+
+
 def current_context() -> dict[str, str] | None:
     """The W3C trace context of the current span (``traceparent``, ``tracestate``), to be stored
     with what outlives it (a job row); None when no trace is being recorded."""

@@ -18,6 +18,8 @@ from jobservice.storage import ObjectStore, make_store
 if TYPE_CHECKING:
     from celery import Celery
 
+    from jobservice.fleet.wake import DispatchBell
+
 
 @dataclass
 class Services:
@@ -28,6 +30,7 @@ class Services:
     store: ObjectStore
     catalog: Catalog
     _celery: Celery | None = field(default=None, repr=False)
+    _bell: DispatchBell | None = field(default=None, repr=False)
 
     @property
     def celery(self) -> Celery:
@@ -37,6 +40,15 @@ class Services:
 
             self._celery = make_celery(self.settings)
         return self._celery
+
+    @property
+    def dispatch_bell(self) -> DispatchBell:
+        """The hint that a dispatch round is due (``jobservice.fleet.wake``; built on first use)."""
+        if self._bell is None:
+            from jobservice.fleet.wake import DispatchBell
+
+            self._bell = DispatchBell(self.settings)
+        return self._bell
 
 
 def build_services(

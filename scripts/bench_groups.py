@@ -17,8 +17,9 @@ measures, each over HTTP with ``requests``:
   cancel_s           POST /job-groups/<id>/cancel (every queued job of the group)
 
 and, in process, where one acceptance spends its time (``phases_s``): reading the manifest,
-checking every row as POST /jobs checks one job, recording all of them in one transaction, and
-the dispatch round and ETA forecast after it.
+checking every row as POST /jobs checks one job, recording all of them in one transaction, the
+dispatcher's wake-up (the round itself runs in a worker; none runs here, so none is timed) and the
+ETA forecast after it.
 
 Its LAST line is one JSON object: {"rows", "sqlite": {...}, "postgresql": {...}}.
 
@@ -130,7 +131,7 @@ def phases(services: Services, data: bytes) -> dict[str, float]:
         )
     finally:
         service._dispatch = dispatch  # type: ignore[assignment]
-    out["dispatch_round"], _ = timed(lambda: dispatch(services, group))
+    out["dispatch_wake"], _ = timed(lambda: dispatch(services, group))
     out["eta_forecast_after_the_answer"], _ = timed(lambda: service.refresh_etas(services, group.id))
     return {k: round(v, 3) for k, v in out.items()}
 

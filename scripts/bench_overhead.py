@@ -8,6 +8,7 @@ warm-up job per model, it reads each job's row and RunReport and prints a table 
 line, one JSON object:
 
   submit_to_claim_ms_p50/p95  row inserted by the API → claimed by the worker
+  submit_request_ms_p50       POST /jobs answered (the client's round trip)
   tail_ms_p50                 last generated frame → job succeeded (encoder flush, gate, upload, DB)
   overhead_ratio_median       (claim → succeeded) / generate time
   qc_x_realtime               media duration / time the gate added after the last frame
@@ -211,9 +212,12 @@ def main() -> None:
         for i in range(args.jobs):
             for kind in ("t2v", "a2v"):
                 time.sleep(0.2)  # let the worker go idle so dispatch is measured from an idle state
-                job = wait(base, submit(base, kind, speech, portrait, i + 1, profile))
+                started = time.perf_counter()
+                job_id = submit(base, kind, speech, portrait, i + 1, profile)
+                request_ms = (time.perf_counter() - started) * 1000
+                job = wait(base, job_id)
                 assert job["status"] == "succeeded", job
-                rows[kind].append(measure(db, base, stack.store_root, job["id"]))
+                rows[kind].append({**measure(db, base, stack.store_root, job_id), "request_ms": request_ms})
         duty_speech = speech_clip(stack.tmp, DUTY_JOB["speech_seconds"])
         extra["duty"] = measure_duty(
             db,
@@ -251,6 +255,7 @@ def summarize(
         "jobs": len(everything),
         "submit_to_claim_ms_p50": pct([d["submit_to_claim_ms"] for d in everything], 0.5),
         "submit_to_claim_ms_p95": pct([d["submit_to_claim_ms"] for d in everything], 0.95),
+        "submit_request_ms_p50": pct([d["request_ms"] for d in everything], 0.5),
         "tail_ms_p50": pct([d["tail_ms"] for d in everything], 0.5),
         "tail_ms_p95": pct([d["tail_ms"] for d in everything], 0.95),
         "overhead_ratio_median": round(statistics.median(d["overhead_ratio"] for d in everything), 4),

@@ -56,7 +56,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jobservice.broker import BrokerInspector, make_celery, send_job  # noqa: E402
+from jobservice.broker import BrokerInspector, JobMessage, make_celery, send_job  # noqa: E402
 from jobservice.cli.embedded import Child, start_redis, wait_http  # noqa: E402
 from jobservice.db.engine import Database  # noqa: E402
 from jobservice.db.migrate import upgrade  # noqa: E402
@@ -401,7 +401,7 @@ def measure_reaper(url: str, broker: str, dsn: str) -> dict[str, float]:
 
     def publish() -> None:
         for job_id, priority in rows:
-            send_job(celery, job_id=job_id, group=GROUP, priority=priority)
+            send_job(celery, JobMessage(job_id=job_id, group=GROUP, priority=priority))
 
     timed(f"publish {len(rows):,} messages", publish)
     db = Database(url)
@@ -412,7 +412,7 @@ def measure_reaper(url: str, broker: str, dsn: str) -> dict[str, float]:
         t0 = time.perf_counter()
         result = reap(
             db,
-            lambda j, g, p: sent.append(str(j)),
+            lambda message: sent.append(str(message.job_id)),
             lambda queues: inspector.pending_job_ids(queues, unacked_grace_seconds=settings.lease_seconds),
             lambda: {GROUP},
             resend_after_seconds=10,

@@ -78,3 +78,24 @@ def online_group(
             eligible=models,
             hostname="test",
         )
+
+
+def down_for(db: Database, group_id: str, hours: float) -> None:
+    """The group's worker stopped ``hours`` ago and its group has been down since (its whole ledger
+    moved back by ``hours``, so it still tiles)."""
+    from sqlalchemy import select, update
+
+    from jobservice.db.tables import FleetGroup, LedgerSpan, WorkerRecord
+    from jobservice.fleet.groups import mark_down
+
+    back = timedelta(hours=hours)
+    with db.session() as s:
+        mark_down(s, group_id, at=utcnow(), reason="worker stopped")
+    with db.session() as s:
+        s.execute(update(WorkerRecord).where(WorkerRecord.id == group_id).values(stopped_at=utcnow() - back))
+        for span in s.scalars(select(LedgerSpan).where(LedgerSpan.group_id == group_id)):
+            span.started_at -= back
+            span.ended_at = span.ended_at - back if span.ended_at else None
+        group = s.get(FleetGroup, group_id)
+        assert group is not None
+        group.state_since -= back

@@ -2,13 +2,15 @@
 
 Nothing torch-, CUDA- or database-related happens in the Celery parent at import: models load
 in the child that runs them, the child builds its own database engine after fork, and the
-parent only runs the maintenance thread (presence + reaper). See reference/stack-probe.md 4-5.
+parent only runs the maintenance thread (presence + reaper) and the dispatcher thread (rounds the
+API asks for). See reference/stack-probe.md 4-5.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Any
 
 from celery import Celery, signals
@@ -22,6 +24,8 @@ from jobservice.retention.orphans import sweep_orphans
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
 from workers import forkguard
+from workers.card_health import CardMonitor
+from workers.dispatcher import Dispatcher
 from workers.finisher import Finisher
 from workers.group import FleetMember
 from workers.maintenance import Maintenance
@@ -50,6 +54,9 @@ class WorkerProcess:
         self._runtime: WorkerRuntime | None = None
         self._runtime_pid = -1
         self.maintenance: Maintenance | None = None
+        self.dispatcher: Dispatcher | None = None
+        self.member: FleetMember | None = None  # the card group, as the main process sees it
+        self._draining: threading.Thread | None = None
 
     def runtime(self) -> WorkerRuntime:
         """This process's runtime, built on first use (after fork in a prefork child)."""
@@ -105,10 +112,12 @@ class WorkerProcess:
         node = settings.worker_node
         device = parse_devices(settings.worker_devices)
         forkguard.install(self.services.db)  # before the maintenance thread's first query
-        self._register_group(node or default_node(device), device)
+        self.member = self._register_group(node or default_node(device), device)
         self.maintenance = Maintenance(
             self.services,
             worker_id=node or default_node(device),
+            member=self.member,
+            cards=CardMonitor(device),
             devices=device.label,
             models=settings.worker_models or self.services.catalog.ids(),
             info={
@@ -121,13 +130,15 @@ class WorkerProcess:
             },
         )
         self.maintenance.start()
+        self.dispatcher = Dispatcher(self.services)  # rounds the API asks for (jobservice.fleet.wake)
+        self.dispatcher.start()
         try:  # this host's leftovers of dead processes: spool, scratch, half-written store files
             with forkguard.guarded():
                 sweep_orphans(self.services, store=False)
         except Exception:  # noqa: BLE001 - housekeeping must never stop a worker from starting
             log.warning("the start-up orphan sweep failed", exc_info=True)
 
-    def _register_group(self, node: str, device: DeviceContext) -> None:
+    def _register_group(self, node: str, device: DeviceContext) -> FleetMember:
         """The card group's row: what it may serve and its memory, nothing resident, its ledger
         resumed (the time since its previous worker was last seen is ``down``)."""
         models = self.services.settings.worker_models or self.services.catalog.ids()
@@ -146,12 +157,31 @@ class WorkerProcess:
                 member.register(last_seen=seen)
         except Exception:  # noqa: BLE001 - the first maintenance round and the first job try again
             log.warning("could not register card group %s yet", node, exc_info=True)
+        return member
+
+    def on_stopping(self, **_: Any) -> None:
+        """Asked to stop (SIGTERM: Celery's warm shutdown begins): the group drains at once, on a
+        thread of its own (this runs in a signal handler), while Celery finishes the running job."""
+        if self.member is not None and self._draining is None:
+            self._draining = threading.Thread(target=self._drain, name="jobservice-drain", daemon=True)
+            self._draining.start()
+
+    def _drain(self) -> None:
+        assert self.member is not None
+        with forkguard.guarded():
+            self.member.drain()
 
     def on_shutdown(self, **_: Any) -> None:
         """Parent stopping: finish a job handed over here (the solo pool runs jobs in this process),
         then retire the presence row."""
         if self._runtime is not None and self._runtime_pid == os.getpid():
             self._drain_finisher()
+        if self._draining is not None:
+            self._draining.join(timeout=10)
+            self._draining = None
+            self._drain()  # what a round handed the group while it stopped goes back too
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
         if self.maintenance is not None:
             self.maintenance.stop()
 
@@ -183,5 +213,6 @@ def bootstrap(settings: Settings | None = None) -> Celery:
     signals.worker_process_shutdown.connect(process.on_child_stop, weak=False)
     # Before the broker connection (not worker_ready): a worker started while Redis is away reaps.
     signals.celeryd_after_setup.connect(process.on_ready, weak=False)
+    signals.worker_shutting_down.connect(process.on_stopping, weak=False)
     signals.worker_shutdown.connect(process.on_shutdown, weak=False)
     return app

@@ -2,9 +2,10 @@
 
 A worker process is one card group (``jobservice.fleet``). When it starts it registers the group
 (what it may serve, the memory of its cards; nothing resident); a new pool child, which holds no
-model yet, says so. While it runs jobs it records each load and eviction, drives the ledger through
-its ``CardClock``, and, as soon as a job is done with the card, asks the dispatcher for the group's
-next job so the card never waits for a maintenance round.
+model yet, says so. While it runs jobs it carries out the evictions the dispatcher decided, records
+each load and eviction, drives the ledger through its ``CardClock``, and, as soon as a job is done
+with the card, asks the dispatcher for the group's next job so the card never waits for a
+maintenance round.
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from jobservice.catalog import ModelSpec
-from jobservice.db.tables import QueueCount
 from jobservice.fleet import costs, groups
 from jobservice.fleet.dispatch import dispatch_round
 from jobservice.fleet.placement import DeviceContext
 from jobservice.fleet.policy import GroupState, ModelCost, Resident, evictions_for
+from jobservice.jobs.reaper import hand_back_all
 from jobservice.wiring import Services
 from workers.card_clock import CardClock
 
@@ -73,34 +73,44 @@ class FleetMember:
         self._write(lambda s: groups.forget_residency(s, self.group_id, reason=reason))
 
     # --- what fits --------------------------------------------------------------------------------
-    def evictions(self, spec: ModelSpec, held: dict[str, Resident]) -> tuple[str, ...]:
-        """The models to unload before ``spec`` runs beside the rest (the policy's own choice: no
-        queued work first, then the least queued, then the least recently used)."""
-        if self.memory_gb_per_card is None or not (set(held) - {spec.id}):
-            return ()
+    def evictions(
+        self, spec: ModelSpec, held: dict[str, Resident], *, decided: tuple[str, ...] | None
+    ) -> tuple[str, ...]:
+        """The models to unload before ``spec`` runs beside the rest.
+
+        ``decided`` is what the dispatcher decided to evict (the job's message carries it): carried
+        out as it is, for the models this process still holds. None means the message had no
+        decision (an older release sent it) or there is no message (a preload): the least recently
+        used go first, and the queue is never read. Either way, when what stays still would not
+        fit (the dispatcher decided on the residency this group last wrote, and a write can fail),
+        the least recently used of the rest go too: the cards never hold more than fits.
+        """
+        others = set(held) - {spec.id}
+        first = tuple(m for m in decided or () if m in others)
+        if self.memory_gb_per_card is None or not others - set(first):
+            return first
         models = {m: cost_of(s) for m in [*held, spec.id] if (s := self.services.catalog.get(m)) is not None}
+        if spec.id not in models:
+            return first
         state = GroupState(
             id=self.group_id,
             cards=self.device.count,
             eligible=frozenset([*self.eligible, spec.id]),
             memory_gb_per_card=self.memory_gb_per_card,
-            resident=held,
+            resident={m: r for m, r in held.items() if m not in first},
         )
-        if not evictions_for(state, models[spec.id], models):
-            return ()  # it fits beside the rest: no need to read the queue
-        return evictions_for(state, models[spec.id], models, demand=self._demand()) or ()
-
-    def _demand(self) -> dict[str, float]:
-        try:
-            with self.services.db.reading() as conn:
-                rows = conn.execute(select(QueueCount.model, QueueCount.queued).where(QueueCount.queued > 0))
-                found: dict[str, float] = {}
-                for model, queued in rows:
-                    found[model] = found.get(model, 0.0) + queued
-                return found
-        except Exception:  # noqa: BLE001 - without the queue, the least recently used goes first
-            log.warning("could not read the queue; evicting the least recently used", exc_info=True)
-            return {}
+        more = evictions_for(state, models[spec.id], models) or ()
+        if more and decided is not None:
+            log.warning(
+                "group %s: %s does not fit beside %s after the dispatcher's evictions (%s); "
+                "also unloading %s, least recently used first",
+                self.group_id,
+                spec.id,
+                ", ".join(sorted(others - set(first))),
+                ", ".join(first) or "none",
+                ", ".join(more),
+            )
+        return first + more
 
     # --- what happened -------------------------------------------------------------------------
     def evicted(self, models: Iterable[str], *, for_model: str, job_id: uuid.UUID | None) -> None:
@@ -153,6 +163,49 @@ class FleetMember:
         self.clock.ended(job_id)
         if on_card:
             self.dispatch()
+
+    # --- stopping ---------------------------------------------------------------------------------
+    def drain(self) -> list[uuid.UUID]:
+        """The worker was asked to stop: the group takes no new job from now on (the dispatcher
+        sends it none, a claim is refused), and every job dispatched to it and not yet claimed goes
+        back to the dispatcher, whose round (rung at once) hands it to another group. Returns those
+        jobs. The job the group runs finishes."""
+        try:
+            with self.services.db.session() as session:
+                groups.start_draining(session, self.group_id)
+            handed = hand_back_all(self.services.db, self.group_id)
+        except Exception:  # noqa: BLE001 - stopping goes on; the reaper hands back what it left
+            log.warning("group %s: could not mark it draining", self.group_id, exc_info=True)
+            return []
+        if handed:
+            log.info("group %s drains: handed back %s", self.group_id, ", ".join(str(job) for job in handed))
+            self.ring()
+        return handed
+
+    def ring(self) -> None:
+        """Ask a dispatcher for a round now (a failure is left to the maintenance rounds)."""
+        try:
+            self.services.dispatch_bell.ring()
+        except Exception:  # noqa: BLE001 - a hint only
+            log.warning("group %s: could not wake a dispatcher", self.group_id, exc_info=True)
+
+    # --- its cards' health -----------------------------------------------------------------------
+    def health(self, problems: list[str]) -> None:
+        """What the group's cards say now (``problems``: each a sentence; empty: all healthy)."""
+        changed = False
+
+        def write(session: Session) -> None:
+            nonlocal changed
+            changed = groups.set_health(session, self.group_id, problems)
+
+        self._write(write)
+        if not changed:
+            return
+        if problems:
+            log.warning("group %s is unhealthy and takes no job: %s", self.group_id, "; ".join(problems))
+        else:
+            log.warning("group %s: its cards are healthy again; it takes jobs", self.group_id)
+            self.ring()
 
     def dispatch(self) -> None:
         """A dispatch round (a failure is left to the maintenance rounds)."""

@@ -5,8 +5,9 @@ that runs them, so the Celery parent never loads torch. Which models a worker ma
 without importing them (``jobservice.fleet.placement.servable_models``); which of them it holds at a
 time is the fleet's decision: before a model is loaded (or a per-run model is started), whatever
 does not fit beside it in the cards' memory is unloaded first, cleanly (the adapter's ``unload``
-stops its resident children, then the allocator's cache is returned), by the policy's own choice of
-victims (``jobservice.fleet.policy.evictions_for``). A group without declared memory keeps all.
+stops its resident children, then the allocator's cache is returned): the models the dispatcher
+decided to evict (the job's message carries its decision; ``workers.group.FleetMember.evictions``).
+A group without declared memory keeps all.
 """
 
 from __future__ import annotations
@@ -83,11 +84,14 @@ class ResidentModels:
             if not loaded.per_run
         }
 
-    def get(self, spec: ModelSpec, *, job_id: uuid.UUID | None = None) -> tuple[Loaded, bool]:
+    def get(
+        self, spec: ModelSpec, *, job_id: uuid.UUID | None = None, evict: tuple[str, ...] | None = None
+    ) -> tuple[Loaded, bool]:
         """The handle for ``spec`` and whether this call loaded it (a cold start), after making
-        room for it in the cards' memory."""
+        room for it in the cards' memory: ``evict`` is what the dispatcher decided to unload first
+        (None: no decision, as for a preload; the least recently used go first)."""
         loaded = self._loaded.get(spec.id)
-        victims = self.member.evictions(spec, self.held()) if self.member is not None else ()
+        victims = self.member.evictions(spec, self.held(), decided=evict) if self.member is not None else ()
         if loaded is not None and not victims:
             loaded.last_used = time.time()
             if self.member is not None:

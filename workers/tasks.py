@@ -1,14 +1,15 @@
-"""The Celery task: thin, like a view. It receives a job id and hands it to the pipeline."""
+"""The Celery task: thin, like a view. It receives a job's message (its id, and what the dispatcher
+decided for it: ``jobservice.broker.JobMessage``) and hands it to the pipeline."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
-from typing import Any
 
 from celery import Celery, Task
 
-from jobservice.broker import MESSAGE_HEADER, MESSAGE_VERSION, RUN_JOB_TASK
+from jobservice.broker import MESSAGE_VERSION, RUN_JOB_TASK, JobMessage, message_version
 from workers.run.pipeline import run_job
 from workers.runtime import WorkerRuntime
 
@@ -38,16 +39,10 @@ def register_tasks(app: Celery, runtime: Callable[[], WorkerRuntime], *, hard_ti
                 MESSAGE_VERSION,
             )
             return "left"
+        try:
+            parsed = uuid.UUID(str(job_id))
+        except ValueError:
+            log.error("dropping a message with a malformed job id %r", job_id)
+            return "malformed"
         # Failures are recorded in the jobs table by the pipeline; nothing is retried by Celery.
-        return run_job(runtime(), job_id)
-
-
-def message_version(request: Any) -> int:
-    """The ``jobservice_message`` header of the message being run (1 when it has none)."""
-    raw = getattr(request, MESSAGE_HEADER, None)
-    if raw is None:
-        raw = (getattr(request, "headers", None) or {}).get(MESSAGE_HEADER)
-    try:
-        return int(raw) if raw is not None else 1
-    except (TypeError, ValueError):
-        return 1
+        return run_job(runtime(), JobMessage.received(parsed, self.request))

@@ -36,6 +36,17 @@ def status_command(url: str, hours: float, as_json: bool) -> None:
     click.echo(describe_fleet(fleet, hours=hours))
 
 
+@fleet_group.command("forget")
+@click.argument("group")
+@click.option("--url", default=DEFAULT_URL, show_default=True, envvar="JOBSERVICE_URL")
+def forget_command(group: str, url: str) -> None:
+    """Retire card group GROUP now (its worker must be gone): it leaves /fleet and /metrics, its
+    ledger and usage stay. A group down for JOBSERVICE_GROUP_RETENTION_HOURS retires by itself."""
+    with clear_errors(url), client_for(url) as api:
+        retired = api.forget_group(group)
+    click.echo(f"card group {retired.id} retired at {retired.retired_at:%Y-%m-%d %H:%M:%S} UTC")
+
+
 def _ago(moment: datetime | None, now: datetime) -> str:
     if moment is None:
         return "-"
@@ -59,12 +70,16 @@ def describe_fleet(fleet: FleetView, *, hours: float) -> str:
             else f"{g.memory_used_gb_per_card:g}/{g.memory_gb_per_card:g} GB"
         )
         state = g.state if g.online or g.state == "down" else f"{g.state}?"
+        if g.draining_since is not None and g.online:
+            state = f"{state}, draining"
         runs = g.state_model or "-"
         lines.append(f"{g.id:<28} {state:<11} {_ago(g.state_since, now):>6} {holds:<34} {memory:<12} {runs}")
         total = sum(g.ledger_seconds.values()) or 1.0
         shares = " ".join(f"{k} {v / total:.0%}" for k, v in g.ledger_seconds.items() if v)
         moves = f"{len(g.loads)} loads, {len(g.evictions)} evictions"
         lines.append(f"  last {hours:g} h: {shares or 'nothing yet'}; {moves}")
+        if g.health:
+            lines.append(f"  unhealthy: {'; '.join(g.health)}")
     lines.append("")
     lines.append(f"{'MODEL':<30} {'QUEUED':>6}  {'MAY RUN ON':<10} {'HELD BY':<30} COST")
     for m in fleet.models:

@@ -1,12 +1,13 @@
-"""The client's fleet and usage calls: ``GET /fleet`` and ``GET /usage``."""
+"""The client's fleet and usage calls: ``GET /fleet``, ``DELETE /fleet/groups/<id>`` and ``GET /usage``."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from jobservice.client.http import Transport
-from jobservice.fleet.views import FleetView, UsageView
+from jobservice.fleet.views import FleetView, RetiredGroupView, UsageView
 
 
 class FleetCalls:
@@ -17,6 +18,12 @@ class FleetCalls:
     def fleet(self, *, hours: float = 24.0) -> FleetView:
         """Every card group (what it may serve, holds and runs, its ledger) and every model."""
         return FleetView.model_validate(self.http.json("GET", "/fleet", params={"hours": hours}))
+
+    def forget_group(self, group_id: str) -> RetiredGroupView:
+        """Retire a card group whose worker is gone (admins): it leaves /fleet and /metrics, its
+        history stays. ApiError 409 ``group_online`` while its worker runs, 404 ``group_not_found``."""
+        path = f"/fleet/groups/{quote(group_id, safe=':@,')}"
+        return RetiredGroupView.model_validate(self.http.json("DELETE", path))
 
     def usage(
         self,

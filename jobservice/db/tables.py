@@ -172,9 +172,13 @@ class Job(Base):
     # that group's queue; None: still in the database only), the seconds of video it will make (for
     # card-second estimates and ETAs), and the card-seconds it used (``jobservice.fleet.usage``).
     dispatched_to: Mapped[str | None] = mapped_column(String(255))
+    # What the dispatcher decided when it handed the job to ``dispatched_to`` (what to load, what to
+    # evict first: ``jobservice.broker.DispatchDecision``); a re-sent message carries the same.
+    dispatch_decision: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     output_seconds: Mapped[float | None] = mapped_column(Float)
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    # Its ETA's moves, each with its cause, at most the last 20 (jobservice.fleet.eta; migration 0015).
+    # Its ETA's moves, each with its cause, at most the last 20 (jobservice.fleet.eta; migration
+    # 0015_fair_share_eta).
     eta_revisions: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     # Retry on a failed gate (jobservice.jobs.retries): how many more tries with the next seed the
     # job was promised, and each try the gate failed (seed, verdict, files), oldest first.
@@ -480,6 +484,18 @@ class FleetGroup(Base):
     hostname: Mapped[str] = mapped_column(String(255), default="")
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    # Migration 0015_group_lifecycle: a group that takes no job, for now or for good. Draining: its
+    # worker was asked to stop. Unhealthy: a card is not (``health``: each problem, a sentence).
+    # Retired: down past the retention, or forgotten; gone from /fleet and /metrics, history kept.
+    draining_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    unhealthy_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    health: Mapped[list[str] | None] = mapped_column(JSON)
+    retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    @property
+    def accepting(self) -> bool:
+        """Whether the group may be given a job (not draining, unhealthy or retired)."""
+        return self.draining_since is None and self.unhealthy_since is None and self.retired_at is None
 
 
 class LedgerSpan(Base):
@@ -550,7 +566,8 @@ class TenantShare(Base):
     tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
     usage: Mapped[float] = mapped_column(Float, default=0.0)
     as_of: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    # When it last began competing (it submitted with no job waiting to be dispatched; migration 0015).
+    # When it last began competing (it submitted with no job waiting to be dispatched; migration
+    # 0015_fair_share_eta).
     activated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 

@@ -8,9 +8,11 @@ would pin first-come-first-served order in Redis.
 
 A round: lock the dispatch row (one dispatcher at a time, across processes and hosts), read the
 fleet (``read_state``), ask ``plan`` for decisions, mark each chosen job ``dispatched_to`` its group
-and the group's ``next_job_id``, commit, then send the messages. Rounds run when a job is submitted
-and some group is free (the API), when a group's generation ends (its worker, so the card never
-waits), and every maintenance round of every worker (anything missed). A failed send leaves the job
+(with what was decided) and the group's ``next_job_id``, commit, then send the messages. Rounds run
+in the workers, never in a request: when work is submitted and some group may be free (the API
+rings the bell, ``request_round``, and a worker's dispatcher runs the round at once;
+``jobservice.fleet.wake``), when a group's generation ends (its worker, so the card never waits),
+and every maintenance round of every worker (anything missed). A failed send leaves the job
 dispatched but unsent; the reaper sends it again or, if its group is gone, hands it back.
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
@@ -27,13 +29,13 @@ from typing import TYPE_CHECKING, Protocol
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from jobservice.broker import sender
+from jobservice.broker import DispatchDecision, JobMessage, Send, sender
 from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
 from jobservice.db.tables import FleetEvent, FleetGroup, FleetLock, Job, JobStatus, QueueCount, utcnow
 from jobservice.fleet import costs as fleet_costs
 from jobservice.fleet import shares
-from jobservice.fleet.groups import groups_with_presence, is_online
+from jobservice.fleet.groups import accepting, groups_with_presence, is_online
 from jobservice.fleet.policy import (
     INTERACTIVE,
     Decision,
@@ -47,13 +49,15 @@ from jobservice.fleet.policy import (
 from jobservice.fleet.presence import stale_after
 from jobservice.fleet.usage import weights
 from jobservice.settings import Settings
+from jobservice.tracing import traceparent
 
 if TYPE_CHECKING:
     from celery import Celery
 
+    from jobservice.fleet.wake import DispatchBell
+
 log = logging.getLogger(__name__)
 
-Send = Callable[[uuid.UUID, str, int], None]  # (job id, group id, priority)
 PARAMS = PolicyParams()
 
 
@@ -76,6 +80,26 @@ class Dispatched:
     model: str
     priority: int
     decision: Decision
+    trace: str | None = None  # the submission's W3C traceparent (jobs.trace_context), when traced
+
+    @property
+    def message(self) -> JobMessage:
+        """The message that tells the group's worker to run the job, with what was decided and the
+        trace it continues."""
+        return JobMessage(
+            job_id=self.job_id,
+            group=self.group,
+            priority=self.priority,
+            decision=decided(self.decision),
+            trace=self.trace,
+        )
+
+
+def decided(decision: Decision) -> DispatchDecision:
+    """What travels with a dispatch (and is stored with it) of the policy's ``decision``."""
+    return DispatchDecision(
+        model=decision.model, load=decision.load, evict=decision.evict, reason=decision.reason
+    )
 
 
 def _ts(value: datetime | None, default: float) -> float:
@@ -227,10 +251,15 @@ def arrival_rates(
 def read_state(
     session: Session, catalog: Catalog, settings: Settings, *, now: datetime | None = None
 ) -> Snapshot:
-    """The fleet now, as the policy decides on it (only online groups)."""
+    """The fleet now, as the policy decides on it: only groups whose worker is online and that take
+    jobs (not draining or unhealthy; ``jobservice.fleet.groups``)."""
     now = now or utcnow()
     stale = stale_after(settings)
-    online = [g for g, w in groups_with_presence(session) if is_online(w, stale_after_seconds=stale, now=now)]
+    online = [
+        g
+        for g, w in groups_with_presence(session)
+        if g.accepting and is_online(w, stale_after_seconds=stale, now=now)
+    ]
     models_of = _settle_next_jobs(session, online)
     kind = Counter(g.kind for g in online).most_common(1)[0][0] if online else "cpu"
     costs, known = fleet_costs.model_costs(catalog, fleet_costs.speeds(session, kind), kind)
@@ -266,7 +295,7 @@ def _hand_over(session: Session, snapshot: Snapshot, decision: Decision) -> Disp
     taken = session.execute(
         update(Job)
         .where(Job.id == job.id, Job.status == JobStatus.QUEUED, Job.dispatched_to.is_(None))
-        .values(dispatched_to=decision.group, enqueued_at=now)
+        .values(dispatched_to=decision.group, enqueued_at=now, dispatch_decision=decided(decision).as_dict())
         .execution_options(synchronize_session=False)
     )
     if taken.rowcount != 1:  # type: ignore[attr-defined]
@@ -276,7 +305,9 @@ def _hand_over(session: Session, snapshot: Snapshot, decision: Decision) -> Disp
     group = snapshot.groups[decision.group]
     group.next_job_id = job.id
     group.busy_until = now + timedelta(seconds=seconds)
-    return Dispatched(job.id, decision.group, decision.model, decision.priority, decision)
+    return Dispatched(
+        job.id, decision.group, decision.model, decision.priority, decision, traceparent(job.trace_context)
+    )
 
 
 def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> list[Dispatched]:
@@ -299,7 +330,7 @@ def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> 
                 handed.append(done)
     for item in handed:
         try:
-            send(item.job_id, item.group, item.priority)
+            send(item.message)
         except Exception as exc:  # noqa: BLE001 - the reaper sends it again from the table
             log.warning(
                 "job %s: its message to %s was not sent (%s); the reaper will", item.job_id, item.group, exc
@@ -318,15 +349,18 @@ def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> 
     return handed
 
 
-def free_group_for(db: Database, model: str) -> bool:
-    """Whether some group that may serve ``model`` looks free (a cheap read before a round)."""
+# Groups that look free: built once, as every submission reads it.
+FREE_GROUPS = select(FleetGroup.eligible).where(
+    FleetGroup.job_id.is_(None), FleetGroup.next_job_id.is_(None), FleetGroup.state != "down", accepting()
+)
+
+
+def free_group_for(db: Database, models: Iterable[str]) -> bool:
+    """Whether some group that may serve one of ``models`` looks free (a cheap read, no lock)."""
+    wanted = set(models)
     with db.reading() as conn:
-        rows = conn.execute(
-            select(FleetGroup.eligible).where(
-                FleetGroup.job_id.is_(None), FleetGroup.next_job_id.is_(None), FleetGroup.state != "down"
-            )
-        ).all()
-    return any(model in (eligible or []) for (eligible,) in rows)
+        rows = conn.execute(FREE_GROUPS).all()
+    return any(wanted.intersection(eligible or []) for (eligible,) in rows)
 
 
 class Collaborators(Protocol):
@@ -340,7 +374,26 @@ class Collaborators(Protocol):
     def celery(self) -> Celery:
         """The Celery app messages are sent with."""
 
+    @property
+    def dispatch_bell(self) -> DispatchBell:
+        """The bell that wakes the workers' dispatchers (``jobservice.fleet.wake``)."""
+
 
 def dispatch_round(services: Collaborators) -> list[Dispatched]:
     """One dispatch round with a process's collaborators, sending through its Celery app."""
     return dispatch(services.db, services.catalog, services.settings, sender(services.celery))
+
+
+def request_round(services: Collaborators, models: Iterable[str]) -> bool:
+    """New work of ``models`` is recorded: when a group that may run it looks free, ring the bell so
+    that a worker's dispatcher runs the round now (a request never runs it: it would wait on the
+    fleet-wide lock). True when it rang. A failure is logged and left to the upkeep rounds, which
+    dispatch every few seconds: the row is the queue, the bell only a hint."""
+    try:
+        if not free_group_for(services.db, models):
+            return False  # every group is busy: the next one to free up runs a round itself
+        services.dispatch_bell.ring()
+    except Exception as exc:  # noqa: BLE001 - the work is recorded; an upkeep round places it
+        log.warning("could not wake a dispatcher (%s); an upkeep round will dispatch", exc)
+        return False
+    return True

@@ -11,6 +11,14 @@ transitions; a group whose worker died is moved to ``down`` (from when it was la
 notices, and out of it again when its worker comes back. Loads, evictions and failed loads are
 ``fleet_events``.
 
+**Taking no job.** A group is given jobs only while it is ``accepting``: not *draining* (its worker
+was asked to stop: it finishes the job it runs and takes no other), not *unhealthy* (a card's vendor
+tool reports a problem: the ledger says ``unhealthy`` whenever the group runs no job, until the card
+is healthy again) and not *retired*. A group down for longer than the retention with no worker is
+retired (``retire_lost_groups``; ``retire`` for an operator's ``jobservice fleet forget``): its
+ledger is closed and it leaves /fleet and /metrics, while its rows stay as history; should its
+worker come back, it registers as a new stretch of the same group.
+
 Writes lock the group's row first (PostgreSQL; SQLite has one writer), so a worker's transitions and
 another process marking the group down never interleave.
 """
@@ -21,19 +29,31 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, and_, select, update
 from sqlalchemy.orm import Session
 
 from jobservice.db.engine import Database
 from jobservice.db.tables import FleetEvent, FleetGroup, LedgerSpan, WorkerRecord, utcnow
+from jobservice.errors import Conflict, NotFound
 
 GENERATING = "generating"
 LOADING = "loading"
 FINISHING = "finishing"
 IDLE_WARM = "idle_warm"
 IDLE_EMPTY = "idle_empty"
+UNHEALTHY = "unhealthy"
 DOWN = "down"
-STATES = (GENERATING, LOADING, FINISHING, IDLE_WARM, IDLE_EMPTY, DOWN)
+STATES = (GENERATING, LOADING, FINISHING, IDLE_WARM, IDLE_EMPTY, UNHEALTHY, DOWN)
+IDLE_STATES = (IDLE_WARM, IDLE_EMPTY, UNHEALTHY)  # what a group runs no job in
+
+
+def accepting() -> ColumnElement[bool]:
+    """The SQL condition of a group that may be given a job (``FleetGroup.accepting``)."""
+    return and_(
+        FleetGroup.draining_since.is_(None),
+        FleetGroup.unhealthy_since.is_(None),
+        FleetGroup.retired_at.is_(None),
+    )
 
 
 def _locked(session: Session, group_id: str) -> FleetGroup | None:
@@ -51,7 +71,10 @@ def _locked(session: Session, group_id: str) -> FleetGroup | None:
 
 
 def idle_state(group: FleetGroup) -> str:
-    """``idle_warm`` when the group holds a model, else ``idle_empty``."""
+    """What a group running no job is in: ``unhealthy`` while a card is, else ``idle_warm`` when it
+    holds a model, else ``idle_empty``."""
+    if group.unhealthy_since is not None:
+        return UNHEALTHY
     return IDLE_WARM if group.resident else IDLE_EMPTY
 
 
@@ -108,7 +131,8 @@ def register(
 ) -> None:
     """A worker starting on the group: its row with nothing resident, and its ledger resumed. A span
     left open by an earlier worker of the group ends when that worker was last seen (``last_seen``),
-    and the time since then is ``down``."""
+    and the time since then is ``down``. A new worker drains nothing and is back from retirement
+    (a retired group's ledger was closed: it resumes now); its cards' health is read again."""
     now = utcnow()
     group = _locked(session, group_id)
     if group is None:
@@ -118,6 +142,7 @@ def register(
     group.memory_gb_per_card, group.eligible, group.hostname = memory_gb_per_card, list(eligible), hostname
     group.resident, group.job_id, group.busy_until = {}, None, None
     group.started_at = now
+    group.draining_since = group.unhealthy_since = group.health = group.retired_at = None
     span = _open_span(session, group)
     if span is not None and span.ended_at is None and span.state != DOWN:
         gone = max(span.started_at, min(now, last_seen or now))
@@ -253,7 +278,7 @@ def forget_residency(session: Session, group_id: str, *, reason: str) -> None:
     if group.resident:
         note_evicted(session, group_id, list(group.resident), reason=reason)
     group.job_id, group.busy_until = None, None
-    _move(session, group, IDLE_EMPTY, at=utcnow(), reason=reason)
+    _move(session, group, idle_state(group), at=utcnow(), reason=reason)
 
 
 def mark_down(session: Session, group_id: str, *, at: datetime, reason: str) -> bool:
@@ -269,13 +294,117 @@ def mark_down(session: Session, group_id: str, *, at: datetime, reason: str) -> 
     return True
 
 
-def groups_with_presence(session: Session) -> list[tuple[FleetGroup, WorkerRecord | None]]:
-    """Every group with its worker's presence row (None: never announced)."""
-    rows = session.execute(
-        select(FleetGroup, WorkerRecord)
-        .outerjoin(WorkerRecord, WorkerRecord.id == FleetGroup.id)
-        .order_by(FleetGroup.id)
-    )
+def start_draining(session: Session, group_id: str) -> None:
+    """The group's worker was asked to stop: it takes no new job from now on, and its next-job slot
+    is empty (the caller hands the jobs dispatched to it back to the dispatcher)."""
+    group = _locked(session, group_id)
+    if group is None:
+        return
+    if group.draining_since is None:
+        group.draining_since = utcnow()
+    group.next_job_id = None
+
+
+def set_health(session: Session, group_id: str, problems: list[str]) -> bool:
+    """What the group's cards say now (``problems``: empty when every card is healthy). A group
+    with a problem becomes unhealthy (in the ledger too, at once if it runs no job, else when its
+    job ends); one whose cards are healthy again goes back to idle. True when it changed either way."""
+    group = _locked(session, group_id)
+    if group is None:
+        return False
+    now = utcnow()
+    if problems:
+        changed = group.unhealthy_since is None
+        if changed:
+            group.unhealthy_since = now
+        group.health = list(problems)
+        if group.state in IDLE_STATES and group.state != UNHEALTHY:
+            _move(session, group, UNHEALTHY, at=now, reason=problems[0][:128])
+        return changed
+    if group.unhealthy_since is None:
+        return False
+    group.unhealthy_since, group.health = None, None
+    if group.state == UNHEALTHY:
+        _move(session, group, idle_state(group), at=now, reason="cards healthy again")
+    return True
+
+
+def retire(session: Session, group_id: str, *, reason: str, at: datetime | None = None) -> bool:
+    """Retire the group: its ledger closed (at ``at``, else now), nothing held or dispatched, gone
+    from /fleet and /metrics; its rows stay. False if it was retired already (or is unknown)."""
+    group = _locked(session, group_id)
+    if group is None or group.retired_at is not None:
+        return False
+    now = utcnow()
+    at = min(at or now, now)
+    span = _open_span(session, group)
+    if span is not None and span.ended_at is None:
+        span.ended_at = max(at, span.started_at)
+    if group.resident:
+        note_evicted(session, group_id, list(group.resident), reason=reason)
+    group.job_id, group.next_job_id, group.busy_until = None, None, None
+    group.retired_at = now
+    return True
+
+
+def forget(db: Database, group_id: str, *, stale_after_seconds: float) -> datetime:
+    """An operator retires ``group_id`` now (``jobservice fleet forget``, ``DELETE /fleet/groups/<id>``)
+    rather than after the retention; returns when it was retired (at once again if it was already).
+    Refused for a group whose worker is online: stop the worker first."""
+    now = utcnow()
+    with db.session() as session:
+        found = session.execute(
+            select(FleetGroup, WorkerRecord)
+            .outerjoin(WorkerRecord, WorkerRecord.id == FleetGroup.id)
+            .where(FleetGroup.id == group_id)
+        ).first()
+        if found is None:
+            raise NotFound("group_not_found", f"There is no card group '{group_id}'.")
+        group, worker = found
+        if group.retired_at is not None:
+            return group.retired_at
+        if is_online(worker, stale_after_seconds=stale_after_seconds, now=now):
+            assert worker is not None
+            seen = max(0.0, (now - worker.last_seen_at).total_seconds())
+            raise Conflict(
+                "group_online",
+                f"Card group '{group_id}' is online (its worker was seen {seen:.0f} s ago): stop its "
+                "worker first. A group retires by itself once it has been down for the retention.",
+            )
+        retire(session, group_id, reason="forgotten")
+        assert group.retired_at is not None
+        return group.retired_at
+
+
+def retire_lost_groups(db: Database, *, retention_seconds: float, stale_after_seconds: float) -> list[str]:
+    """Retire every group down for longer than ``retention_seconds`` whose worker is gone (its ledger
+    closed at the end of that retention); returns their ids."""
+    now = utcnow()
+    cutoff = now - timedelta(seconds=retention_seconds)
+    with db.session() as session:
+        pairs = groups_with_presence(session)
+    retired = []
+    for group, worker in pairs:
+        if group.state != DOWN or group.state_since > cutoff:
+            continue
+        if is_online(worker, stale_after_seconds=stale_after_seconds, now=now):
+            continue
+        with db.session() as session:
+            ended = group.state_since + timedelta(seconds=retention_seconds)
+            if retire(session, group.id, reason="retired", at=ended):
+                retired.append(group.id)
+    return retired
+
+
+def groups_with_presence(
+    session: Session, *, retired: bool = False
+) -> list[tuple[FleetGroup, WorkerRecord | None]]:
+    """Every group with its worker's presence row (None: never announced); retired groups too only
+    when ``retired``."""
+    query = select(FleetGroup, WorkerRecord).outerjoin(WorkerRecord, WorkerRecord.id == FleetGroup.id)
+    if not retired:
+        query = query.where(FleetGroup.retired_at.is_(None))
+    rows = session.execute(query.order_by(FleetGroup.id))
     return [(group, worker) for group, worker in rows]
 
 

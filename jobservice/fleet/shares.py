@@ -48,7 +48,9 @@ def charged(session: Session, *, half_life_s: float, now: datetime) -> dict[str,
 def inflight(session: Session, models: Mapping[str, ModelCost], *, now: datetime) -> list[InFlight]:
     """Every job handed to a group and not yet ended: what it should cost, and what it used so far."""
     rows = session.execute(
-        select(Job.tenant, Job.model, Job.output_seconds, Job.claimed_at, Job.status).where(
+        select(
+            Job.tenant, Job.model, Job.output_seconds, Job.claimed_at, Job.status, Job.dispatch_decision
+        ).where(
             or_(
                 Job.status == JobStatus.RUNNING,
                 (Job.status == JobStatus.QUEUED) & Job.dispatched_to.is_not(None),
@@ -56,12 +58,14 @@ def inflight(session: Session, models: Mapping[str, ModelCost], *, now: datetime
         )
     )
     found = []
-    for tenant, model, output_s, claimed_at, status in rows:
+    for tenant, model, output_s, claimed_at, status, decision in rows:
         cost = models.get(model)
         if cost is None:
             continue
         held = (now - claimed_at).total_seconds() if status == JobStatus.RUNNING and claimed_at else 0.0
-        found.append(InFlight(tenant, cost.card_seconds(float(output_s or 0.0)), max(0.0, held) * cost.cards))
+        load = bool((decision or {}).get("load"))  # the dispatcher's decision: it pays for a load
+        estimate = cost.card_seconds(float(output_s or 0.0), load=load)
+        found.append(InFlight(tenant, estimate, max(0.0, held) * cost.cards))
     return found
 
 

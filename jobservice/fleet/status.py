@@ -32,8 +32,9 @@ def fleet_status(
     hours: float = 24.0,
     now: datetime | None = None,
 ) -> dict[str, Any]:
-    """Every group (residency, current and next job, the last ``hours`` of its ledger with its loads
-    and evictions marked) and every model (queued jobs, which groups serve it, what it costs)."""
+    """Every group but the retired (residency, current and next job, whether it takes jobs, the last
+    ``hours`` of its ledger with its loads and evictions marked) and every model (queued jobs, which
+    groups serve it, what it costs)."""
     now = now or utcnow()
     since = now - timedelta(hours=hours)
     stale = stale_after(settings)
@@ -93,6 +94,10 @@ def fleet_status(
                 "state": group.state,
                 "state_model": group.state_model,
                 "state_since": _iso(group.state_since),
+                "accepting": group.accepting and is_online(worker, stale_after_seconds=stale, now=now),
+                "draining_since": _iso(group.draining_since),
+                "unhealthy_since": _iso(group.unhealthy_since),
+                "health": list(group.health or []),
                 "job_id": str(group.job_id) if group.job_id else None,
                 "next_job_id": str(group.next_job_id) if group.next_job_id else None,
                 "ledger_seconds": {k: round(v, 1) for k, v in seconds.items()},

@@ -20,7 +20,9 @@ class ResidentView(BaseModel):
 class SpanView(BaseModel):
     """A stretch of the group's ledger in one state."""
 
-    state: str = Field(description="generating, loading, finishing, idle_warm, idle_empty or down.")
+    state: str = Field(
+        description="generating, loading, finishing, idle_warm, idle_empty, unhealthy or down."
+    )
     model: str | None = None
     job_id: str | None = Field(default=None, description="Admins only.")
     start: datetime
@@ -53,15 +55,41 @@ class GroupView(BaseModel):
     memory_used_gb_per_card: float
     eligible: list[str] = Field(description="The models it may serve (the deployment's `models:`).")
     resident: list[ResidentView]
-    state: str
+    state: str = Field(
+        description="Its ledger state: generating, loading, finishing, idle_warm, idle_empty, unhealthy "
+        "(a card is not healthy and it runs no job) or down."
+    )
     state_model: str | None = None
     state_since: datetime | None = None
+    accepting: bool = Field(
+        default=True,
+        description="Whether the dispatcher may give it a job now (online, not draining, not unhealthy).",
+    )
+    draining_since: datetime | None = Field(
+        default=None,
+        description="Its worker was asked to stop: it finishes the job it runs and takes no other.",
+    )
+    unhealthy_since: datetime | None = Field(
+        default=None, description="A card of the group is not healthy since then: it takes no job."
+    )
+    health: list[str] = Field(
+        default_factory=list, description="Why it is unhealthy: each card's problems, as its tool says."
+    )
     job_id: str | None = Field(default=None, description="Loading or generating now (admins only).")
     next_job_id: str | None = Field(default=None, description="Dispatched to it, not claimed (admins only).")
     ledger_seconds: dict[str, float] = Field(description="Seconds in each state over the window.")
     timeline: list[SpanView]
     loads: list[FleetEventView]
     evictions: list[FleetEventView]
+
+
+class RetiredGroupView(BaseModel):
+    """``DELETE /fleet/groups/<id>``: a card group retired (gone from /fleet and /metrics; its
+    ledger, loads and usage stay as history)."""
+
+    object: str = "card_group"
+    id: str
+    retired_at: datetime
 
 
 class ModelCostView(BaseModel):

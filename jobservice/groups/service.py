@@ -8,7 +8,8 @@ ONE transaction inserts the group's row, every job and its first event (``record
 and admits them all against the quotas again under the tenant's lock: all the jobs exist, or none
 does. A refusal or an outage before the commit deletes the stored inputs.
 The jobs queue at batch priority, their ``created_at`` one microsecond apart in row order, so the
-dispatcher takes a group's jobs of one model in row order; a dispatch round then hands them out
+dispatcher takes a group's jobs of one model in row order; a worker's dispatch round, woken at once,
+then hands them out
 (and ``refresh_etas``, which the API runs once it has answered, gives them their ETAs).
 
 An ``Idempotency-Key`` makes a retried request return the group the first one created (the same
@@ -29,7 +30,7 @@ from jobservice.auth.principal import Principal
 from jobservice.db.tables import TERMINAL_STATUSES, Job, JobGroup, JobStatus, utcnow
 from jobservice.errors import Conflict, NotFound
 from jobservice.fleet import shares
-from jobservice.fleet.dispatch import dispatch_round
+from jobservice.fleet.dispatch import request_round
 from jobservice.fleet.eta import refresh as refresh_forecast
 from jobservice.groups.inputs import input_identity
 from jobservice.groups.plan import GroupPlan
@@ -173,11 +174,9 @@ def create_group(
 
 
 def _dispatch(services: Services, group: JobGroup) -> None:
-    """Hand out the first jobs now (else the workers' upkeep rounds will, within seconds)."""
-    try:
-        dispatch_round(services)
-    except Exception as exc:  # noqa: BLE001 - the jobs are recorded; a later round places them
-        log.warning("group %s: not dispatched at once (%s); a maintenance round will", group.id, exc)
+    """Hand out the first jobs now: wake a worker's dispatcher when a group that may run them looks
+    free (else the workers' upkeep rounds will, within seconds)."""
+    request_round(services, list(group.models))
 
 
 def refresh_etas(services: Services, group_id: uuid.UUID) -> None:

@@ -7,9 +7,10 @@
    to a card group and sends its message to that group's queue. A handed-out job whose message was
    never sent (the broker was away) is sent again; one whose message is gone (Redis restarted
    empty, a worker died between taking it and claiming it) or whose group is gone is handed back,
-   and the dispatcher places it again. Duplicates are harmless: the claim is a compare-and-swap
-   that also checks the group. When one send fails the broker is taken to be away and the rest of
-   the pass sends nothing; the next pass tries again.
+   and the dispatcher places it again. A message sent again carries the decision the dispatcher
+   stored with the dispatch (what the worker loads and evicts). Duplicates are harmless: the claim
+   is a compare-and-swap that also checks the group. When one send fails the broker is taken to be
+   away and the rest of the pass sends nothing; the next pass tries again.
 
 Every move goes through the transition functions, so two reapers running at once cannot
 double-move a job. It runs on a thread in every worker and as ``jobservice reap``.
@@ -27,7 +28,7 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
-from jobservice.broker import group_queue
+from jobservice.broker import DispatchDecision, JobMessage, Send, group_queue
 from jobservice.db.engine import Database
 from jobservice.db.tables import FleetGroup, Job, JobStatus, utcnow
 from jobservice.fleet.groups import release_job
@@ -40,10 +41,10 @@ from jobservice.jobs.transitions import (
     mark_failed,
     requeue_job,
 )
+from jobservice.tracing import traceparent
 
 log = logging.getLogger(__name__)
 
-Sender = Callable[[uuid.UUID, str, int], None]  # (job_id, group, priority)
 PendingLookup = Callable[[set[str]], set[str]]  # queues -> job ids with a live message
 Online = Callable[[], set[str]]  # the ids of the card groups whose workers are online
 CardsOf = Callable[[str], int]  # model -> the cards a job of it holds
@@ -171,7 +172,7 @@ def cancel_stranded_requests(db: Database, result: ReapResult) -> None:
 
 def recover_dispatched(
     db: Database,
-    send: Sender,
+    send: Send,
     pending: PendingLookup | None,
     online: Online,
     *,
@@ -185,7 +186,14 @@ def recover_dispatched(
         rows = (
             session.connection()
             .execute(
-                select(Job.id, Job.priority, Job.enqueued_at, Job.dispatched_to).where(
+                select(
+                    Job.id,
+                    Job.priority,
+                    Job.enqueued_at,
+                    Job.dispatched_to,
+                    Job.dispatch_decision,
+                    Job.trace_context,
+                ).where(
                     Job.status == JobStatus.QUEUED,
                     Job.dispatched_to.is_not(None),
                     or_(Job.enqueued_at.is_(None), Job.enqueued_at < cutoff),
@@ -208,7 +216,15 @@ def recover_dispatched(
     outbox = _Outbox(db, send, result)
     for row in rows:
         if row.enqueued_at is None:
-            outbox.send(row.id, row.dispatched_to, row.priority)
+            outbox.send(
+                JobMessage(
+                    job_id=row.id,
+                    group=row.dispatched_to,
+                    priority=row.priority,
+                    decision=DispatchDecision.from_dict(row.dispatch_decision),
+                    trace=traceparent(row.trace_context),
+                )
+            )
         elif live is not None and str(row.id) not in live:
             back.append(row)
     for row in back:
@@ -225,28 +241,39 @@ def hand_back(db: Database, job_id: uuid.UUID, group: str) -> bool:
         moved = session.execute(
             update(Job)
             .where(Job.id == job_id, Job.status == JobStatus.QUEUED, Job.dispatched_to == group)
-            .values(dispatched_to=None, enqueued_at=None)
+            .values(dispatched_to=None, enqueued_at=None, dispatch_decision=None)
             .execution_options(synchronize_session=False)
         )
     return bool(moved.rowcount == 1)  # type: ignore[attr-defined]
 
 
+def hand_back_all(db: Database, group: str) -> list[uuid.UUID]:
+    """Take back every queued job handed to ``group`` (its worker is stopping, or refused one); the
+    dispatcher places them again. Returns the ids it moved."""
+    with db.session() as session:
+        ids = list(
+            session.scalars(select(Job.id).where(Job.status == JobStatus.QUEUED, Job.dispatched_to == group))
+        )
+    return [job_id for job_id in ids if hand_back(db, job_id, group)]
+
+
 class _Outbox:
     """Sends one pass's messages; after the first failure it stops trying until the next pass."""
 
-    def __init__(self, db: Database, send: Sender, result: ReapResult) -> None:
+    def __init__(self, db: Database, send: Send, result: ReapResult) -> None:
         self.db = db
         self._send = send
         self.result = result
         self.broker_away = False
 
-    def send(self, job_id: uuid.UUID, group: str, priority: int) -> None:
+    def send(self, message: JobMessage) -> None:
         """Send, and remember when; a job left unsent keeps its old ``enqueued_at``."""
+        job_id = message.job_id
         if self.broker_away:
             self.result.unsent.append(str(job_id))
             return
         try:
-            self._send(job_id, group, priority)
+            self._send(message)
         except Exception as exc:  # noqa: BLE001 - the next pass tries again
             log.warning("job %s: could not send its queue message (%s); will retry", job_id, exc)
             self.broker_away = True
@@ -259,7 +286,7 @@ class _Outbox:
 
 def reap(
     db: Database,
-    send: Sender,
+    send: Send,
     pending: PendingLookup | None,
     online: Online,
     *,

@@ -4,7 +4,8 @@ Shared by the JSON API, the web form, batches and job groups (``jobservice.group
 every row with ``check_submission``, then records all of them at once with ``new_job_row``). Order
 matters for "nothing lost, nothing left behind": inputs go to the object store first, then the row
 is committed; the committed row is the queue (``jobservice.fleet.dispatch`` hands it to a card group
-when one should take it, and only then is a message sent). A refusal before the commit deletes
+when one should take it, and only then is a message sent; the request only wakes a worker's
+dispatcher when a group looks free). A refusal before the commit deletes
 whatever was stored; an accepted job is in the table, so it is never lost.
 """
 
@@ -32,7 +33,7 @@ from jobservice.db.tables import Job, utcnow
 from jobservice.errors import Conflict, DomainError, Invalid, NotFound, invalid_parameters
 from jobservice.fleet import shares
 from jobservice.fleet.costs import output_seconds
-from jobservice.fleet.dispatch import dispatch_round, free_group_for
+from jobservice.fleet.dispatch import request_round
 from jobservice.jobs import retries
 from jobservice.jobs.idempotency import scoped_key
 from jobservice.jobs.transitions import record_created
@@ -371,16 +372,10 @@ def _record_admitted(services: Services, sub: Submission, job: Job) -> None:
 
 
 def _enqueue(services: Services, job: Job) -> None:
-    """The recorded job waits in the table; when a group that may run it is free, a dispatch round
-    hands it (or a job the policy prefers) out now. Any failure here leaves it to the workers'
-    maintenance rounds, which dispatch every few seconds."""
-    try:
-        if free_group_for(services.db, job.model):
-            for handed in dispatch_round(services):
-                if handed.job_id == job.id:  # what the answer shows: next on its group
-                    job.dispatched_to = handed.group
-    except Exception as exc:  # noqa: BLE001 - the job is recorded; a later round places it
-        log.warning("job %s: not dispatched at once (%s); a maintenance round will", job.id, exc)
+    """The recorded job waits in the table; when a group that may run it looks free, a worker's
+    dispatcher is woken to run a round now (``request_round``: never a round in the request). A
+    failure here leaves it to the workers' maintenance rounds, which dispatch every few seconds."""
+    request_round(services, [job.model])
 
 
 def store_input(services: Services, key: str, upload: CheckedUpload) -> None:

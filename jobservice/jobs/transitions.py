@@ -24,11 +24,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Table, and_, insert, select, update
+from sqlalchemy import ColumnElement, Table, and_, exists, insert, not_, select, update
 from sqlalchemy.orm import Session
 
 from jobservice import tracing
-from jobservice.db.tables import TERMINAL_STATUSES, Job, JobEvent, JobStatus, Stage, utcnow
+from jobservice.db.tables import TERMINAL_STATUSES, FleetGroup, Job, JobEvent, JobStatus, Stage, utcnow
+from jobservice.fleet.groups import accepting
 from jobservice.jobs.leases import Owner
 from jobservice.jobs.queries import get_job
 from jobservice.jobs.webhook_events import on_transition
@@ -201,11 +202,13 @@ def claim_job(
     session: Session, job_id: uuid.UUID, *, worker_id: str, lease_seconds: float, group: str | None = None
 ) -> Job | None:
     """Move a queued job to running for ``worker_id``; None if it is not claimable (already taken,
-    or, with ``group``, not handed to that card group by the dispatcher)."""
+    or, with ``group``, not handed to that card group by the dispatcher, or that group takes no job
+    now: it is draining or unhealthy; ``jobservice.fleet.groups``)."""
     now = utcnow()
     condition: ColumnElement[bool] = Job.cancel_requested_at.is_(None)
     if group is not None:
-        condition = and_(condition, Job.dispatched_to == group)
+        refusing = select(FleetGroup.id).where(FleetGroup.id == group, not_(accepting()))
+        condition = and_(condition, Job.dispatched_to == group, ~exists(refusing))
     claimed = _cas(
         session,
         job_id,
@@ -477,6 +480,7 @@ def _back_in_queue(
             "heartbeat_at": None,
             "enqueued_at": None,
             "dispatched_to": None,  # back in the table: the dispatcher places it again
+            "dispatch_decision": None,
             **(also or {}),
         },
         extra_where=Job.cancel_requested_at.is_(None),

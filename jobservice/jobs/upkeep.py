@@ -1,18 +1,22 @@
 """One upkeep round, as every worker's maintenance thread runs it (and ``jobservice reap``): card
-groups whose workers are gone move to ``down``, the reaper requeues dead runs and recovers lost
-messages, a dispatch round hands free groups their next jobs, and the queued jobs' ETAs are worked
-out again when they are due (by one process at a time)."""
+groups whose workers are gone move to ``down`` (and those down past the retention are retired), the
+reaper requeues dead runs and recovers lost messages, a dispatch round hands free groups their next
+jobs, and the queued jobs' ETAs are worked out again when they are due (by one process at a time)."""
 
 from __future__ import annotations
 
 import logging
-import uuid
 
-from jobservice.broker import BrokerInspector, sender
+from jobservice.broker import BrokerInspector, JobMessage, sender
 from jobservice.db.tables import utcnow
 from jobservice.fleet.dispatch import dispatch_round
 from jobservice.fleet.eta import refresh as refresh_forecast
-from jobservice.fleet.groups import groups_with_presence, is_online, mark_lost_groups_down
+from jobservice.fleet.groups import (
+    groups_with_presence,
+    is_online,
+    mark_lost_groups_down,
+    retire_lost_groups,
+)
 from jobservice.fleet.presence import stale_after
 from jobservice.jobs.reaper import ReapResult, reap
 from jobservice.wiring import Services
@@ -45,8 +49,8 @@ class Upkeep:
             self._inspector = None  # reconnect next time
             raise
 
-    def _send(self, job_id: uuid.UUID, group: str, priority: int) -> None:
-        sender(self.services.celery)(job_id, group, priority)
+    def _send(self, message: JobMessage) -> None:
+        sender(self.services.celery)(message)
 
     def _cards_of(self, model: str) -> int:
         spec = self.services.catalog.get(model)
@@ -58,6 +62,17 @@ class Upkeep:
         lost = mark_lost_groups_down(self.services.db, stale_after_seconds=stale_after(settings))
         if lost:
             log.warning("card groups down (their workers are gone): %s", ", ".join(lost))
+        retired = retire_lost_groups(
+            self.services.db,
+            retention_seconds=settings.group_retention_hours * 3600,
+            stale_after_seconds=stale_after(settings),
+        )
+        if retired:
+            log.warning(
+                "card groups retired (down over %g h with no worker): %s",
+                settings.group_retention_hours,
+                ", ".join(retired),
+            )
         result = reap(
             self.services.db,
             self._send,

@@ -85,7 +85,8 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     P + "card_seconds": (
         "counter",
         "Card-seconds of every card group in each ledger state (generating, loading, finishing, idle_warm, "
-        "idle_empty, down), by the model it concerned; a group's states sum to its cards times wall time.",
+        "idle_empty, unhealthy, down), by the model it concerned; a group's states sum to its cards times "
+        "wall time. A retired group's series are gone.",
         ("group", "state", "model"),
     ),
     P + "model_loads": (
@@ -116,6 +117,12 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     ),
     P + "group_resident": ("gauge", "1 for each model a card group holds now.", ("group", "model")),
     P + "group_state": ("gauge", "1 for the ledger state each card group is in now.", ("group", "state")),
+    P + "group_accepting": (
+        "gauge",
+        "1 while a card group may be given jobs; 0 while it is down, drains (its worker was asked to "
+        "stop) or has a card that is not healthy.",
+        ("group",),
+    ),
     P + "group_memory_used_ratio": (
         "gauge",
         "Memory of a card group's first card held by its resident models, over what the card has.",
@@ -178,7 +185,8 @@ class JobsCollector(Collector):
             unfolded = counters.open_card_seconds(session, counted_until=totals.counted_until, now=now)
             groups = live.groups(session, self.services.catalog)
             webhooks = live.webhook_backlog(session, now=now)
-        yield from _counter_families(totals, unfolded)
+            retired = live.retired_groups(session)
+        yield from _counter_families(totals, unfolded, retired=retired)
         yield _gauge(P + "jobs_counted_until_seconds", [((), totals.counted_until.timestamp())])
         yield from _queue_families(queues)
         yield from _fleet_families(fleet)
@@ -187,6 +195,7 @@ class JobsCollector(Collector):
         yield _gauge(P + "group_info", [((g.id, g.hostname, g.pod), 1) for g in groups])
         yield _gauge(P + "webhook_backlog", [((), webhooks.pending)])
         yield _gauge(P + "webhook_backlog_oldest_seconds", [((), webhooks.oldest_seconds)])
+        yield _gauge(P + "group_accepting", [((g.id,), 1 if g.accepting else 0) for g in groups])
         yield _gauge(
             P + "group_memory_used_ratio",
             [((g.id,), g.memory_ratio) for g in groups if g.memory_ratio is not None],
@@ -211,10 +220,17 @@ COUNTERS = (
 HISTOGRAMS = (counters.STAGE_SECONDS, counters.MODEL_LOAD_SECONDS, counters.MODEL_AGE_AT_EVICTION)
 
 
-def _counter_families(totals: Totals, unfolded: dict[tuple[str, str, str], float]) -> Iterator[Metric]:
+def _counter_families(
+    totals: Totals, unfolded: dict[tuple[str, str, str], float], *, retired: frozenset[str] = frozenset()
+) -> Iterator[Metric]:
+    """The counters and histograms; a retired card group's series are left out."""
     by_name: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
     for (name, key), value in sorted(totals.rows.items()):
-        by_name[name].append((_labels(key), value))
+        values = _labels(key)
+        if values.get("group") in retired:
+            continue
+        by_name[name].append((values, value))
+    unfolded = {key: value for key, value in unfolded.items() if key[0] not in retired}
     for name in COUNTERS:
         family = P + name
         labels = FAMILIES[family][2]

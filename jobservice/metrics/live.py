@@ -62,6 +62,7 @@ class GroupNow:
     memory_ratio: float | None  # resident memory of its first card over the card's
     hostname: str = ""
     pod: str = ""  # the Kubernetes pod its worker last ran in ("" elsewhere)
+    accepting: bool = True  # not down, draining or unhealthy
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class WebhookBacklog:
 
 
 def groups(session: Session, catalog: Catalog) -> list[GroupNow]:
-    """Every card group's state, residency, host and pod (one row each)."""
+    """Every card group's state, residency, host and pod (one row each), the retired left out."""
     pods = {
         worker_id: str((info or {}).get("pod") or "")
         for worker_id, info in session.execute(
@@ -83,7 +84,8 @@ def groups(session: Session, catalog: Catalog) -> list[GroupNow]:
         )
     }
     found = []
-    for group in session.scalars(select(FleetGroup).order_by(FleetGroup.id)):
+    query = select(FleetGroup).where(FleetGroup.retired_at.is_(None)).order_by(FleetGroup.id)
+    for group in session.scalars(query):
         resident = tuple(sorted(group.resident or {}))
         ratio = None
         if group.memory_gb_per_card:
@@ -91,8 +93,17 @@ def groups(session: Session, catalog: Catalog) -> list[GroupNow]:
                 memory_gb(spec) / max(1, spec.cards) for m in resident if (spec := catalog.get(m)) is not None
             )
             ratio = round(used / group.memory_gb_per_card, 4)
+        accepting = group.accepting and group.state != "down"
         found.append(
-            GroupNow(group.id, group.state, resident, ratio, group.hostname or "", pods.get(group.id, ""))
+            GroupNow(
+                group.id,
+                group.state,
+                resident,
+                ratio,
+                group.hostname or "",
+                pods.get(group.id, ""),
+                accepting,
+            )
         )
     return found
 
@@ -104,6 +115,11 @@ def webhook_backlog(session: Session, *, now: datetime) -> WebhookBacklog:
     ).one()
     age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
     return WebhookBacklog(pending=int(count), oldest_seconds=age)
+
+
+def retired_groups(session: Session) -> frozenset[str]:
+    """The ids of the retired card groups (their series leave /metrics)."""
+    return frozenset(session.scalars(select(FleetGroup.id).where(FleetGroup.retired_at.is_not(None))))
 
 
 def queues(session: Session, *, models: list[str], now: datetime) -> dict[str, ModelQueue]:

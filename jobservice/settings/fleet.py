@@ -8,7 +8,8 @@ from pydantic import BaseModel, Field
 class FleetSettings(BaseModel):
     """The fleet.
 
-    Read by `jobservice.fleet` (dispatch, fair share, the ETA forecast; docs/fleet.md).
+    Read by `jobservice.fleet` (dispatch, fair share, the ETA forecast, retiring card groups;
+    docs/fleet.md).
     """
 
     fair_share_half_life_seconds: float = Field(
@@ -26,6 +27,12 @@ class FleetSettings(BaseModel):
         default=5.0,
         gt=0,
         description="How often the queued jobs' ETAs are worked out again (by one process at a time).",
+    )
+    group_retention_hours: float = Field(
+        default=24.0,
+        gt=0,
+        description="A card group down this long with no worker is retired: its ledger closed, gone from "
+        "/fleet and /metrics, its history kept (`jobservice fleet forget GROUP` retires one at once).",
     )
     forecast_expects_yesterday: bool = Field(
         default=True,

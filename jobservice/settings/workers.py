@@ -77,3 +77,9 @@ class WorkerSettings(BaseModel):
     scratch_dir: Path | None = Field(
         default=None, description="Per-job scratch space of a worker; unset: var_dir/scratch."
     )
+    card_health_interval_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description="How often a worker reads its cards' health (NVML, else nvidia-smi; npu-smi): a card "
+        "that is not healthy makes its group unhealthy (it takes no job) until the card is healthy again.",
+    )

@@ -141,8 +141,8 @@ def specs() -> list[ModelSpec]:
     # A model with a seed whose video is black below a chosen seed: retries of a failed gate.
     out.append(_spec("seeded", "seeded", validation=strict, params=SeededParams))
     out.append(_spec("slow", "slow", timeout_seconds=4.0))
-    # Two models that each need 3 GB and take 2 s to load: a 4 GB card group holds one at a time
-    # (tests/integration/test_fleet_e2e.py).
+    # Models that each need 3 GB and take 2 s to load: a 4 GB card group holds one at a time
+    # (tests/integration/test_fleet_e2e.py), a 7 GB one two (tests/integration/test_dispatch_e2e.py).
     heavy = {"min_memory_gb": 3.0, "load_seconds": 2.0, "seconds_per_output_second": 0.45}
-    out += [_spec(f"heavy-{x}", "heavy", config={"load_sleep": 2.0}, **heavy) for x in ("a", "b")]
+    out += [_spec(f"heavy-{x}", "heavy", config={"load_sleep": 2.0}, **heavy) for x in ("a", "b", "c")]
     return out

@@ -457,7 +457,7 @@ def test_the_dispatcher_takes_a_groups_jobs_in_row_order_below_interactive_ones(
     online_group(services.db, "g1", [T2V])
     sent: list[str] = []
     for _ in range(4):
-        handed = dispatch(services.db, services.catalog, services.settings, lambda job, grp, prio: None)
+        handed = dispatch(services.db, services.catalog, services.settings, lambda message: None)
         assert len(handed) == 1
         sent.append(str(handed[0].job_id))
         with services.db.session() as session:  # it ends: the group is free for the next one

@@ -13,6 +13,7 @@ import sys
 import sysconfig
 import tarfile
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ import pytest
 import requests
 
 from jobservice import __version__, broker
+from jobservice.db.tables import Job, utcnow
+from jobservice.jobs.transitions import record_created
 from tests.conftest import ROOT, free_port
 from tests.integration.conftest import Stack, WorkerProcess, build_stack
 
@@ -195,20 +198,36 @@ def test_the_previous_release_and_this_one_share_a_database_and_a_broker(
     )
 
 
-def test_a_message_newer_than_the_worker_reads_is_left_and_the_job_runs_later(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A newer release's API sends a message format this worker cannot read: the worker leaves it
-    (the job is neither run nor failed), the reaper hands the job back once the message is gone, and
-    the message this release's dispatcher sends then is run, once."""
+def test_a_message_newer_than_the_worker_reads_is_left_and_the_job_runs_later(stack: Stack) -> None:
+    """A newer release's dispatcher sends a message format this worker cannot read: the worker leaves
+    it (the job is neither run nor failed), the reaper hands the job back once the message is gone,
+    and the message this release's dispatcher sends then is run, once."""
     stack.start_worker("w1")
     warm = stack.submit(JOB)
     assert stack.wait(warm).status == "succeeded"
-    monkeypatch.setattr(broker, "MESSAGE_VERSION", broker.MESSAGE_VERSION + 1)  # this process sends newer
-    job_id = stack.submit(JOB)
-    job = stack.wait(job_id, timeout=90)
-    assert job.status == "succeeded" and job.attempts == 1, (job.error_code, job.error_message)
+    newer = broker.MESSAGE_VERSION + 1
+    job = Job(
+        id=uuid.uuid4(),
+        task="text2video",
+        model=JOB["model"],
+        params={
+            "prompt": "from a newer release",
+            "num_frames": 12,
+            "fps": 12,
+            "size": 64,
+            "step_seconds": 0.0,
+        },
+        created_at=utcnow(),
+    )
+    job.max_attempts, job.dispatched_to, job.enqueued_at = 3, "w1@test", utcnow()
+    with stack.services.db.session() as s:  # handed to the group as a newer dispatcher hands it out
+        record_created(s, job)
+    message = broker.JobMessage(job_id=job.id, group="w1@test", version=newer)
+    broker.send_job(stack.services.celery, message)
+    job_id = str(job.id)
+    done = stack.wait(job_id, timeout=90)
+    assert done.status == "succeeded" and done.attempts == 1, (done.error_code, done.error_message)
     log = stack.workers[0].log_text()
-    assert f"job {job_id}: message format {broker.MESSAGE_VERSION} is newer than this worker reads" in log
+    assert f"job {job_id}: message format {newer} is newer than this worker reads" in log
     events = stack.events(job_id)
     assert sum(1 for e in events if e.to_status == "running") == 1

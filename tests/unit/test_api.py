@@ -72,8 +72,10 @@ def stored_keys(services: Any) -> list[str]:
 
 # --- text2video -------------------------------------------------------------------------------
 def test_text2video_is_accepted_queued_and_sent(client: Any, services: Any) -> None:
-    """With a free card group that may serve the model, the submission hands the job to it and sends
-    its message to the group's own queue."""
+    """With a free card group that may serve the model, the submission wakes a worker's dispatcher,
+    which hands the job to it and sends its message to the group's own queue."""
+    from workers.dispatcher import Dispatcher
+
     online_group(services.db, "cpu@test-host", ["reference-t2v"])
     response = client.post(
         "/jobs", json={"task": "text2video", "prompt": "a red kite over the sea", "num_frames": 17}
@@ -87,6 +89,8 @@ def test_text2video_is_accepted_queued_and_sent(client: Any, services: Any) -> N
     params = body["params"]
     assert params["num_frames"] == 17 and params["width"] == 512 and params["guidance_scale"] == 5.0
     assert isinstance(params["seed"], int), "a seed is chosen and recorded when absent"
+    dispatcher = Dispatcher(services)  # what a worker's main process runs when the bell rings
+    assert dispatcher.run_once(wait_seconds=1.0), "the submission rang the dispatcher's bell"
     inspector = BrokerInspector(services.settings.broker_url)
     assert body["id"] in inspector.pending_job_ids({group_queue("cpu@test-host")})
     with services.db.session() as s:
@@ -95,6 +99,8 @@ def test_text2video_is_accepted_queued_and_sent(client: Any, services: Any) -> N
     assert job is not None and job.dispatched_to == "cpu@test-host" and job.enqueued_at is not None
     assert group is not None and group.next_job_id == job.id  # the group is busy with it now
     other = client.post("/jobs", json={"task": "text2video", "prompt": "a second kite"}).get_json()
+    assert not dispatcher.run_once(wait_seconds=0.2), "the group is busy: nothing to wake for"
+    dispatcher.bell.close()
     assert other["id"] not in inspector.pending_job_ids({group_queue("cpu@test-host")}), "one at a time"
 
     shown = client.get(f"/jobs/{body['id']}").get_json()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
+from jobservice.broker import JobMessage
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, JobStatus, utcnow
 from jobservice.jobs.queries import get_job
@@ -33,11 +34,11 @@ class Broker:
         self.attempts = 0
         self.sent: list[str] = []
 
-    def __call__(self, job_id: uuid.UUID, group: str, priority: int) -> None:
+    def __call__(self, message: JobMessage) -> None:
         self.attempts += 1
         if not self.up:
             raise ConnectionError("Error 111 connecting to redis.sock. Connection refused.")
-        self.sent.append(str(job_id))
+        self.sent.append(str(message.job_id))
 
     def pending(self, queues: set[str]) -> set[str]:
         if not self.up:

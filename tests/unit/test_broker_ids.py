@@ -11,6 +11,7 @@ import redis
 
 from jobservice.broker import (
     BrokerInspector,
+    JobMessage,
     _job_id_of,
     group_queue,
     make_celery,
@@ -25,7 +26,7 @@ def test_ids_of_waiting_and_unacked_messages(clean_redis: str) -> None:
     celery = make_celery(Settings(broker_url=clean_redis))
     ids = [uuid.uuid4() for _ in range(3)]
     for priority, job_id in enumerate(ids):
-        send_job(celery, job_id=job_id, group="cpu@host-1", priority=priority * 6)
+        send_job(celery, JobMessage(job_id=job_id, group="cpu@host-1", priority=priority * 6))
     client = redis.Redis.from_url(clean_redis)
     raws = [raw for key in client.keys(f"{group_queue('cpu@host-1')}*") for raw in client.lrange(key, 0, -1)]
     assert sorted(_job_id_of(raw) or "" for raw in raws) == sorted(str(i) for i in ids)
@@ -48,7 +49,7 @@ def test_a_delivery_held_past_the_grace_is_not_live(clean_redis: str) -> None:
     celery = make_celery(Settings(broker_url=clean_redis))
     stale, fresh = uuid.uuid4(), uuid.uuid4()
     for job_id in (stale, fresh):
-        send_job(celery, job_id=job_id, group="npu:0,1@h")
+        send_job(celery, JobMessage(job_id=job_id, group="npu:0,1@h"))
     client = redis.Redis.from_url(clean_redis)
     queue = group_queue("npu:0,1@h")
     assert queue == "group.npu_0_1@h"  # only safe characters in a Redis key

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
+from jobservice.broker import JobMessage
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, JobStatus, JobUsage, utcnow
 from jobservice.jobs.queries import get_job
@@ -29,13 +30,15 @@ class Recorder:
     def __init__(self, fail: bool = False) -> None:
         self.sent: list[str] = []
         self.groups: list[str] = []
+        self.messages: list[JobMessage] = []
         self.fail = fail
 
-    def __call__(self, job_id: uuid.UUID, group: str, priority: int) -> None:
+    def __call__(self, message: JobMessage) -> None:
         if self.fail:
             raise ConnectionError("broker down")
-        self.sent.append(str(job_id))
-        self.groups.append(group)
+        self.sent.append(str(message.job_id))
+        self.groups.append(message.group)
+        self.messages.append(message)
 
 
 def expire(db: Database, job_id: uuid.UUID) -> None:

@@ -23,12 +23,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from jobservice.broker import DispatchDecision, JobMessage
 from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, JobStatus, Stage, utcnow
 from jobservice.fleet import costs as fleet_costs
 from jobservice.fleet import groups
 from jobservice.fleet.usage import Phases, record_attempt
 from jobservice.jobs import previews, retries
+from jobservice.jobs.reaper import hand_back
 from jobservice.jobs.transitions import (
     Owner,
     claim_job,
@@ -56,13 +58,9 @@ from workers.validation import validate_file, validate_streamed
 log = logging.getLogger(__name__)
 
 
-def run_job(runtime: WorkerRuntime, raw_job_id: str) -> str:
+def run_job(runtime: WorkerRuntime, message: JobMessage) -> str:
     """Run the job named by a queue message; returns how it ended (for logs and tests)."""
-    try:
-        job_id = uuid.UUID(str(raw_job_id))
-    except ValueError:
-        log.error("dropping a message with a malformed job id %r", raw_job_id)
-        return "malformed"
+    job_id = message.job_id
     settings = runtime.services.settings
     undisturbed, waited_ms = wait_for_quiet(runtime, job_id)
     with runtime.services.db.session() as session:
@@ -76,12 +74,17 @@ def run_job(runtime: WorkerRuntime, raw_job_id: str) -> str:
         if job is not None:
             groups.take_job(session, runtime.node, job.id, model=job.model)
     if job is None:
-        log.info("job %s: not queued for this group any more (taken, canceled, handed back); dropped", job_id)
-        runtime.member.dispatch()  # the group's slot was this job's: give it another
+        if hand_back(runtime.services.db, job_id, runtime.node):
+            # Still queued for this group: the group refused it (draining, or a card unhealthy).
+            log.warning("job %s: this group takes no job now; handed back to the dispatcher", job_id)
+        else:
+            log.info("job %s: not queued for this group any more (taken, canceled, handed back)", job_id)
+        runtime.member.dispatch()  # the group's slot was this job's: give it another (or the job elsewhere)
         return "dropped"
     with job_log_context(job_id, job.attempts):
         log.info("job %s: claimed by %s (attempt %d)", job_id, runtime.worker_id, job.attempts)
-        return JobRun(runtime, job, undisturbed=undisturbed, waited_ms=waited_ms).execute()
+        run = JobRun(runtime, job, decision=message.decision, undisturbed=undisturbed, waited_ms=waited_ms)
+        return run.execute()
 
 
 def wait_for_quiet(runtime: WorkerRuntime, job_id: uuid.UUID) -> tuple[bool, float]:
@@ -114,6 +117,9 @@ class JobRun:
 
     runtime: WorkerRuntime
     job: Job
+    # What the dispatcher decided (what to evict before the model loads); None: a message of a
+    # release before the decision travelled with it.
+    decision: DispatchDecision | None = None
     timings: dict[str, float] = field(default_factory=dict)
     cold: bool = False
     output: RunOutput | None = None
@@ -244,7 +250,8 @@ class JobRun:
 
         self._stage(Stage.LOADING, 0.02)
         window = HostWindow(self.runtime.finisher, undisturbed=self.undisturbed, waited_ms=self.waited_ms)
-        loaded, self.cold = self.runtime.resident.get(self.spec, job_id=self.job.id)
+        decided = self.decision.evict if self.decision is not None else None
+        loaded, self.cold = self.runtime.resident.get(self.spec, job_id=self.job.id, evict=decided)
         if self.cold:
             self.timings["load_ms"] = round(loaded.load_ms, 3)
         t = time.perf_counter()

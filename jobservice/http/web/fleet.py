@@ -28,6 +28,7 @@ STATE_LABELS = {
     "finishing": "finishing (gate, upload)",
     "idle_warm": "idle, model held",
     "idle_empty": "idle, nothing held",
+    "unhealthy": "unhealthy (takes no job)",
     "down": "down",
 }
 

@@ -1,5 +1,6 @@
-"""``GET /fleet`` (what each card group holds and runs, and its ledger) and ``GET /usage`` (card-seconds
-by tenant, model, hour or day, as JSON or CSV)."""
+"""``GET /fleet`` (what each card group holds and runs, and its ledger), ``DELETE /fleet/groups/<id>``
+(retire a card group whose worker is gone) and ``GET /usage`` (card-seconds by tenant, model, hour or
+day, as JSON or CSV)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from flask import Blueprint, Response, request
 
 from jobservice.db.tables import utcnow
 from jobservice.errors import Forbidden, Malformed
+from jobservice.fleet.groups import forget
+from jobservice.fleet.presence import stale_after
 from jobservice.fleet.status import fleet_status
 from jobservice.fleet.usage import BUCKETS, GROUPINGS, usage_report
-from jobservice.fleet.views import FleetView, UsageRowView, UsageView
+from jobservice.fleet.views import FleetView, RetiredGroupView, UsageRowView, UsageView
 from jobservice.http.api.doc import RouteTable, answer, in_query, refused
 from jobservice.http.api.native.jobs import services
 from jobservice.http.api.policy.auth import current_principal
@@ -24,7 +27,7 @@ api = RouteTable(bp)
 MAX_HOURS = 48.0  # the Fleet page's window at most
 MAX_SPAN = timedelta(days=400)  # a usage report's period at most
 
-FLEET_MODELS = (FleetView, UsageView)
+FLEET_MODELS = (FleetView, RetiredGroupView, UsageView)
 
 
 @api.route(
@@ -54,6 +57,37 @@ def get_fleet() -> Response:
             for event in [*group.loads, *group.evictions]:
                 event.job_id = None
     return Response(status.model_dump_json() + "\n", mimetype="application/json")
+
+
+@api.route(
+    "delete",
+    "/fleet/groups/{group_id}",
+    "Retire a card group whose worker is gone: its ledger closed, gone from /fleet and /metrics, its "
+    "history kept (a group down for JOBSERVICE_GROUP_RETENTION_HOURS retires by itself)",
+    parameters=(
+        {
+            "name": "group_id",
+            "in": "path",
+            "required": True,
+            "schema": {"type": "string"},
+            "description": "The group's id, as /fleet shows it (e.g. npu:0,1,2,3@host).",
+        },
+    ),
+    responses={
+        "200": answer("Retired (now, or already before).", "RetiredGroupView"),
+        "403": refused("The key is not an admin key (admin_only)."),
+        "404": refused("No such card group (group_not_found)."),
+        "409": refused("Its worker is online (group_online): stop the worker first."),
+    },
+)
+def delete_group(group_id: str) -> Response:
+    """Retire one card group at once (``jobservice fleet forget``)."""
+    if not current_principal().is_admin:
+        raise Forbidden("admin_only", "Only an admin key may retire a card group.")
+    svc = services()
+    retired_at = forget(svc.db, group_id, stale_after_seconds=stale_after(svc.settings))
+    body = RetiredGroupView(id=group_id, retired_at=retired_at)
+    return Response(body.model_dump_json() + "\n", mimetype="application/json")
 
 
 @api.route(

@@ -125,13 +125,15 @@ def test_a_batch(api: Client) -> None:
     assert isinstance(batch, BatchView) and batch.progress.total == 2
     seen: list[BatchView] = []
     final = api.wait_batch(batch.id, timeout=240, on_update=seen.append)
-    assert final.status == "finished" and final.progress.succeeded == 2
-    jobs = api.batch_jobs(batch.id, page_size=1)  # two pages
-    assert len(jobs) == 2 and {(j.batch.case, j.status) for j in jobs} == {("t2v", "succeeded")}
+    # Disturbed repeats are run again (at most 2 more per case): at least the 2 planned ones, all done.
+    assert final.status == "finished" and final.progress.succeeded == final.progress.total >= 2
+    jobs = api.batch_jobs(batch.id, page_size=1)  # a page per job
+    total = final.progress.total
+    assert len(jobs) == total and {(j.batch.case, j.status) for j in jobs} == {("t2v", "succeeded")}
     assert batch.id in {b.id for b in api.list_batches(name="client-batch")}
     report = api.batch_report(batch.id)
     assert report["object"] == "batch_report" and [(c["case"], c["passed"]) for c in report["cases"]] == [
-        ("t2v", 2)
+        ("t2v", total)
     ]
     assert "t2v" in api.batch_report(batch.id, format="md")
     other = api.submit_batch({"name": "client-cancel", "cases": [{**case, "model": UNSERVED}]})

@@ -202,7 +202,8 @@ def test_batch_stream_ends_when_the_batch_finishes(live: Live, tmp_path: Path) -
     assert names[0] == "status" and names[-1] == "end", names
     assert set(names) <= {"status", "progress", "end"}
     final = followed.events[-1]["view"]
-    assert final["status"] == "finished" and final["progress"]["succeeded"] == 2
+    # Disturbed repeats are run again (at most 2 more per case): at least the 2 planned ones, all done.
+    assert final["status"] == "finished" and final["progress"]["succeeded"] == final["progress"]["total"] >= 2
     assert final == requests.get(f"{live.base}/batches/{batch_id}", timeout=30).json()
 
 

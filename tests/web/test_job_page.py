@@ -14,6 +14,7 @@ from jobservice.reports.run_report import Segment
 from tests.conftest import ffmpeg
 from tests.factories import online_group
 from tests.web.conftest import Browser, finish_job, load
+from workers.dispatcher import Dispatcher
 
 pytestmark = pytest.mark.integration
 
@@ -45,8 +46,9 @@ def submit_a2v(browser: Browser, portrait: Path, short_speech: Path) -> str:
 
 
 def test_queued_job_page_refreshes_without_script_and_cancels(browser: Browser, services: Any) -> None:
-    online_group(services.db, "cpu@test", ["reference-t2v", "reference-talking-head"])  # it is handed out
+    online_group(services.db, "cpu@test", ["reference-t2v", "reference-talking-head"])
     job_id = submit(browser)
+    assert Dispatcher(services).run_once(wait_seconds=1.0)  # a worker's dispatcher hands it out
     html = browser.text(f"/ui/jobs/{job_id}")
     assert '<noscript><meta http-equiv="refresh" content="3"></noscript>' in html
     assert f'data-poll-url="/jobs/{job_id}"' in html and 'data-terminal="0"' in html

@@ -38,24 +38,6 @@ class TryView(BaseModel):
     message: str = ""
     card_seconds: float | None = Field(default=None, description="What the try used (charged).")
     finished_at: datetime | None = None
-    eta_assumes: EtaAssumptions | None = Field(
-        default=None, description="What the forecast behind the ETA assumed (queued and running jobs)."
-    )
-    fair_share: FairShareView | None = Field(
-        default=None,
-        description="The job's tenant's share of the cards that may run its model, as fair share gives "
-        "it against the tenants queued at its priority.",
-    )
-    eta_revisions: list[EtaRevision] = Field(
-        default_factory=list,
-        description="The ETA's moves of more than max(60 s, a fifth of the wait), each with its cause "
-        "(at most the last 20).",
-    )
-    preview: PreviewView | None = Field(
-        default=None,
-        description="A running job's preview of what it rendered so far (links.preview while ready); "
-        "null when queued or ended (links.video is then the validated video).",
-    )
     links: dict[str, str] = Field(
         default_factory=dict, description="video, report and log of the try (until retention)."
     )

@@ -64,6 +64,14 @@ NPU_FLEET = [
         "pinned": [FLASHTALK],
     },
 ]
+# FlashHead per run on one CUDA card (generate_video.py; 24 GB).
+FLASHHEAD_ONE_CARD = {
+    "cards": 1,
+    "memory_gb": 24,
+    "overhead_s": 40.0,
+    "seconds_per_output_second": 1.0,
+    "per_run": True,
+}
 WAN_CLIP = 81 / 16  # seconds of video of one Wan2.1 job at the seed's settings
 FULL_TALK = 937 / 25  # the seed's full FlashTalk clip
 
@@ -133,13 +141,7 @@ def main() -> None:
     # A 2-GPU CUDA box (deploy/cuda-2gpu.toml): FlashHead per run on one card, Wan2.1 from diffusers
     # resident, FlashHead Lite through OmniRT's CLI; a text-to-video batch lands mid-morning.
     cuda_models = {
-        FLASHHEAD: {
-            "cards": 1,
-            "memory_gb": 24,
-            "overhead_s": 40.0,
-            "seconds_per_output_second": 1.0,
-            "per_run": True,
-        },
+        FLASHHEAD: FLASHHEAD_ONE_CARD,
         WAN: {"cards": 1, "memory_gb": 20, "load_s": 45, "seconds_per_output_second": 47.0, "per_run": False},
         "omnirt": {
             "cards": 1,
@@ -243,13 +245,7 @@ def npu_hosts(hosts: int) -> list[dict[str, Any]]:
 WAN14 = "wan2.1-t2v-14b"
 H100_MODELS = {
     WAN14: {"cards": 2, "memory_gb": 128, "load_s": 120, "seconds_per_output_second": 24.0, "per_run": False},
-    FLASHHEAD: {
-        "cards": 1,
-        "memory_gb": 24,
-        "overhead_s": 40.0,
-        "seconds_per_output_second": 1.0,
-        "per_run": True,
-    },
+    FLASHHEAD: FLASHHEAD_ONE_CARD,
 }
 
 

@@ -43,7 +43,6 @@ from jobservice.fleet.policy import (
     weight_of,
 )
 
-STATES = ("generating", "loading", "finishing", "idle_warm", "idle_empty", "down")  # the ledger's
 
 
 @dataclass

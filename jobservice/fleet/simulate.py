@@ -44,7 +44,6 @@ from jobservice.fleet.policy import (
 )
 
 
-
 @dataclass
 class SimJob:
     """One job: what it asks for, and what happened to it."""

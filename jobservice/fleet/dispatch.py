@@ -323,8 +323,6 @@ def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> 
         if not any(g.free for g in snapshot.state.groups):
             return []
         for decision in plan(snapshot.state):
-            if decision.probe:
-                continue
             done = _hand_over(session, snapshot, decision)
             if done is not None:
                 handed.append(done)

@@ -151,7 +151,7 @@ def fork(engine: Engine) -> Engine:
     twin.floor = copy.copy(engine.floor)
     twin.arrivals = {model: deque(times) for model, times in engine.arrivals.items()}
     twin.interactive_arrivals = {m: deque(times) for m, times in engine.interactive_arrivals.items()}
-    twin.turns = dict(engine.turns)
+    twin.planner = copy.deepcopy(engine.planner)  # a baseline's state (its turns) is the twin's own
     twin.loads, twin.done, twin.on_dispatch = [], [], []
     twin.probes, twin.probe_starts, twin.probe_orders = {}, {}, {}
     twin._events = list(engine._events)  # noqa: SLF001 - the twin continues the same timeline

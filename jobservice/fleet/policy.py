@@ -47,9 +47,8 @@ Memory: a model's ``memory_gb`` is summed over its ``cards`` and spread evenly o
 model a group holds or runs occupies the group's first cards, so a set fits when each card's share
 stays within ``memory_gb_per_card``. A group without declared memory holds anything.
 
-``plan_static`` is the baseline the fleet had before this module: each group serves its pinned
-models only, takes its queues in turn (as Celery's Redis transport does), first come first served,
-and keeps whatever it loaded.
+The baseline the fleet had before this module (each group serves its pinned models only, in turn)
+is a benchmark's, not the product's: ``scripts/bench_lib/static.py``.
 """
 
 from __future__ import annotations
@@ -57,6 +56,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 INTERACTIVE = 0  # the priority of interactive jobs; batch jobs carry a larger number
 
@@ -127,9 +127,9 @@ class Waiting:
     output_s: float  # seconds of video all of them will produce
     oldest: float  # when the oldest of them was submitted
     next_output_s: float  # seconds of video the oldest will produce
-    # A what-if entry: "when would a job of this tenant start if it were submitted now?" (the ETA
-    # forecast asks). It can be picked like any job but adds nothing to the queued work.
-    probe: bool = False
+    # False for an entry that may be picked like any job but adds nothing to the queued work (the
+    # ETA forecast's what-if, ``jobservice.fleet.simulate.WhatIf``): demand and claims skip it.
+    queued_work: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)
@@ -175,8 +175,7 @@ class Decision:
     tenant: str
     load: bool  # the group loads the model first (a cold start)
     evict: tuple[str, ...] = ()  # what it unloads before that
-    reason: str = "warm"  # warm | unserved | backlog | static
-    probe: bool = False  # it picked a what-if entry (``Waiting.probe``), not a job
+    reason: str = "warm"  # warm | unserved | backlog (a benchmark's baseline: static)
 
 
 # --- memory ---------------------------------------------------------------------------------------
@@ -330,13 +329,13 @@ class _Round:
         return sum(
             w.jobs * cost.overhead_s + cost.speed * w.output_s
             for w in self.waiting.values()
-            if w.model == model and not w.probe and (max_priority is None or w.priority <= max_priority)
+            if w.model == model and w.queued_work and (max_priority is None or w.priority <= max_priority)
         )
 
     def demand(self) -> dict[str, float]:
         found: dict[str, float] = {}
         for w in self.waiting.values():
-            if not w.probe:
+            if w.queued_work:
                 found[w.model] = found.get(w.model, 0.0) + w.jobs
         return found
 
@@ -445,7 +444,7 @@ class _Round:
         return any(
             w.priority == INTERACTIVE
             and w.model != item.model
-            and not w.probe
+            and w.queued_work
             and w.model in self.models
             and can_host(group, self.models[w.model])
             for w in self.waiting.values()
@@ -460,7 +459,7 @@ class _Round:
         return sum(
             w.jobs
             for w in self.waiting.values()
-            if w.model == model and not w.probe and w.priority <= max_priority
+            if w.model == model and w.queued_work and w.priority <= max_priority
         )
 
     # keeping room for a trickle ----------------------------------------------------------------
@@ -573,7 +572,6 @@ class _Round:
             load=option.load,
             evict=option.evict,
             reason=option.reason,
-            probe=item.probe,
         )
 
 
@@ -604,29 +602,3 @@ def plan(state: FleetState) -> list[Decision]:
         if best is None:
             return decisions
         decisions.append(round_.take(best[1], best[2]))
-
-
-# --- today's baseline -----------------------------------------------------------------------------
-def plan_static(state: FleetState, turns: dict[str, int]) -> list[Decision]:
-    """The fleet before residency: each free group serves its pinned (``eligible``) models, taking
-    their queues in turn (``turns`` remembers whose turn it is, per group), the oldest job of the
-    highest priority in a queue first, whoever its tenant; what it loads it keeps."""
-    round_ = _Round(state)
-    decisions: list[Decision] = []
-    for group in sorted(round_.groups.values(), key=lambda g: g.id):
-        if not group.free:
-            continue
-        queues = sorted(group.eligible)
-        start = turns.get(group.id, 0)
-        for step in range(len(queues)):
-            model = queues[(start + step) % len(queues)]
-            items = [w for w in round_.waiting.values() if w.model == model]
-            if not items or model not in round_.models:
-                continue
-            turns[group.id] = (start + step + 1) % len(queues)
-            item = min(items, key=lambda w: (w.priority, w.oldest, w.tenant))
-            cost = round_.models[model]
-            load = not cost.per_run and model not in group.resident
-            decisions.append(round_.take(group, _Option(item, 1, load, (), "static")))
-            break
-    return decisions

@@ -5,9 +5,9 @@ hold, what they run, until when) and the tenants' decayed usage, and at every ev
 submitted, a group done) asks ``jobservice.fleet.policy`` what each free group runs next, exactly
 as the dispatcher does with the database. Nothing sleeps: a week of trace runs in seconds.
 
-Two users: ``scripts/bench_fleet.py`` replays a trace through it (with ``policy="static"`` for
-today's pinned fleet, side by side), and ``jobservice.fleet.forecast`` runs a copy of the live
-fleet forward to tell each queued job when it should start (its ETA).
+Two users: ``scripts/bench_fleet.py`` replays a trace through it (with the static baseline of
+``scripts/bench_lib/static.py`` as the ``planner``, side by side), and ``jobservice.fleet.forecast``
+runs a copy of the live fleet forward to tell each queued job when it should start (its ETA).
 
 What the engine models of a worker, and nothing else: a job holds its group from dispatch to the
 end of its generation; a cold start adds the model's ``load_s`` before generation; finishing
@@ -24,6 +24,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from jobservice.fleet.policy import (
     INTERACTIVE,
@@ -39,9 +40,18 @@ from jobservice.fleet.policy import (
     fair_usage,
     lift,
     plan,
-    plan_static,
     weight_of,
 )
+
+Planner = Callable[[FleetState], list[Decision]]
+
+
+@dataclass(frozen=True)
+class WhatIf(Waiting):
+    """A what-if entry of the ETA forecast: "when would a job of this tenant start if it were
+    submitted now?". The policy may pick it like any queued job, but it is no queued work."""
+
+    queued_work: ClassVar[bool] = False
 
 
 @dataclass
@@ -146,19 +156,17 @@ class Engine:
         groups: Iterable[GroupState],
         models: Mapping[str, ModelCost],
         params: PolicyParams | None = None,
-        policy: str = "demand",
+        planner: Planner = plan,
         half_life_s: float = 3600.0,
         weights: Mapping[str, float] | None = None,
         newcomer_credit_s: float = 60.0,
         finish_s: Mapping[str, float] | None = None,
         now: float = 0.0,
     ) -> None:
-        if policy not in {"demand", "static"}:
-            raise ValueError(f"unknown policy {policy!r}: demand or static")
         self.start = self.now = now
         self.models = dict(models)
         self.params = params or PolicyParams()
-        self.policy = policy
+        self.planner = planner  # the production policy, or a benchmark's baseline
         self.half_life_s = half_life_s
         self.weights = dict(weights or {})
         self.newcomer_credit_s = newcomer_credit_s
@@ -173,7 +181,6 @@ class Engine:
         self.usage: dict[str, _Usage] = {}
         self.loads: list[Load] = []  # every cold start and every swap, in order
         self.done: list[SimJob] = []
-        self.turns: dict[str, int] = {}  # the static policy's round robin over a group's queues
         self.arrivals: dict[str, deque[float]] = {}  # model -> recent submission times
         self.interactive_arrivals: dict[str, deque[float]] = {}  # the same, interactive jobs only
         self.held_until: dict[str, float] = {}  # model -> until when its held interactive rate holds
@@ -286,16 +293,7 @@ class Engine:
         for (model, priority, tenant), probe in self.probes.items():
             if not self.queues.get((model, priority, tenant)):
                 found.append(
-                    Waiting(
-                        model,
-                        priority,
-                        tenant,
-                        1,
-                        probe.output_s,
-                        probe.submitted,
-                        probe.output_s,
-                        probe=True,
-                    )
+                    WhatIf(model, priority, tenant, 1, probe.output_s, probe.submitted, probe.output_s)
                 )
         return tuple(found)
 
@@ -379,9 +377,7 @@ class Engine:
         """The policy's decisions for the free groups now."""
         state = self.state()
         self.note_floor(state.usage)
-        if self.policy == "static":
-            return plan_static(state, self.turns)
-        return plan(state)
+        return self.planner(state)
 
     def dispatch(self) -> list[SimJob]:
         """Start a job on every free group the policy gives one. A decision that picks a probe
@@ -394,7 +390,7 @@ class Engine:
             again = False
             for decision in self.decide():
                 key = (decision.model, decision.priority, decision.tenant)
-                if decision.probe or self._probe_first(key):
+                if self._probe_first(key):
                     load_s = self.models[decision.model].load_s if decision.load else 0.0
                     self.probe_starts[key] = self.now + load_s
                     self.probe_orders[key] = self.dispatched
@@ -407,11 +403,12 @@ class Engine:
         return started
 
     def _probe_first(self, key: tuple[str, int, str]) -> bool:
-        """Whether the probe of ``key`` was submitted before every job queued under ``key``."""
+        """Whether a decision for ``key`` is its probe's: there is one, and nothing is queued under
+        ``key`` or every job queued there was submitted after it (the policy saw a ``WhatIf``)."""
         probe, queue = self.probes.get(key), self.queues.get(key)
-        if probe is None or not queue:
+        if probe is None:
             return False
-        return queue[0].submitted > probe.submitted
+        return not queue or queue[0].submitted > probe.submitted
 
     def _start(self, decision: Decision) -> SimJob:
         key = (decision.model, decision.priority, decision.tenant)

@@ -16,8 +16,9 @@ from jobservice.fleet.policy import (
     evictions_for,
     fits,
     plan,
-    plan_static,
 )
+from jobservice.fleet.simulate import WhatIf
+from scripts.bench_lib.static import plan_static
 
 BATCH = 6
 BIG = ModelCost("big", cards=4, memory_gb=224, load_s=88, speed=1.0)  # 56 GB on each card
@@ -174,13 +175,13 @@ def test_two_free_groups_never_get_the_same_job_and_fairness_sees_the_first_pick
     assert len({d.group for d in decisions}) == 2
 
 
-def test_probes_are_picked_but_add_no_work() -> None:
+def test_what_if_entries_are_picked_but_add_no_work() -> None:
     busy = group("h", "big", busy_until=130.0, running="big")
     free = group("g", "t2v")
-    probe = Waiting("big", BATCH, "x", 1, 10_000.0, 0.0, 10_000.0, probe=True)
+    probe = WhatIf("big", BATCH, "x", 1, 10_000.0, 0.0, 10_000.0)
     assert plan(state([busy, free], [probe])) == []  # a probe's size recruits nobody
     alone = plan(state([group("g", "big")], [probe]))
-    assert alone[0].probe and alone[0].tenant == "x"
+    assert alone[0].tenant == "x" and alone[0].model == "big"
 
 
 def test_a_recent_swap_is_not_undone_before_min_residency() -> None:

@@ -17,8 +17,9 @@ Every other line is one job::
 
 ``t`` is seconds from the start; ``priority`` is ``interactive`` or ``batch``. Errors name the line.
 
-``replay`` runs a trace through ``jobservice.fleet.simulate.Engine`` (the production policy) and
-``figures`` reports what ``scripts/bench_fleet.py`` prints.
+``replay`` runs a trace through ``jobservice.fleet.simulate.Engine`` (the production policy, or
+the static baseline of ``scripts/bench_lib/static.py``) and ``figures`` reports what
+``scripts/bench_fleet.py`` prints. The service never reads traces: this lives beside the benchmark.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ from jobservice.fleet.forecast import (
     trickle_ends,
     usage_levels,
 )
-from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, evictions_for, serves
+from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, evictions_for, plan, serves
 from jobservice.fleet.simulate import Engine, SimJob, Span, timeline
+from scripts.bench_lib.static import StaticPlanner
 
 PRIORITIES = {"interactive": 0, "batch": 6}  # batch: the service's default batch priority
 
@@ -445,12 +447,14 @@ def replay(
 ) -> Replay:
     """Run every job of ``trace`` through the engine; with ``etas``, every job is given the ETA
     the service would have answered its submission with."""
+    if policy not in {"demand", "static"}:
+        raise ValueError(f"unknown policy {policy!r}: demand or static")
     jobs = [SimJob(**{**j.__dict__}) for j in trace.jobs]
     engine = Engine(
         groups=trace.fleet(policy),
         models=trace.models,
         params=params,
-        policy=policy,
+        planner=StaticPlanner() if policy == "static" else plan,
         half_life_s=half_life_s,
         weights=trace.weights,
         finish_s=trace.finish_s,

@@ -4,7 +4,7 @@
   fair share), ``simulate`` (the same policy in virtual time) and ``forecast`` (ETAs from it).
 - The decision in the service: ``dispatch`` (hands each free card group its job), ``shares`` (each
   tenant's fair-share level), ``eta`` (the forecast from the database), ``costs``, ``wake``.
-- The card groups: ``groups`` (their rows and ledger), ``presence`` (the workers' rows),
+- The card groups: ``card_groups`` (their rows and ledger), ``presence`` (the workers' rows),
   ``placement`` (device groups and pinning), ``stopping``; ``usage`` (card-seconds per job);
   ``status`` and ``views`` (``GET /fleet``, ``GET /usage``).
 

@@ -97,7 +97,7 @@ class Resident:
 
 
 @dataclass(frozen=True)
-class GroupState:
+class CardGroupState:
     """One card group (one worker process) as the policy sees it."""
 
     id: str
@@ -153,7 +153,7 @@ class FleetState:
     """Everything a decision looks at."""
 
     now: float
-    groups: tuple[GroupState, ...]
+    groups: tuple[CardGroupState, ...]
     models: Mapping[str, ModelCost]
     waiting: tuple[Waiting, ...]
     usage: Mapping[str, float] = field(default_factory=dict)  # tenant -> its level (``fair_usage``)
@@ -179,7 +179,7 @@ class Decision:
 
 
 # --- memory ---------------------------------------------------------------------------------------
-def fits(group: GroupState, models: Mapping[str, ModelCost], held: Iterable[str]) -> bool:
+def fits(group: CardGroupState, models: Mapping[str, ModelCost], held: Iterable[str]) -> bool:
     """Whether ``held`` (models resident or running at once) fits in the group's memory."""
     if group.memory_gb_per_card is None:
         return True
@@ -190,7 +190,7 @@ def fits(group: GroupState, models: Mapping[str, ModelCost], held: Iterable[str]
     return True
 
 
-def can_host(group: GroupState, model: ModelCost) -> bool:
+def can_host(group: CardGroupState, model: ModelCost) -> bool:
     """Whether the group could run ``model`` at all (eligible, enough cards, fits alone)."""
     return (
         model.id in group.eligible
@@ -200,7 +200,7 @@ def can_host(group: GroupState, model: ModelCost) -> bool:
 
 
 def evictions_for(
-    group: GroupState,
+    group: CardGroupState,
     model: ModelCost,
     models: Mapping[str, ModelCost],
     *,
@@ -227,14 +227,14 @@ def evictions_for(
     return tuple(evicted)  # everything out: it fits alone (can_host)
 
 
-def warm_on(group: GroupState, model: ModelCost, models: Mapping[str, ModelCost]) -> bool:
+def warm_on(group: CardGroupState, model: ModelCost, models: Mapping[str, ModelCost]) -> bool:
     """Whether the group can start ``model`` without loading or evicting anything."""
     if model.per_run:
         return can_host(group, model) and fits(group, models, [*group.resident, model.id])
     return model.id in group.resident
 
 
-def serves(group: GroupState, model: ModelCost, models: Mapping[str, ModelCost]) -> bool:
+def serves(group: CardGroupState, model: ModelCost, models: Mapping[str, ModelCost]) -> bool:
     """Whether the group serves ``model``: holds it, loads or runs it, or (per-run) could run it
     without evicting anything. A model with queued work and no such group is *unserved*."""
     return can_host(group, model) and (group.running == model.id or warm_on(group, model, models))
@@ -339,13 +339,13 @@ class _Round:
                 found[w.model] = found.get(w.model, 0.0) + w.jobs
         return found
 
-    def servers(self, model: ModelCost, *, besides: str) -> list[GroupState]:
+    def servers(self, model: ModelCost, *, besides: str) -> list[CardGroupState]:
         """Groups other than ``besides`` that serve ``model``: hold it, load it, run it, or (per-run)
         could run it without evicting anything."""
         return [g for g in self.groups.values() if g.id != besides and serves(g, model, self.models)]
 
     # options of one free group --------------------------------------------------------------------
-    def options(self, group: GroupState) -> list[_Option]:
+    def options(self, group: CardGroupState) -> list[_Option]:
         demand = self.demand()
         found: list[_Option] = []
         for item in self.waiting.values():
@@ -362,7 +362,7 @@ class _Round:
         return found
 
     def _cold_option(
-        self, group: GroupState, item: Waiting, cost: ModelCost, evict: tuple[str, ...]
+        self, group: CardGroupState, item: Waiting, cost: ModelCost, evict: tuple[str, ...]
     ) -> _Option | None:
         load = not cost.per_run
         protected = [
@@ -409,12 +409,12 @@ class _Round:
             return None
         return _Option(item, 2, load, evict, "backlog")
 
-    def spent(self, group: GroupState) -> bool:
+    def spent(self, group: CardGroupState) -> bool:
         """Whether ``group`` has used its swap budget: ``swap_budget`` swaps in the last hour."""
         recent = sum(1 for at in group.swaps if self.now - at < 3600.0)
         return recent >= self.params.swap_budget
 
-    def _stranded(self, group: GroupState, item: Waiting, evict: tuple[str, ...]) -> list[str]:
+    def _stranded(self, group: CardGroupState, item: Waiting, evict: tuple[str, ...]) -> list[str]:
         """The models a swap for ``item`` would leave unserved that have work as urgent as it (queued,
         or, for interactive work, interactive users submitting it lately): it only moves who is
         unserved."""
@@ -426,7 +426,7 @@ class _Round:
             and not self.servers(self.models[m], besides=group.id)
         ]
 
-    def _waits_turn(self, group: GroupState, item: Waiting, stranded: list[str], load: bool) -> bool:
+    def _waits_turn(self, group: CardGroupState, item: Waiting, stranded: list[str], load: bool) -> bool:
         """Whether a swap that strands ``stranded`` waits: until they have held the group, and the
         oldest job of ``item`` has waited, ``hysteresis`` times what the swap costs: a turn each that
         pays for its loads."""
@@ -435,7 +435,7 @@ class _Round:
         held_s = min(self.now - group.resident[m].since for m in stranded)
         return min(held_s, self.now - item.oldest) < turn_s
 
-    def _rivals(self, group: GroupState, item: Waiting, evict: tuple[str, ...]) -> bool:
+    def _rivals(self, group: CardGroupState, item: Waiting, evict: tuple[str, ...]) -> bool:
         """Whether other interactive users have a claim on ``group``: the swap evicts a model they
         wait for (or submit lately), or they have queued jobs of another model it could run. Between
         interactive users the rules below weigh the swap; interactive first is against batch work."""
@@ -486,19 +486,19 @@ class _Round:
                 found.add(model)
         return frozenset(found)
 
-    def _room_cost(self, group: GroupState, cost: ModelCost) -> float:
+    def _room_cost(self, group: CardGroupState, cost: ModelCost) -> float:
         """What making room for ``cost`` on ``group`` costs: its load, and the reload of what goes."""
         evict = evictions_for(group, cost, self.models) or ()
         own = 0.0 if cost.per_run else cost.load_s
         return own + sum(self.models[m].load_s for m in evict if m in self.models)
 
-    def has_room(self, group: GroupState, cost: ModelCost, resident: Iterable[str] | None = None) -> bool:
+    def has_room(self, group: CardGroupState, cost: ModelCost, resident: Iterable[str] | None = None) -> bool:
         """Whether ``group`` can start ``cost`` without evicting anything (or runs it now)."""
         if resident is not None:
             group = replace(group, resident={m: Resident(self.now, self.now) for m in resident})
         return can_host(group, cost) and (group.running == cost.id or warm_on(group, cost, self.models))
 
-    def takes_room(self, group: GroupState, option: _Option, kept: frozenset[str]) -> bool:
+    def takes_room(self, group: CardGroupState, option: _Option, kept: frozenset[str]) -> bool:
         """Whether ``option`` (batch work) would take the last room a kept trickle has: after it,
         ``group`` could no longer start the trickle's model without a swap, and no other group can."""
         if option.waiting.priority == INTERACTIVE or not (option.load or option.evict):
@@ -514,7 +514,7 @@ class _Round:
                 return True
         return False
 
-    def best(self, group: GroupState) -> _Option | None:
+    def best(self, group: CardGroupState) -> _Option | None:
         kept = self.kept()
         options = [o for o in self.options(group) if not self.takes_room(group, o, kept)]
         if not options:
@@ -538,7 +538,7 @@ class _Round:
         return fair_key(self.usage, item, self.state.activated)
 
     # applying a decision -------------------------------------------------------------------------
-    def take(self, group: GroupState, option: _Option) -> Decision:
+    def take(self, group: CardGroupState, option: _Option) -> Decision:
         item = option.waiting
         cost = self.models[item.model]
         run_s = cost.run_s(item.next_output_s)
@@ -582,9 +582,9 @@ def plan(state: FleetState) -> list[Decision]:
     round_ = _Round(state)
     decisions: list[Decision] = []
     while True:
-        best: tuple[tuple[int, int, float, tuple[float, float, float, str]], GroupState, _Option] | None = (
-            None
-        )
+        best: (
+            tuple[tuple[int, int, float, tuple[float, float, float, str]], CardGroupState, _Option] | None
+        ) = None
         for group in round_.groups.values():
             if not group.free:
                 continue

@@ -28,9 +28,9 @@ from typing import ClassVar
 
 from jobservice.fleet.policy import (
     INTERACTIVE,
+    CardGroupState,
     Decision,
     FleetState,
-    GroupState,
     InFlight,
     ModelCost,
     PolicyParams,
@@ -103,7 +103,7 @@ class _Usage:
 
 
 @dataclass(frozen=True)
-class Span:
+class SimSpan:
     """A stretch of one group's time in one ledger state."""
 
     group: str
@@ -113,11 +113,11 @@ class Span:
     end: float
 
 
-def timeline(engine: Engine, *, end: float) -> list[Span]:
+def timeline(engine: Engine, *, end: float) -> list[SimSpan]:
     """Every second of every group from the engine's start to ``end``, in one state each (the
     ledger): loading and generating from the jobs, finishing after a job until the next one or
     ``finish_s``, then idle warm or idle empty by what the group held."""
-    spans: list[Span] = []
+    spans: list[SimSpan] = []
     by_group: dict[str, list[SimJob]] = {g: [] for g in engine.groups}
     for job in [*engine.done, *engine.running.values()]:
         if job.group is not None:
@@ -129,21 +129,21 @@ def timeline(engine: Engine, *, end: float) -> list[Span]:
         for index, job in enumerate(jobs):
             assert job.dispatched is not None and job.started is not None and job.finished is not None
             if job.dispatched > at:
-                spans.append(Span(group, "idle_warm" if held else "idle_empty", "", at, job.dispatched))
+                spans.append(SimSpan(group, "idle_warm" if held else "idle_empty", "", at, job.dispatched))
             if job.started > job.dispatched:
-                spans.append(Span(group, "loading", job.model, job.dispatched, job.started))
+                spans.append(SimSpan(group, "loading", job.model, job.dispatched, job.started))
             stop = min(job.finished, end)
-            spans.append(Span(group, "generating", job.model, job.started, stop))
+            spans.append(SimSpan(group, "generating", job.model, job.started, stop))
             at = stop
             following = jobs[index + 1].dispatched if index + 1 < len(jobs) else end
             assert following is not None
             finish = min(job.finished + engine.finish_s.get(job.model, 0.0), following, end)
             if finish > at:
-                spans.append(Span(group, "finishing", job.model, at, finish))
+                spans.append(SimSpan(group, "finishing", job.model, at, finish))
                 at = finish
             held = bool(job.held_after)
         if end > at:
-            spans.append(Span(group, "idle_warm" if held else "idle_empty", "", at, end))
+            spans.append(SimSpan(group, "idle_warm" if held else "idle_empty", "", at, end))
     return spans
 
 
@@ -153,7 +153,7 @@ class Engine:
     def __init__(
         self,
         *,
-        groups: Iterable[GroupState],
+        groups: Iterable[CardGroupState],
         models: Mapping[str, ModelCost],
         params: PolicyParams | None = None,
         planner: Planner = plan,
@@ -173,7 +173,7 @@ class Engine:
         self.activated: dict[str, float] = {}  # tenant -> when it last began competing
         self.floor: _Usage | None = None  # the least level among tenants with queued jobs, last seen
         self.finish_s = dict(finish_s or {})
-        self.groups: dict[str, GroupState] = {g.id: g for g in groups}
+        self.groups: dict[str, CardGroupState] = {g.id: g for g in groups}
         self.initial_resident = {g.id: tuple(g.resident) for g in self.groups.values()}
         self.running: dict[str, SimJob] = {}  # group -> its job
         self.queues: dict[tuple[str, int, str], deque[SimJob]] = {}

@@ -40,7 +40,7 @@ from jobservice.fleet.forecast import (
     REVISIONS_KEPT,
     SINGLES_BEFORE_REFRESH,
     SLACK,
-    Expectation,
+    ExpectedArrivals,
     Forecast,
     Queued,
     behind_counts,
@@ -52,8 +52,8 @@ from jobservice.fleet.forecast import (
     trickle_ends,
     usage_levels,
 )
-from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, evictions_for, plan, serves
-from jobservice.fleet.simulate import Engine, SimJob, Span, timeline
+from jobservice.fleet.policy import CardGroupState, ModelCost, PolicyParams, evictions_for, plan, serves
+from jobservice.fleet.simulate import Engine, SimJob, SimSpan, timeline
 from scripts.bench_lib.static import StaticPlanner
 
 PRIORITIES = {"interactive": 0, "batch": 6}  # batch: the service's default batch priority
@@ -67,7 +67,7 @@ class TraceError(ValueError):
 class Trace:
     """A parsed trace."""
 
-    groups: tuple[GroupState, ...]
+    groups: tuple[CardGroupState, ...]
     pinned: dict[str, frozenset[str]]
     models: dict[str, ModelCost]
     finish_s: dict[str, float]
@@ -75,11 +75,11 @@ class Trace:
     jobs: tuple[SimJob, ...]
     source: str = "<trace>"
 
-    def fleet(self, policy: str) -> tuple[GroupState, ...]:
+    def fleet(self, policy: str) -> tuple[CardGroupState, ...]:
         """The groups as ``policy`` uses them: the static fleet serves only what is pinned."""
         if policy != "static":
             return self.groups
-        return tuple(GroupState(**{**g.__dict__, "eligible": self.pinned[g.id]}) for g in self.groups)
+        return tuple(CardGroupState(**{**g.__dict__, "eligible": self.pinned[g.id]}) for g in self.groups)
 
 
 def _number(raw: dict[str, Any], key: str, where: str, default: float | None = None) -> float:
@@ -133,7 +133,7 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
 def _header(
     raw: dict[str, Any], where: str
 ) -> tuple[
-    tuple[GroupState, ...],
+    tuple[CardGroupState, ...],
     dict[str, frozenset[str]],
     dict[str, ModelCost],
     dict[str, float],
@@ -157,7 +157,7 @@ def _header(
             overhead_s=_number(spec, "overhead_s", at, 0),
         )
         finish[model_id] = _number(spec, "finish_s", at, 0)
-    groups: list[GroupState] = []
+    groups: list[CardGroupState] = []
     pinned: dict[str, frozenset[str]] = {}
     for index, entry in enumerate(raw["fleet"]):
         at = f"{where}: fleet[{index}]"
@@ -169,7 +169,7 @@ def _header(
             raise TraceError(f"{at}: unknown models {unknown}")
         memory = entry.get("memory_gb_per_card")
         groups.append(
-            GroupState(
+            CardGroupState(
                 id=entry["group"],
                 cards=int(_number(entry, "cards", at, 1)) or 1,
                 eligible=frozenset(eligible),
@@ -309,7 +309,7 @@ class Replay:
     jobs: list[SimJob]
     unserved: dict[str, float]
     unserved_over: dict[str, float]
-    spans: list[Span]
+    spans: list[SimSpan]
     end: float
     backlogs: _Backlogs = field(default_factory=_Backlogs)
     etas: Etas | None = None
@@ -414,7 +414,7 @@ def _queued(job: SimJob, behind: int = 0) -> Queued:
     return Queued(job.id, job.model, job.priority, job.tenant, job.submitted, job.output_s, behind)
 
 
-def replay_alone(engine: Engine, job: SimJob, expectation: Expectation | None) -> tuple[float, int]:
+def replay_alone(engine: Engine, job: SimJob, expectation: ExpectedArrivals | None) -> tuple[float, int]:
     """E2: ``job``'s start and position in a copy of ``engine`` (the fleet just after it arrived)
     played forward with what the forecast that gave its ETA expected (its rates, and its arrivals
     still to come) and no other later work."""

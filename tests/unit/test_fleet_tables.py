@@ -16,7 +16,7 @@ from sqlalchemy import select, update
 from jobservice.db.engine import Database
 from jobservice.db.tables import FleetGroup, Job, JobStatus, LedgerSpan, ModelSpeed, TenantShare, utcnow
 from jobservice.families.deployment import default_catalog
-from jobservice.fleet import costs, eta, groups
+from jobservice.fleet import card_groups, costs, eta
 from jobservice.fleet import shares as fair_shares
 from jobservice.fleet.dispatch import read_state
 from jobservice.fleet.eta import compute, parse
@@ -33,7 +33,7 @@ def db(tmp_path: Path, migrated_sqlite: Path) -> Database:
 
 def register(db: Database, group_id: str = "g1", **kw: object) -> None:
     with db.session() as s:
-        groups.register(
+        card_groups.register(
             s,
             group_id=group_id,
             devices="cpu",
@@ -80,7 +80,7 @@ def two_writers(db: Database) -> None:
     def flip(states: list[str]) -> None:
         for state in states * 40:
             with db.session() as s:
-                groups.set_state(s, "g1", state, model="m", job_id=job)
+                card_groups.set_state(s, "g1", state, model="m", job_id=job)
 
     writers = [
         threading.Thread(target=flip, args=(["generating", "finishing"],)),
@@ -99,12 +99,12 @@ def two_writers(db: Database) -> None:
 def test_a_lost_group_goes_down_from_when_it_was_last_seen_and_comes_back(db: Database) -> None:
     register(db)
     with db.session() as s:
-        groups.set_state(s, "g1", "generating", model="m")
-        groups.note_loaded(s, "g1", "m", seconds=2.0, reason="job")
+        card_groups.set_state(s, "g1", "generating", model="m")
+        card_groups.note_loaded(s, "g1", "m", seconds=2.0, reason="job")
     seen = utcnow() + timedelta(seconds=1)
     with db.session() as s:
-        assert groups.mark_down(s, "g1", at=seen, reason="worker lost")
-        assert not groups.mark_down(s, "g1", at=seen, reason="worker lost")  # once
+        assert card_groups.mark_down(s, "g1", at=seen, reason="worker lost")
+        assert not card_groups.mark_down(s, "g1", at=seen, reason="worker lost")  # once
     with db.session() as s:
         group = s.get(FleetGroup, "g1")
         assert group is not None and group.state == "down" and group.resident == {}

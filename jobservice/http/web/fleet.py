@@ -53,7 +53,7 @@ class Mark:
 
 
 @dataclass(frozen=True)
-class GroupChart:
+class CardGroupChart:
     """A group with its timeline drawn."""
 
     group: CardGroupView
@@ -66,7 +66,7 @@ def _pct(moment: datetime, start: datetime, seconds: float) -> float:
     return round(max(0.0, min(100.0, (moment - start).total_seconds() / seconds * 100)), 3)
 
 
-def chart(group: CardGroupView, *, start: datetime, end: datetime) -> GroupChart:
+def chart(group: CardGroupView, *, start: datetime, end: datetime) -> CardGroupChart:
     """The group's timeline between ``start`` and ``end``."""
     seconds = max(1.0, (end - start).total_seconds())
     bars = []
@@ -96,7 +96,7 @@ def chart(group: CardGroupView, *, start: datetime, end: datetime) -> GroupChart
     ]
     total = sum(group.ledger_seconds.values()) or 1.0
     shares = [(state, round(v / total * 100, 1)) for state, v in group.ledger_seconds.items() if v > 0]
-    return GroupChart(group, bars, marks, shares)
+    return CardGroupChart(group, bars, marks, shares)
 
 
 def _ticks(start: datetime, end: datetime) -> list[tuple[float, str]]:

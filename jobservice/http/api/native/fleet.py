@@ -12,7 +12,7 @@ from flask import Blueprint, Response, request
 
 from jobservice.db.tables import utcnow
 from jobservice.errors import Forbidden, Malformed
-from jobservice.fleet.groups import forget
+from jobservice.fleet.card_groups import forget
 from jobservice.fleet.presence import stale_after
 from jobservice.fleet.status import fleet_status
 from jobservice.fleet.usage import BUCKETS, GROUPINGS, usage_report

@@ -22,7 +22,7 @@ import pytest
 from jobservice.fleet.policy import CardGroupState, ModelCost
 from jobservice.fleet.simulate import Engine, SimJob
 
-BATCH = 6  # jobservice.settings: batch_priority
+BATCH = 6  # jobservice.settings: queue_batch_priority
 
 
 def play(order: list[str], *, groups: int, memory_gb_per_card: float | None) -> tuple[int, dict[str, str]]:

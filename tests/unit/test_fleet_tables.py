@@ -227,7 +227,7 @@ def test_the_forecast_expects_yesterdays_batches_from_the_jobs_table(db: Databas
     least four jobs later: beta takes turns."""
     online_group(db, "g1", ["reference-t2v"])
     catalog = default_catalog()
-    settings = Settings(batch_priority=6)
+    settings = Settings(queue_batch_priority=6)
     alpha = t2v_jobs(db, 10, tenant="alpha", priority=6)
     t2v_jobs(db, 10, tenant="beta", priority=6, offset=120.0 - DAY, done=True)
     last = str(alpha[-1])
@@ -245,7 +245,7 @@ def test_the_forecast_expects_yesterdays_bunch_of_interactive_jobs_from_the_jobs
     jobs later; beta's lone job later is not expected."""
     online_group(db, "g1", ["reference-t2v"])
     catalog = default_catalog()
-    settings = Settings(batch_priority=6)
+    settings = Settings(queue_batch_priority=6)
     alpha = t2v_jobs(db, 10, tenant="alpha", priority=6)
     bunch = t2v_jobs(db, 10, tenant="beta", priority=0, offset=120.0 - DAY, done=True)
     t2v_jobs(db, 1, tenant="beta", priority=0, offset=3720.0 - DAY, done=True)  # alone
@@ -266,7 +266,7 @@ def test_a_day_of_interactive_jobs_never_crowds_yesterdays_batch_out_of_the_hist
     """The history the forecast reads is capped per span; batch jobs are read first."""
     monkeypatch.setattr(eta, "HISTORY_ROWS", 5)
     online_group(db, "g1", ["reference-t2v"])
-    catalog, settings = default_catalog(), Settings(batch_priority=6)
+    catalog, settings = default_catalog(), Settings(queue_batch_priority=6)
     t2v_jobs(db, 8, tenant="beta", priority=0, offset=60.0 - DAY, done=True)
     batch = t2v_jobs(db, 3, tenant="beta", priority=6, offset=120.0 - DAY, done=True)
     with db.session() as s:

@@ -135,7 +135,7 @@ def create_group(
     jobs = []
     for index, planned in enumerate(plan.rows):
         sub = planned.submission
-        sub.group_id, sub.priority = group_id, settings.queue_batch_priority
+        sub.group_id, sub.priority = group_id, settings.batch_priority
         sub.stored_inputs = {n: stored[input_identity(up)] for n, up in sub.uploads.items()}
         created = group.created_at + timedelta(microseconds=index)  # row order is creation order
         job = new_job_row(

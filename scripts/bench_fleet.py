@@ -3,7 +3,7 @@
 
 Every decision comes from ``jobservice.fleet.policy`` (the functions the dispatcher and the workers
 call); ``jobservice.fleet.simulate`` only plays the cards' time (loads, generation) forward, and
-``jobservice.fleet.replay`` reads the trace and counts. A week of trace runs in seconds.
+``scripts.bench_lib.replay`` reads the trace and counts. A week of trace runs in seconds.
 
 Usage: scripts/bench_fleet.py --trace scripts/traces/910b-night.jsonl [--policy demand|static]
        [--no-compare] [--no-eta] [--schedule-out FILE] [--half-life S] [--nights N]
@@ -16,7 +16,7 @@ under ``"eta_first_night"``.
 
 With ``--policy demand`` (the default) the same trace is also replayed with ``static`` (today's
 pinned fleet) and its figures are printed under ``"static"``, with the ratios, in the same run.
-The last line is one JSON object; the trace format is in jobservice/fleet/replay.py.
+The last line is one JSON object; the trace format is in scripts/bench_lib/replay.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from jobservice.fleet.forecast import DAY  # noqa: E402
-from jobservice.fleet.replay import Etas, eta_figures, figures, nights, read_trace, replay, schedule  # noqa: E402
+from scripts.bench_lib.replay import Etas, eta_figures, figures, nights, read_trace, replay, schedule  # noqa: E402
 
 
 def main() -> int:

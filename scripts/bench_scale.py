@@ -6,7 +6,7 @@ migrations and fills it server-side (``INSERT ... SELECT`` from ``generate_serie
 
 - 1,000,000 finished jobs over 3 models and 400 days (92 % succeeded, 6 % failed, 2 % canceled;
   5 tenants; params, timings, verdicts, retention marks) and their 3 job events each;
-- one running nightly batch of 10,000 queued jobs (priority ``batch_priority``), with their
+- one running nightly batch of 10,000 queued jobs (priority ``queue_batch_priority``), with their
   queue messages in the broker;
 - 4 running jobs with live leases.
 

@@ -62,7 +62,7 @@ def online_group(
 ) -> None:
     """A card group whose worker looks online (a presence row seen now), free and holding nothing:
     what a ``jobservice worker`` registers when it starts, without the process."""
-    from jobservice.fleet.groups import register
+    from jobservice.fleet.card_groups import register
     from jobservice.fleet.presence import announce_worker
 
     with db.session() as s:
@@ -86,7 +86,7 @@ def down_for(db: Database, group_id: str, hours: float) -> None:
     from sqlalchemy import select, update
 
     from jobservice.db.tables import FleetGroup, LedgerSpan, WorkerRecord
-    from jobservice.fleet.groups import mark_down
+    from jobservice.fleet.card_groups import mark_down
 
     back = timedelta(hours=hours)
     with db.session() as s:

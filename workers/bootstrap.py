@@ -24,10 +24,10 @@ from jobservice.retention.orphans import sweep_orphans
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
 from workers import forkguard
+from workers.card_group import FleetMember
 from workers.card_health import CardMonitor
 from workers.dispatcher import Dispatcher
 from workers.finisher import Finisher
-from workers.group import FleetMember
 from workers.maintenance import Maintenance
 from workers.runtime import WorkerRuntime, default_node, group_memory_gb, versions
 from workers.tasks import register_tasks

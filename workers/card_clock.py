@@ -5,7 +5,7 @@ generates (``generating``), is done with the card (``generated``) and has ended 
 finisher thread ends jobs while the card may already generate the next. The clock turns that into
 the group's ledger state, whichever comes first: a job loading or generating on the card, else a
 job still finishing (gate, encode, upload), else idle. Each change is written to the database at
-once (``jobservice.fleet.groups``), and the time spent in each state is added to the job that was
+once (``jobservice.fleet.card_groups``), and the time spent in each state is added to the job that was
 in it: a job's ``finish`` phase counts only while no other job used the card, so overlapped
 finishing is never counted twice.
 
@@ -24,12 +24,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from jobservice.db.engine import Database
-from jobservice.fleet import groups
+from jobservice.fleet import card_groups
 from jobservice.fleet.usage import Phases
 
 log = logging.getLogger(__name__)
 
-PHASE_OF = {groups.LOADING: "load_s", groups.GENERATING: "generate_s", groups.FINISHING: "finish_s"}
+PHASE_OF = {
+    card_groups.LOADING: "load_s",
+    card_groups.GENERATING: "generate_s",
+    card_groups.FINISHING: "finish_s",
+}
 
 
 @dataclass
@@ -67,7 +71,7 @@ class CardClock:
         """The card loads ``model`` for ``job_id`` during the block (evictions included)."""
         with self._lock:
             self._card_job = (job_id, model)
-            self._set(groups.LOADING, job_id, model)
+            self._set(card_groups.LOADING, job_id, model)
         try:
             yield
         finally:
@@ -107,10 +111,10 @@ class CardClock:
     def _settle(self, *, write: bool = True) -> None:
         """Move to the state the jobs imply: on the card, else finishing, else idle."""
         if self._card_job is not None:
-            self._set(groups.GENERATING, *self._card_job, write=write)
+            self._set(card_groups.GENERATING, *self._card_job, write=write)
         elif self._finishing:
             job_id, model = next(iter(self._finishing.items()))
-            self._set(groups.FINISHING, job_id, model, write=write)
+            self._set(card_groups.FINISHING, job_id, model, write=write)
         else:
             self._set(None, None, None, write=write)
 
@@ -134,8 +138,8 @@ class CardClock:
         try:
             with self.db.session() as session:
                 if state is None:
-                    groups.to_idle(session, self.group_id)
+                    card_groups.to_idle(session, self.group_id)
                 else:
-                    groups.set_state(session, self.group_id, state, model=model, job_id=job_id)
+                    card_groups.set_state(session, self.group_id, state, model=model, job_id=job_id)
         except Exception:  # noqa: BLE001 - the ledger must never fail a job; the next change writes again
             log.warning("group %s: could not record state %s", self.group_id, state or "idle", exc_info=True)

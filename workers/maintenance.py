@@ -22,9 +22,9 @@ from jobservice.fleet.presence import announce_worker, refresh_host, retire_work
 from jobservice.jobs.upkeep import Upkeep
 from jobservice.quotas.usage import forget_old_minutes
 from jobservice.wiring import Services
+from workers.card_group import FleetMember
 from workers.card_health import CardMonitor
 from workers.forkguard import guarded
-from workers.group import FleetMember
 
 log = logging.getLogger(__name__)
 

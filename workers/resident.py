@@ -6,7 +6,7 @@ without importing them (``jobservice.fleet.placement.servable_models``); which o
 time is the fleet's decision: before a model is loaded (or a per-run model is started), whatever
 does not fit beside it in the cards' memory is unloaded first, cleanly (the adapter's ``unload``
 stops its resident children, then the allocator's cache is returned): the models the dispatcher
-decided to evict (the job's message carries its decision; ``workers.group.FleetMember.evictions``).
+decided to evict (the job's message carries its decision; ``workers.card_group.FleetMember.evictions``).
 A group without declared memory keeps all.
 """
 
@@ -27,7 +27,7 @@ from jobservice.fleet import costs
 from jobservice.fleet.policy import Resident
 from workers.adapters.base import Adapter, AdapterError, DeviceContext
 from workers.adapters.processes.memory import release_cached_memory
-from workers.group import FleetMember
+from workers.card_group import FleetMember
 
 log = logging.getLogger(__name__)
 

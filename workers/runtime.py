@@ -18,9 +18,9 @@ from jobservice.media.probe import MediaToolMissing, ffmpeg_path
 from jobservice.reports.buildinfo import commit, driver_versions
 from jobservice.wiring import Services
 from workers.adapters.base import DeviceContext
+from workers.card_group import FleetMember
 from workers.card_health import CardHealth, CardMonitor
 from workers.finisher import Finisher
-from workers.group import FleetMember
 from workers.resident import ResidentModels
 
 log = logging.getLogger(__name__)

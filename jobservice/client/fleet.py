@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 from jobservice.client.http import Transport
-from jobservice.fleet.views import FleetView, RetiredGroupView, UsageView
+from jobservice.fleet.views import FleetView, RetiredCardGroupView, UsageView
 
 
 class FleetCalls:
@@ -19,11 +19,11 @@ class FleetCalls:
         """Every card group (what it may serve, holds and runs, its ledger) and every model."""
         return FleetView.model_validate(self.http.json("GET", "/fleet", params={"hours": hours}))
 
-    def forget_group(self, group_id: str) -> RetiredGroupView:
+    def forget_group(self, group_id: str) -> RetiredCardGroupView:
         """Retire a card group whose worker is gone (admins): it leaves /fleet and /metrics, its
         history stays. ApiError 409 ``group_online`` while its worker runs, 404 ``group_not_found``."""
         path = f"/fleet/groups/{quote(group_id, safe=':@,')}"
-        return RetiredGroupView.model_validate(self.http.json("DELETE", path))
+        return RetiredCardGroupView.model_validate(self.http.json("DELETE", path))
 
     def usage(
         self,

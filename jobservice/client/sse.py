@@ -26,7 +26,7 @@ class Event:
 
 
 @dataclass(frozen=True)
-class Heartbeat:
+class KeepAlive:
     """A comment line (``: keep-alive``): proof the connection is alive, and nothing more."""
 
     text: str
@@ -46,14 +46,14 @@ class EventParser:
         self.last_event_id: str | None = None  # the stream's id, kept across events as the spec says
         self.retry_ms: int | None = None
 
-    def feed(self, chunk: bytes) -> list[Event | Heartbeat]:
+    def feed(self, chunk: bytes) -> list[Event | KeepAlive]:
         """Everything complete in ``chunk`` (and what came before it)."""
         text = self._decoder.decode(chunk)
         if self._first and text:
             text = text.removeprefix("\ufeff")
             self._first = False
         self._buffer += text
-        out: list[Event | Heartbeat] = []
+        out: list[Event | KeepAlive] = []
         while True:
             line, ended = self._take_line()
             if not ended:
@@ -76,11 +76,11 @@ class EventParser:
         self._after_cr = end.group() == "\r" and not self._buffer
         return line, True
 
-    def _line(self, line: str) -> Event | Heartbeat | None:
+    def _line(self, line: str) -> Event | KeepAlive | None:
         if line == "":
             return self._dispatch()
         if line.startswith(":"):
-            return Heartbeat(line[1:].strip())
+            return KeepAlive(line[1:].strip())
         name, colon, value = line.partition(":")
         if colon:
             value = value.removeprefix(" ")
@@ -103,7 +103,7 @@ class EventParser:
         return Event(event=event, data=data, id=self.last_event_id)
 
 
-def parse(chunks: Iterable[bytes]) -> Iterator[Event | Heartbeat]:
+def parse(chunks: Iterable[bytes]) -> Iterator[Event | KeepAlive]:
     """Events and heartbeats of a whole recorded stream (chunks cut anywhere)."""
     parser = EventParser()
     for chunk in chunks:

@@ -35,12 +35,12 @@ from jobservice.db.engine import Database
 from jobservice.db.tables import FleetEvent, FleetGroup, FleetLock, Job, JobStatus, QueueCount, utcnow
 from jobservice.fleet import costs as fleet_costs
 from jobservice.fleet import shares
-from jobservice.fleet.groups import accepting, groups_with_presence, is_online
+from jobservice.fleet.card_groups import accepting, groups_with_presence, is_online
 from jobservice.fleet.policy import (
     INTERACTIVE,
+    CardGroupState,
     Decision,
     FleetState,
-    GroupState,
     PolicyParams,
     Resident,
     Waiting,
@@ -128,14 +128,14 @@ def _recent_swaps(session: Session, now: datetime) -> dict[str, tuple[float, ...
 
 def _group_state(
     group: FleetGroup, catalog: Catalog, now: float, running: str | None, swaps: tuple[float, ...] = ()
-) -> GroupState:
+) -> CardGroupState:
     resident = {
         model: Resident(since=_iso_ts(held.get("since"), now), last_used=_iso_ts(held.get("last_used"), now))
         for model, held in (group.resident or {}).items()
         if isinstance(held, dict)
     }
     busy = group.job_id is not None or group.next_job_id is not None
-    return GroupState(
+    return CardGroupState(
         id=group.id,
         cards=group.cards,
         eligible=frozenset(m for m in group.eligible or [] if catalog.get(m) is not None),
@@ -252,7 +252,7 @@ def read_state(
     session: Session, catalog: Catalog, settings: Settings, *, now: datetime | None = None
 ) -> Snapshot:
     """The fleet now, as the policy decides on it: only groups whose worker is online and that take
-    jobs (not draining or unhealthy; ``jobservice.fleet.groups``)."""
+    jobs (not draining or unhealthy; ``jobservice.fleet.card_groups``)."""
     now = now or utcnow()
     stale = stale_after(settings)
     online = [
@@ -323,8 +323,6 @@ def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> 
         if not any(g.free for g in snapshot.state.groups):
             return []
         for decision in plan(snapshot.state):
-            if decision.probe:
-                continue
             done = _hand_over(session, snapshot, decision)
             if done is not None:
                 handed.append(done)

@@ -231,9 +231,9 @@ def _make(session: Session, catalog: Catalog, settings: Settings) -> Made:
     engine = _engine(session, snapshot, settings, catalog)
     queued = [job for queue in engine.queues.values() for job in queue]
     tenants = usage_levels(engine.fair_usage())
-    priorities = {0, settings.batch_priority}
+    priorities = {0, settings.queue_batch_priority}
     history = _history(session, engine, settings)
-    expected = recurring(history, engine.now, lowest=settings.batch_priority, costs=engine.models)
+    expected = recurring(history, engine.now, lowest=settings.queue_batch_priority, costs=engine.models)
     handed = {str(g.next_job_id): g.id for g in snapshot.groups.values() if g.next_job_id is not None}
     window = snapshot.state.params.rate_window_s
     trickles = trickle_ends(history, engine.now, window=window) if history else None

@@ -63,7 +63,7 @@ class Place:
 
 
 @dataclass(frozen=True)
-class Expectation:
+class ExpectedArrivals:
     """What a forecast expects of what has not arrived: the rates it holds, until when each model's
     interactive rate holds, and the arrivals it plays (``expect``)."""
 
@@ -92,7 +92,8 @@ class Forecast:
     run_s: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # model -> (overhead, speed)
     weights: Mapping[str, float] = field(default_factory=dict)  # tenant -> fair-share weight (1)
     expected: int = 0  # arrivals it expected besides what was queued
-    expectation: Expectation | None = None  # what it expected (the simulator's E2 replays it; not stored)
+    # what it expected (the simulator's E2 replays it; not stored)
+    expectation: ExpectedArrivals | None = None
 
     def place(
         self, *, job_id: str, model: str, priority: int, tenant: str, output_s: float = 0.0, behind: int = 0
@@ -151,7 +152,7 @@ def fork(engine: Engine) -> Engine:
     twin.floor = copy.copy(engine.floor)
     twin.arrivals = {model: deque(times) for model, times in engine.arrivals.items()}
     twin.interactive_arrivals = {m: deque(times) for m, times in engine.interactive_arrivals.items()}
-    twin.turns = dict(engine.turns)
+    twin.planner = copy.deepcopy(engine.planner)  # a baseline's state (its turns) is the twin's own
     twin.loads, twin.done, twin.on_dispatch = [], [], []
     twin.probes, twin.probe_starts, twin.probe_orders = {}, {}, {}
     twin._events = list(engine._events)  # noqa: SLF001 - the twin continues the same timeline
@@ -301,7 +302,7 @@ def forecast(
                 twin.probes[key] = SimJob(f"probe:{key}", model, tenant, priority, 0.0, twin.now)
     queued = [(key, list(queue)) for key, queue in twin.queues.items()]
     expected_count = len(twin._expected)  # noqa: SLF001 - what it expects, before playing them
-    expectation = Expectation(
+    expectation = ExpectedArrivals(
         dict(twin.held_rates or {}),
         dict(twin.held_interactive or {}),
         dict(twin.held_until),
@@ -375,7 +376,7 @@ def expect(
     expected: Iterable[SimJob],
     trickles: Mapping[str, float] | None = None,
     *,
-    same_as: Expectation | None = None,
+    same_as: ExpectedArrivals | None = None,
 ) -> set[str]:
     """Make ``twin`` expect what has not arrived yet, as a forecast does: the arrival rates of now
     hold (a model's interactive rate until ``trickles`` says its trickle ends, ``trickle_ends``), each

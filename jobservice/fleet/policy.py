@@ -47,9 +47,8 @@ Memory: a model's ``memory_gb`` is summed over its ``cards`` and spread evenly o
 model a group holds or runs occupies the group's first cards, so a set fits when each card's share
 stays within ``memory_gb_per_card``. A group without declared memory holds anything.
 
-``plan_static`` is the baseline the fleet had before this module: each group serves its pinned
-models only, takes its queues in turn (as Celery's Redis transport does), first come first served,
-and keeps whatever it loaded.
+The baseline the fleet had before this module (each group serves its pinned models only, in turn)
+is a benchmark's, not the product's: ``scripts/bench_lib/static.py``.
 """
 
 from __future__ import annotations
@@ -57,6 +56,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 INTERACTIVE = 0  # the priority of interactive jobs; batch jobs carry a larger number
 
@@ -97,7 +97,7 @@ class Resident:
 
 
 @dataclass(frozen=True)
-class GroupState:
+class CardGroupState:
     """One card group (one worker process) as the policy sees it."""
 
     id: str
@@ -127,9 +127,9 @@ class Waiting:
     output_s: float  # seconds of video all of them will produce
     oldest: float  # when the oldest of them was submitted
     next_output_s: float  # seconds of video the oldest will produce
-    # A what-if entry: "when would a job of this tenant start if it were submitted now?" (the ETA
-    # forecast asks). It can be picked like any job but adds nothing to the queued work.
-    probe: bool = False
+    # False for an entry that may be picked like any job but adds nothing to the queued work (the
+    # ETA forecast's what-if, ``jobservice.fleet.simulate.WhatIf``): demand and claims skip it.
+    queued_work: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class FleetState:
     """Everything a decision looks at."""
 
     now: float
-    groups: tuple[GroupState, ...]
+    groups: tuple[CardGroupState, ...]
     models: Mapping[str, ModelCost]
     waiting: tuple[Waiting, ...]
     usage: Mapping[str, float] = field(default_factory=dict)  # tenant -> its level (``fair_usage``)
@@ -175,12 +175,11 @@ class Decision:
     tenant: str
     load: bool  # the group loads the model first (a cold start)
     evict: tuple[str, ...] = ()  # what it unloads before that
-    reason: str = "warm"  # warm | unserved | backlog | static
-    probe: bool = False  # it picked a what-if entry (``Waiting.probe``), not a job
+    reason: str = "warm"  # warm | unserved | backlog (a benchmark's baseline: static)
 
 
 # --- memory ---------------------------------------------------------------------------------------
-def fits(group: GroupState, models: Mapping[str, ModelCost], held: Iterable[str]) -> bool:
+def fits(group: CardGroupState, models: Mapping[str, ModelCost], held: Iterable[str]) -> bool:
     """Whether ``held`` (models resident or running at once) fits in the group's memory."""
     if group.memory_gb_per_card is None:
         return True
@@ -191,7 +190,7 @@ def fits(group: GroupState, models: Mapping[str, ModelCost], held: Iterable[str]
     return True
 
 
-def can_host(group: GroupState, model: ModelCost) -> bool:
+def can_host(group: CardGroupState, model: ModelCost) -> bool:
     """Whether the group could run ``model`` at all (eligible, enough cards, fits alone)."""
     return (
         model.id in group.eligible
@@ -201,7 +200,7 @@ def can_host(group: GroupState, model: ModelCost) -> bool:
 
 
 def evictions_for(
-    group: GroupState,
+    group: CardGroupState,
     model: ModelCost,
     models: Mapping[str, ModelCost],
     *,
@@ -228,14 +227,14 @@ def evictions_for(
     return tuple(evicted)  # everything out: it fits alone (can_host)
 
 
-def warm_on(group: GroupState, model: ModelCost, models: Mapping[str, ModelCost]) -> bool:
+def warm_on(group: CardGroupState, model: ModelCost, models: Mapping[str, ModelCost]) -> bool:
     """Whether the group can start ``model`` without loading or evicting anything."""
     if model.per_run:
         return can_host(group, model) and fits(group, models, [*group.resident, model.id])
     return model.id in group.resident
 
 
-def serves(group: GroupState, model: ModelCost, models: Mapping[str, ModelCost]) -> bool:
+def serves(group: CardGroupState, model: ModelCost, models: Mapping[str, ModelCost]) -> bool:
     """Whether the group serves ``model``: holds it, loads or runs it, or (per-run) could run it
     without evicting anything. A model with queued work and no such group is *unserved*."""
     return can_host(group, model) and (group.running == model.id or warm_on(group, model, models))
@@ -330,23 +329,23 @@ class _Round:
         return sum(
             w.jobs * cost.overhead_s + cost.speed * w.output_s
             for w in self.waiting.values()
-            if w.model == model and not w.probe and (max_priority is None or w.priority <= max_priority)
+            if w.model == model and w.queued_work and (max_priority is None or w.priority <= max_priority)
         )
 
     def demand(self) -> dict[str, float]:
         found: dict[str, float] = {}
         for w in self.waiting.values():
-            if not w.probe:
+            if w.queued_work:
                 found[w.model] = found.get(w.model, 0.0) + w.jobs
         return found
 
-    def servers(self, model: ModelCost, *, besides: str) -> list[GroupState]:
+    def servers(self, model: ModelCost, *, besides: str) -> list[CardGroupState]:
         """Groups other than ``besides`` that serve ``model``: hold it, load it, run it, or (per-run)
         could run it without evicting anything."""
         return [g for g in self.groups.values() if g.id != besides and serves(g, model, self.models)]
 
     # options of one free group --------------------------------------------------------------------
-    def options(self, group: GroupState) -> list[_Option]:
+    def options(self, group: CardGroupState) -> list[_Option]:
         demand = self.demand()
         found: list[_Option] = []
         for item in self.waiting.values():
@@ -363,7 +362,7 @@ class _Round:
         return found
 
     def _cold_option(
-        self, group: GroupState, item: Waiting, cost: ModelCost, evict: tuple[str, ...]
+        self, group: CardGroupState, item: Waiting, cost: ModelCost, evict: tuple[str, ...]
     ) -> _Option | None:
         load = not cost.per_run
         protected = [
@@ -410,12 +409,12 @@ class _Round:
             return None
         return _Option(item, 2, load, evict, "backlog")
 
-    def spent(self, group: GroupState) -> bool:
+    def spent(self, group: CardGroupState) -> bool:
         """Whether ``group`` has used its swap budget: ``swap_budget`` swaps in the last hour."""
         recent = sum(1 for at in group.swaps if self.now - at < 3600.0)
         return recent >= self.params.swap_budget
 
-    def _stranded(self, group: GroupState, item: Waiting, evict: tuple[str, ...]) -> list[str]:
+    def _stranded(self, group: CardGroupState, item: Waiting, evict: tuple[str, ...]) -> list[str]:
         """The models a swap for ``item`` would leave unserved that have work as urgent as it (queued,
         or, for interactive work, interactive users submitting it lately): it only moves who is
         unserved."""
@@ -427,7 +426,7 @@ class _Round:
             and not self.servers(self.models[m], besides=group.id)
         ]
 
-    def _waits_turn(self, group: GroupState, item: Waiting, stranded: list[str], load: bool) -> bool:
+    def _waits_turn(self, group: CardGroupState, item: Waiting, stranded: list[str], load: bool) -> bool:
         """Whether a swap that strands ``stranded`` waits: until they have held the group, and the
         oldest job of ``item`` has waited, ``hysteresis`` times what the swap costs: a turn each that
         pays for its loads."""
@@ -436,7 +435,7 @@ class _Round:
         held_s = min(self.now - group.resident[m].since for m in stranded)
         return min(held_s, self.now - item.oldest) < turn_s
 
-    def _rivals(self, group: GroupState, item: Waiting, evict: tuple[str, ...]) -> bool:
+    def _rivals(self, group: CardGroupState, item: Waiting, evict: tuple[str, ...]) -> bool:
         """Whether other interactive users have a claim on ``group``: the swap evicts a model they
         wait for (or submit lately), or they have queued jobs of another model it could run. Between
         interactive users the rules below weigh the swap; interactive first is against batch work."""
@@ -445,7 +444,7 @@ class _Round:
         return any(
             w.priority == INTERACTIVE
             and w.model != item.model
-            and not w.probe
+            and w.queued_work
             and w.model in self.models
             and can_host(group, self.models[w.model])
             for w in self.waiting.values()
@@ -460,7 +459,7 @@ class _Round:
         return sum(
             w.jobs
             for w in self.waiting.values()
-            if w.model == model and not w.probe and w.priority <= max_priority
+            if w.model == model and w.queued_work and w.priority <= max_priority
         )
 
     # keeping room for a trickle ----------------------------------------------------------------
@@ -487,19 +486,19 @@ class _Round:
                 found.add(model)
         return frozenset(found)
 
-    def _room_cost(self, group: GroupState, cost: ModelCost) -> float:
+    def _room_cost(self, group: CardGroupState, cost: ModelCost) -> float:
         """What making room for ``cost`` on ``group`` costs: its load, and the reload of what goes."""
         evict = evictions_for(group, cost, self.models) or ()
         own = 0.0 if cost.per_run else cost.load_s
         return own + sum(self.models[m].load_s for m in evict if m in self.models)
 
-    def has_room(self, group: GroupState, cost: ModelCost, resident: Iterable[str] | None = None) -> bool:
+    def has_room(self, group: CardGroupState, cost: ModelCost, resident: Iterable[str] | None = None) -> bool:
         """Whether ``group`` can start ``cost`` without evicting anything (or runs it now)."""
         if resident is not None:
             group = replace(group, resident={m: Resident(self.now, self.now) for m in resident})
         return can_host(group, cost) and (group.running == cost.id or warm_on(group, cost, self.models))
 
-    def takes_room(self, group: GroupState, option: _Option, kept: frozenset[str]) -> bool:
+    def takes_room(self, group: CardGroupState, option: _Option, kept: frozenset[str]) -> bool:
         """Whether ``option`` (batch work) would take the last room a kept trickle has: after it,
         ``group`` could no longer start the trickle's model without a swap, and no other group can."""
         if option.waiting.priority == INTERACTIVE or not (option.load or option.evict):
@@ -515,7 +514,7 @@ class _Round:
                 return True
         return False
 
-    def best(self, group: GroupState) -> _Option | None:
+    def best(self, group: CardGroupState) -> _Option | None:
         kept = self.kept()
         options = [o for o in self.options(group) if not self.takes_room(group, o, kept)]
         if not options:
@@ -539,7 +538,7 @@ class _Round:
         return fair_key(self.usage, item, self.state.activated)
 
     # applying a decision -------------------------------------------------------------------------
-    def take(self, group: GroupState, option: _Option) -> Decision:
+    def take(self, group: CardGroupState, option: _Option) -> Decision:
         item = option.waiting
         cost = self.models[item.model]
         run_s = cost.run_s(item.next_output_s)
@@ -573,7 +572,6 @@ class _Round:
             load=option.load,
             evict=option.evict,
             reason=option.reason,
-            probe=item.probe,
         )
 
 
@@ -584,9 +582,9 @@ def plan(state: FleetState) -> list[Decision]:
     round_ = _Round(state)
     decisions: list[Decision] = []
     while True:
-        best: tuple[tuple[int, int, float, tuple[float, float, float, str]], GroupState, _Option] | None = (
-            None
-        )
+        best: (
+            tuple[tuple[int, int, float, tuple[float, float, float, str]], CardGroupState, _Option] | None
+        ) = None
         for group in round_.groups.values():
             if not group.free:
                 continue
@@ -604,29 +602,3 @@ def plan(state: FleetState) -> list[Decision]:
         if best is None:
             return decisions
         decisions.append(round_.take(best[1], best[2]))
-
-
-# --- today's baseline -----------------------------------------------------------------------------
-def plan_static(state: FleetState, turns: dict[str, int]) -> list[Decision]:
-    """The fleet before residency: each free group serves its pinned (``eligible``) models, taking
-    their queues in turn (``turns`` remembers whose turn it is, per group), the oldest job of the
-    highest priority in a queue first, whoever its tenant; what it loads it keeps."""
-    round_ = _Round(state)
-    decisions: list[Decision] = []
-    for group in sorted(round_.groups.values(), key=lambda g: g.id):
-        if not group.free:
-            continue
-        queues = sorted(group.eligible)
-        start = turns.get(group.id, 0)
-        for step in range(len(queues)):
-            model = queues[(start + step) % len(queues)]
-            items = [w for w in round_.waiting.values() if w.model == model]
-            if not items or model not in round_.models:
-                continue
-            turns[group.id] = (start + step + 1) % len(queues)
-            item = min(items, key=lambda w: (w.priority, w.oldest, w.tenant))
-            cost = round_.models[model]
-            load = not cost.per_run and model not in group.resident
-            decisions.append(round_.take(group, _Option(item, 1, load, (), "static")))
-            break
-    return decisions

@@ -30,7 +30,7 @@ from jobservice.catalog import Catalog
 from jobservice.db.rows import insert_missing
 from jobservice.db.tables import FairShareFloor, FleetGroup, Job, JobStatus, QueueCount, TenantShare, utcnow
 from jobservice.fleet import costs as fleet_costs
-from jobservice.fleet.groups import groups_with_presence, is_online
+from jobservice.fleet.card_groups import groups_with_presence, is_online
 from jobservice.fleet.policy import InFlight, ModelCost, decayed, fair_usage, lift, weight_of
 from jobservice.fleet.presence import stale_after
 from jobservice.fleet.usage import weights

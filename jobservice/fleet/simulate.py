@@ -5,9 +5,9 @@ hold, what they run, until when) and the tenants' decayed usage, and at every ev
 submitted, a group done) asks ``jobservice.fleet.policy`` what each free group runs next, exactly
 as the dispatcher does with the database. Nothing sleeps: a week of trace runs in seconds.
 
-Two users: ``scripts/bench_fleet.py`` replays a trace through it (with ``policy="static"`` for
-today's pinned fleet, side by side), and ``jobservice.fleet.forecast`` runs a copy of the live
-fleet forward to tell each queued job when it should start (its ETA).
+Two users: ``scripts/bench_fleet.py`` replays a trace through it (with the static baseline of
+``scripts/bench_lib/static.py`` as the ``planner``, side by side), and ``jobservice.fleet.forecast``
+runs a copy of the live fleet forward to tell each queued job when it should start (its ETA).
 
 What the engine models of a worker, and nothing else: a job holds its group from dispatch to the
 end of its generation; a cold start adds the model's ``load_s`` before generation; finishing
@@ -24,12 +24,13 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from jobservice.fleet.policy import (
     INTERACTIVE,
+    CardGroupState,
     Decision,
     FleetState,
-    GroupState,
     InFlight,
     ModelCost,
     PolicyParams,
@@ -39,9 +40,18 @@ from jobservice.fleet.policy import (
     fair_usage,
     lift,
     plan,
-    plan_static,
     weight_of,
 )
+
+Planner = Callable[[FleetState], list[Decision]]
+
+
+@dataclass(frozen=True)
+class WhatIf(Waiting):
+    """A what-if entry of the ETA forecast: "when would a job of this tenant start if it were
+    submitted now?". The policy may pick it like any queued job, but it is no queued work."""
+
+    queued_work: ClassVar[bool] = False
 
 
 @dataclass
@@ -93,7 +103,7 @@ class _Usage:
 
 
 @dataclass(frozen=True)
-class Span:
+class SimSpan:
     """A stretch of one group's time in one ledger state."""
 
     group: str
@@ -103,11 +113,11 @@ class Span:
     end: float
 
 
-def timeline(engine: Engine, *, end: float) -> list[Span]:
+def timeline(engine: Engine, *, end: float) -> list[SimSpan]:
     """Every second of every group from the engine's start to ``end``, in one state each (the
     ledger): loading and generating from the jobs, finishing after a job until the next one or
     ``finish_s``, then idle warm or idle empty by what the group held."""
-    spans: list[Span] = []
+    spans: list[SimSpan] = []
     by_group: dict[str, list[SimJob]] = {g: [] for g in engine.groups}
     for job in [*engine.done, *engine.running.values()]:
         if job.group is not None:
@@ -119,21 +129,21 @@ def timeline(engine: Engine, *, end: float) -> list[Span]:
         for index, job in enumerate(jobs):
             assert job.dispatched is not None and job.started is not None and job.finished is not None
             if job.dispatched > at:
-                spans.append(Span(group, "idle_warm" if held else "idle_empty", "", at, job.dispatched))
+                spans.append(SimSpan(group, "idle_warm" if held else "idle_empty", "", at, job.dispatched))
             if job.started > job.dispatched:
-                spans.append(Span(group, "loading", job.model, job.dispatched, job.started))
+                spans.append(SimSpan(group, "loading", job.model, job.dispatched, job.started))
             stop = min(job.finished, end)
-            spans.append(Span(group, "generating", job.model, job.started, stop))
+            spans.append(SimSpan(group, "generating", job.model, job.started, stop))
             at = stop
             following = jobs[index + 1].dispatched if index + 1 < len(jobs) else end
             assert following is not None
             finish = min(job.finished + engine.finish_s.get(job.model, 0.0), following, end)
             if finish > at:
-                spans.append(Span(group, "finishing", job.model, at, finish))
+                spans.append(SimSpan(group, "finishing", job.model, at, finish))
                 at = finish
             held = bool(job.held_after)
         if end > at:
-            spans.append(Span(group, "idle_warm" if held else "idle_empty", "", at, end))
+            spans.append(SimSpan(group, "idle_warm" if held else "idle_empty", "", at, end))
     return spans
 
 
@@ -143,29 +153,27 @@ class Engine:
     def __init__(
         self,
         *,
-        groups: Iterable[GroupState],
+        groups: Iterable[CardGroupState],
         models: Mapping[str, ModelCost],
         params: PolicyParams | None = None,
-        policy: str = "demand",
+        planner: Planner = plan,
         half_life_s: float = 3600.0,
         weights: Mapping[str, float] | None = None,
         newcomer_credit_s: float = 60.0,
         finish_s: Mapping[str, float] | None = None,
         now: float = 0.0,
     ) -> None:
-        if policy not in {"demand", "static"}:
-            raise ValueError(f"unknown policy {policy!r}: demand or static")
         self.start = self.now = now
         self.models = dict(models)
         self.params = params or PolicyParams()
-        self.policy = policy
+        self.planner = planner  # the production policy, or a benchmark's baseline
         self.half_life_s = half_life_s
         self.weights = dict(weights or {})
         self.newcomer_credit_s = newcomer_credit_s
         self.activated: dict[str, float] = {}  # tenant -> when it last began competing
         self.floor: _Usage | None = None  # the least level among tenants with queued jobs, last seen
         self.finish_s = dict(finish_s or {})
-        self.groups: dict[str, GroupState] = {g.id: g for g in groups}
+        self.groups: dict[str, CardGroupState] = {g.id: g for g in groups}
         self.initial_resident = {g.id: tuple(g.resident) for g in self.groups.values()}
         self.running: dict[str, SimJob] = {}  # group -> its job
         self.queues: dict[tuple[str, int, str], deque[SimJob]] = {}
@@ -173,7 +181,6 @@ class Engine:
         self.usage: dict[str, _Usage] = {}
         self.loads: list[Load] = []  # every cold start and every swap, in order
         self.done: list[SimJob] = []
-        self.turns: dict[str, int] = {}  # the static policy's round robin over a group's queues
         self.arrivals: dict[str, deque[float]] = {}  # model -> recent submission times
         self.interactive_arrivals: dict[str, deque[float]] = {}  # the same, interactive jobs only
         self.held_until: dict[str, float] = {}  # model -> until when its held interactive rate holds
@@ -286,16 +293,7 @@ class Engine:
         for (model, priority, tenant), probe in self.probes.items():
             if not self.queues.get((model, priority, tenant)):
                 found.append(
-                    Waiting(
-                        model,
-                        priority,
-                        tenant,
-                        1,
-                        probe.output_s,
-                        probe.submitted,
-                        probe.output_s,
-                        probe=True,
-                    )
+                    WhatIf(model, priority, tenant, 1, probe.output_s, probe.submitted, probe.output_s)
                 )
         return tuple(found)
 
@@ -379,9 +377,7 @@ class Engine:
         """The policy's decisions for the free groups now."""
         state = self.state()
         self.note_floor(state.usage)
-        if self.policy == "static":
-            return plan_static(state, self.turns)
-        return plan(state)
+        return self.planner(state)
 
     def dispatch(self) -> list[SimJob]:
         """Start a job on every free group the policy gives one. A decision that picks a probe
@@ -394,7 +390,7 @@ class Engine:
             again = False
             for decision in self.decide():
                 key = (decision.model, decision.priority, decision.tenant)
-                if decision.probe or self._probe_first(key):
+                if self._probe_first(key):
                     load_s = self.models[decision.model].load_s if decision.load else 0.0
                     self.probe_starts[key] = self.now + load_s
                     self.probe_orders[key] = self.dispatched
@@ -407,11 +403,12 @@ class Engine:
         return started
 
     def _probe_first(self, key: tuple[str, int, str]) -> bool:
-        """Whether the probe of ``key`` was submitted before every job queued under ``key``."""
+        """Whether a decision for ``key`` is its probe's: there is one, and nothing is queued under
+        ``key`` or every job queued there was submitted after it (the policy saw a ``WhatIf``)."""
         probe, queue = self.probes.get(key), self.queues.get(key)
-        if probe is None or not queue:
+        if probe is None:
             return False
-        return queue[0].submitted > probe.submitted
+        return not queue or queue[0].submitted > probe.submitted
 
     def _start(self, decision: Decision) -> SimJob:
         key = (decision.model, decision.priority, decision.tenant)

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from jobservice.catalog import Catalog
 from jobservice.db.tables import FleetEvent, QueueCount, utcnow
 from jobservice.fleet import costs as fleet_costs
-from jobservice.fleet.groups import STATES, groups_with_presence, is_online, ledger
+from jobservice.fleet.card_groups import STATES, groups_with_presence, is_online, ledger
 from jobservice.fleet.presence import stale_after
 from jobservice.settings import Settings
 

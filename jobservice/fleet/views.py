@@ -41,7 +41,7 @@ class FleetEventView(BaseModel):
     job_id: str | None = Field(default=None, description="Admins only.")
 
 
-class GroupView(BaseModel):
+class CardGroupView(BaseModel):
     """One card group: what it may serve, holds and runs, and its recent ledger."""
 
     id: str
@@ -83,7 +83,7 @@ class GroupView(BaseModel):
     evictions: list[FleetEventView]
 
 
-class RetiredGroupView(BaseModel):
+class RetiredCardGroupView(BaseModel):
     """``DELETE /fleet/groups/<id>``: a card group retired (gone from /fleet and /metrics; its
     ledger, loads and usage stay as history)."""
 
@@ -121,7 +121,7 @@ class FleetView(BaseModel):
     object: str = "fleet"
     at: datetime
     since: datetime
-    groups: list[GroupView]
+    groups: list[CardGroupView]
     models: list[ModelFleetView]
 
 

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from jobservice.broker import DispatchDecision, JobMessage, Send, group_queue
 from jobservice.db.engine import Database
 from jobservice.db.tables import FleetGroup, Job, JobStatus, utcnow
-from jobservice.fleet.groups import release_job
+from jobservice.fleet.card_groups import release_job
 from jobservice.fleet.usage import Phases, record_attempt
 from jobservice.jobs.leases import mark_enqueued
 from jobservice.jobs.transitions import (

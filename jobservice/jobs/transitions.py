@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from jobservice import tracing
 from jobservice.db.tables import TERMINAL_STATUSES, FleetGroup, Job, JobEvent, JobStatus, Stage, utcnow
-from jobservice.fleet.groups import accepting
+from jobservice.fleet.card_groups import accepting
 from jobservice.jobs.leases import Owner
 from jobservice.jobs.queries import get_job
 from jobservice.jobs.webhook_events import on_transition
@@ -203,7 +203,7 @@ def claim_job(
 ) -> Job | None:
     """Move a queued job to running for ``worker_id``; None if it is not claimable (already taken,
     or, with ``group``, not handed to that card group by the dispatcher, or that group takes no job
-    now: it is draining or unhealthy; ``jobservice.fleet.groups``)."""
+    now: it is draining or unhealthy; ``jobservice.fleet.card_groups``)."""
     now = utcnow()
     condition: ColumnElement[bool] = Job.cancel_requested_at.is_(None)
     if group is not None:

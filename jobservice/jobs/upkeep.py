@@ -9,14 +9,14 @@ import logging
 
 from jobservice.broker import BrokerInspector, JobMessage, sender
 from jobservice.db.tables import utcnow
-from jobservice.fleet.dispatch import dispatch_round
-from jobservice.fleet.eta import refresh as refresh_forecast
-from jobservice.fleet.groups import (
+from jobservice.fleet.card_groups import (
     groups_with_presence,
     is_online,
     mark_lost_groups_down,
     retire_lost_groups,
 )
+from jobservice.fleet.dispatch import dispatch_round
+from jobservice.fleet.eta import refresh as refresh_forecast
 from jobservice.fleet.presence import stale_after
 from jobservice.jobs.reaper import ReapResult, reap
 from jobservice.wiring import Services

@@ -39,7 +39,7 @@ CHECKSUM = "jobservice.io/deployment-file-sha256"  # a changed file rolls the wo
 
 
 @dataclass(frozen=True)
-class GroupPlan:
+class CardGroupPlan:
     """One card group of the file as one StatefulSet."""
 
     group: WorkerGroup
@@ -80,12 +80,12 @@ def container_devices(kind: str, cards: int) -> str:
     return f"{kind}:{','.join(str(i) for i in range(cards))}"
 
 
-def plan(values: KitValues, *, catalog: Catalog, settings: Settings) -> list[GroupPlan]:
+def plan(values: KitValues, *, catalog: Catalog, settings: Settings) -> list[CardGroupPlan]:
     """Every card group of the deployment file as a StatefulSet's plan, checked: a group on cards needs
     the device plugin's resource, names stay unique, model paths lie under a volume."""
     if not catalog.groups:
         raise KitError(f"{values.deployment_file}: no workers: groups to generate workers for")
-    plans: list[GroupPlan] = []
+    plans: list[CardGroupPlan] = []
     for group in catalog.groups:
         device = parse_devices(group.devices)
         if device.kind != "cpu" and not values.device_resource:
@@ -97,7 +97,7 @@ def plan(values: KitValues, *, catalog: Catalog, settings: Settings) -> list[Gro
             if (spec := catalog.get(model)) is not None
         }
         plans.append(
-            GroupPlan(
+            CardGroupPlan(
                 group=group,
                 name=PREFIX + slug(group),
                 kind=device.kind,
@@ -228,7 +228,7 @@ def container_security() -> dict[str, Any]:
     }
 
 
-def _statefulset(p: GroupPlan, values: KitValues, *, checksum: str) -> dict[str, Any]:
+def _statefulset(p: CardGroupPlan, values: KitValues, *, checksum: str) -> dict[str, Any]:
     group_labels = _labels("worker", **{"jobservice.io/card-group-set": p.name.removeprefix(PREFIX)})
     requests = dict(values.requests)
     limits = dict(values.limits)
@@ -327,7 +327,7 @@ def _statefulset(p: GroupPlan, values: KitValues, *, checksum: str) -> dict[str,
     }
 
 
-def work_query(p: GroupPlan) -> str:
+def work_query(p: CardGroupPlan) -> str:
     """PromQL: the card-seconds of queued work the set's models hold (each model's queued output
     seconds, the same from every API pod, times its seconds of generation per output second)."""
     terms = [
@@ -337,7 +337,7 @@ def work_query(p: GroupPlan) -> str:
     return " + ".join(terms)
 
 
-def _scaledobject(p: GroupPlan, values: KitValues) -> dict[str, Any]:
+def _scaledobject(p: CardGroupPlan, values: KitValues) -> dict[str, Any]:
     scaling = values.autoscaling
     assert scaling is not None
     return {

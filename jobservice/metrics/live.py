@@ -53,7 +53,7 @@ class Fleet:
 
 
 @dataclass(frozen=True)
-class GroupNow:
+class CardGroupNow:
     """A card group's residency and ledger state now."""
 
     id: str
@@ -73,7 +73,7 @@ class WebhookBacklog:
     oldest_seconds: float
 
 
-def groups(session: Session, catalog: Catalog) -> list[GroupNow]:
+def groups(session: Session, catalog: Catalog) -> list[CardGroupNow]:
     """Every card group's state, residency, host and pod (one row each), the retired left out."""
     pods = {
         worker_id: str((info or {}).get("pod") or "")
@@ -95,7 +95,7 @@ def groups(session: Session, catalog: Catalog) -> list[GroupNow]:
             ratio = round(used / group.memory_gb_per_card, 4)
         accepting = group.accepting and group.state != "down"
         found.append(
-            GroupNow(
+            CardGroupNow(
                 group.id,
                 group.state,
                 resident,

@@ -35,7 +35,7 @@ from jobservice.nightly.verdicts import (
     EPISODE_NIGHTS,
     MIN_REFERENCE,
     Judgement,
-    Limits,
+    VerdictLimits,
     assumed_drift_for,
     explain,
     judge_metric,
@@ -52,7 +52,7 @@ EXIT_PASSED, EXIT_REGRESSED, EXIT_INCONCLUSIVE = 0, 1, 3
 PRIMARY = "generate_ms"
 
 
-def thresholds_for(spec: dict[str, Any], metric: str, *, device: str | None = None) -> Limits:
+def thresholds_for(spec: dict[str, Any], metric: str, *, device: str | None = None) -> VerdictLimits:
     """What ``metric`` is held to under ``spec`` (a metric's own floor applies when it is larger)."""
     base = dict(spec.get("thresholds") or {})
     relative = float(base.get("relative", 0.03))
@@ -63,7 +63,7 @@ def thresholds_for(spec: dict[str, Any], metric: str, *, device: str | None = No
     if choice.get("relative") is not None:
         relative = float(choice["relative"])
     drift = spec.get("assumed_drift")
-    return Limits(
+    return VerdictLimits(
         alpha=float(base.get("alpha", 0.001)),
         alpha_ok=float(base.get("alpha_ok", 0.01)),
         floor=relative,
@@ -169,7 +169,7 @@ def compare_metric(
     info = candidate.get("info") or {}
     limits = thresholds_for(spec, metric.name, device=info.get("device"))
     looks = int((candidate.get("looks") or {}).get("looks") or 1)
-    limits = Limits(**{**limits.__dict__, "looks": looks})
+    limits = VerdictLimits(**{**limits.__dict__, "looks": looks})
     history = _history(candidate, metric.name, night)
     tonight = run_stats(new, run=night.run_id)
     if history is not None and tonight is not None:
@@ -191,7 +191,7 @@ def _against_baseline(
     baseline: dict[str, Any] | None,
     candidate: dict[str, Any],
     new: list[float],
-    limits: Limits,
+    limits: VerdictLimits,
 ) -> Judgement:
     """The cold start: tonight against the baseline run, with the assumed drift between them."""
     if baseline is None:

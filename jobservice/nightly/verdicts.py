@@ -73,7 +73,7 @@ def assumed_drift_for(device: str | None) -> float:
 
 
 @dataclass(frozen=True)
-class Limits:
+class VerdictLimits:
     """What a metric's verdict is held to (the spec's thresholds; ``looks`` from the adaptive plan)."""
 
     alpha: float = ALPHA
@@ -208,7 +208,7 @@ def judge_metric(
     reference: Sequence[RunStats],
     *,
     better: Better,
-    limits: Limits,
+    limits: VerdictLimits,
     drift: Drift | None = None,
     environment_changed: bool = False,
 ) -> Judgement:
@@ -337,7 +337,7 @@ def _t(p: float, df: float) -> float:
 
 
 def _decides(
-    worse: float, noise: _Noise, factor: float, nights: int, extra_df: float, limits: Limits
+    worse: float, noise: _Noise, factor: float, nights: int, extra_df: float, limits: VerdictLimits
 ) -> bool:
     """Whether a night whose change is ``worse`` (taken as the true one) would be decided, ok or a
     regression, with tonight's f(n)/n = ``factor``, ``nights`` pooled and ``extra_df`` more degrees
@@ -351,7 +351,7 @@ def _decides(
     return worse + _t(1 - limits.alpha_ok * share, df) * sd < ok_log
 
 
-def _repeats_needed(noise: _Noise, worse: float, n: int, nights: int, limits: Limits) -> int | None:
+def _repeats_needed(noise: _Noise, worse: float, n: int, nights: int, limits: VerdictLimits) -> int | None:
     """Tonight's repeats that would decide the night at the change seen (None: no number up to the
     most a spec allows would, because the drift between nights or the reference is larger)."""
 
@@ -368,7 +368,9 @@ def _repeats_needed(noise: _Noise, worse: float, n: int, nights: int, limits: Li
     return high
 
 
-def _nights_needed(noise: _Noise, worse: float, tonight: RunStats, nights: int, limits: Limits) -> int | None:
+def _nights_needed(
+    noise: _Noise, worse: float, tonight: RunStats, nights: int, limits: VerdictLimits
+) -> int | None:
     """More nights like tonight (same change, same repeats), pooled in the episode, that would
     decide it; None when even the episode's last night would not."""
     for total in range(nights + 1, EPISODE_NIGHTS + 1):
@@ -386,7 +388,7 @@ def _note(verdict: Verdict, nights: int, cold: bool) -> str:
     return "; ".join(parts)
 
 
-def _few_samples(worse: float, base: dict[str, Any], limits: Limits) -> Judgement:
+def _few_samples(worse: float, base: dict[str, Any], limits: VerdictLimits) -> Judgement:
     """One run a side and no history: the noise is unknown, so no error rate can be stated; only a
     change beyond ``few_samples_floor`` counts (and nothing is called ok)."""
     floor = math.log1p(max(limits.floor, limits.few_samples_floor))

@@ -50,7 +50,7 @@ MIN_AGE = timedelta(minutes=10)  # a row-less prefix younger than this may be a 
 
 
 @dataclass
-class Findings:
+class ConsistencyFindings:
     """What one check found (and, after a repair, what it did)."""
 
     orphans: list[dict[str, Any]] = field(default_factory=list)  # prefix, objects, bytes, newest, young
@@ -89,10 +89,10 @@ class Findings:
         return {**asdict(self), "consistent": self.consistent}
 
 
-def check(services: Services, *, deep: bool = False, min_age: timedelta = MIN_AGE) -> Findings:
+def check(services: Services, *, deep: bool = False, min_age: timedelta = MIN_AGE) -> ConsistencyFindings:
     """Compare the jobs table with the object store (see the module docstring)."""
     now = utcnow()
-    found = Findings(deep=deep)
+    found = ConsistencyFindings(deep=deep)
     listed: dict[str, dict[uuid.UUID, Prefix]] = {}
     for top, table in STORE_TOPS:
         listed[top] = store_prefixes(services, top)
@@ -122,7 +122,7 @@ def _referenced(job: Any) -> list[str]:
     return [k for k in keys if isinstance(k, str) and k]
 
 
-def _missing_files(services: Services, stored: set[str], found: Findings) -> None:
+def _missing_files(services: Services, stored: set[str], found: ConsistencyFindings) -> None:
     query = (
         select(Job.id, Job.status, Job.output_key, Job.report_key, Job.input_keys)
         .where(Job.expired_at.is_(None))
@@ -141,7 +141,7 @@ def _missing_files(services: Services, stored: set[str], found: Findings) -> Non
                 found.missing.append({"job": str(job.id), "status": status, "keys": gone})
 
 
-def _corrupt_videos(services: Services, found: Findings) -> None:
+def _corrupt_videos(services: Services, found: ConsistencyFindings) -> None:
     query = select(Job.id, Job.output_key, Job.report_key).where(
         Job.status == JobStatus.SUCCEEDED, Job.expired_at.is_(None), Job.output_key.is_not(None)
     )
@@ -174,7 +174,7 @@ def _corrupt_videos(services: Services, found: Findings) -> None:
         found.corrupt.append({"job": str(row.id), "key": row.output_key, "why": why})
 
 
-def _leases(services: Services, now: datetime, found: Findings) -> None:
+def _leases(services: Services, now: datetime, found: ConsistencyFindings) -> None:
     with services.db.session() as session:
         online = {w.id for w in online_workers(session, stale_after_seconds=stale_after(services.settings))}
         running = session.execute(
@@ -189,7 +189,7 @@ def _leases(services: Services, now: datetime, found: Findings) -> None:
                 found.unknown_holders.append(entry)
 
 
-def repair(services: Services, found: Findings) -> Findings:
+def repair(services: Services, found: ConsistencyFindings) -> ConsistencyFindings:
     """Carry out ``found.plan()``; what was done is in ``found.repaired``."""
     done: dict[str, list[str]] = {"deleted": [], "expired": [], "leases": [], "failed": []}
     for orphan in found.orphans:

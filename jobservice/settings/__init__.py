@@ -65,7 +65,11 @@ class Settings(
     """Configuration shared by the API, the workers and the CLI: every group's fields."""
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        env_prefix=ENV_PREFIX,
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        validate_by_name=True,  # Settings(queue_batch_priority=...) besides a field's aliases
     )
 
     @classmethod

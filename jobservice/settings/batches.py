@@ -15,9 +15,6 @@ class BatchSettings(BaseModel):
     pages (docs/nightly.md).
     """
 
-    batch_priority: int = Field(
-        default=6, ge=1, le=9, description="Queue priority of batch jobs; 0 (interactive) is served first."
-    )
     batch_root: Path = Field(
         default=Path("."),
         description="Spec and input paths given to the API or the beat resolve under this folder (never "

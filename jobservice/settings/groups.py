@@ -10,7 +10,7 @@ class GroupSettings(BaseModel):
 
     Read by `jobservice.groups` when a manifest is posted (`POST /job-groups`, docs/api.md): how
     large a manifest may be at all. How many jobs one group may have is the tenant's `group_jobs`
-    quota (`JOBSERVICE_QUOTA_GROUP_JOBS`); its jobs queue at `JOBSERVICE_BATCH_PRIORITY`.
+    quota (`JOBSERVICE_QUOTA_GROUP_JOBS`); its jobs queue at `JOBSERVICE_QUEUE_BATCH_PRIORITY`.
     """
 
     group_manifest_max_mb: int = Field(

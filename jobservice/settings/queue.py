@@ -1,18 +1,19 @@
-"""Settings of the queue and a job's run: the broker, leases and the reaper (jobservice.broker,
-jobservice.jobs)."""
+"""Settings of the queue and a job's run: the broker, leases, the reaper and the priority batch work
+queues at (jobservice.broker, jobservice.jobs, jobservice.groups, jobservice.nightly)."""
 
 from __future__ import annotations
 
 from typing import Self
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import AliasChoices, BaseModel, Field, model_validator
 
 
 class QueueSettings(BaseModel):
     """Queue, leases, reaper.
 
     Read by `jobservice.broker` (the Celery app every process shares), `jobservice.jobs` (leases,
-    the reaper, submission) and the workers' run of a job.
+    the reaper, submission), the workers' run of a job, and whatever queues batch work (job groups,
+    nightly batches, the ETA forecast).
     """
 
     broker_url: str = Field(
@@ -58,9 +59,24 @@ class QueueSettings(BaseModel):
     job_timeout_seconds: float = Field(
         default=3600.0, gt=0, description="A run's time limit (a model's deployment entry may set its own)."
     )
+    queue_batch_priority: int = Field(
+        default=6,
+        ge=1,
+        le=9,
+        # JOBSERVICE_BATCH_PRIORITY, its name before it was a queue setting, still works (the new
+        # name wins when both are set). The aliases are whole variable names: no prefix is added.
+        validation_alias=AliasChoices("JOBSERVICE_QUEUE_BATCH_PRIORITY", "JOBSERVICE_BATCH_PRIORITY"),
+        description="Queue priority of batch work, every job that is not interactive (nightly batches, "
+        "job groups); 0 (interactive) is served first. Formerly `JOBSERVICE_BATCH_PRIORITY`, still read.",
+    )
     progress_min_interval_seconds: float = Field(
         default=0.5, ge=0, description="A running job writes its progress at most this often."
     )
+
+    @property
+    def batch_priority(self) -> int:
+        """The old name of ``queue_batch_priority``, for code written before the move (read only)."""
+        return self.queue_batch_priority
 
     @model_validator(mode="after")
     def _redelivery_after_timeout(self) -> Self:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from jobservice.webhooks.targets import Target, TargetRefused, parse_target, resolve_target
+from jobservice.webhooks.targets import TargetRefused, WebhookTarget, parse_target, resolve_target
 
 CONNECT_TIMEOUT = 5.0
 MAX_RESPONSE_BYTES = 4096
@@ -41,7 +41,7 @@ def retryable_status(code: int) -> bool:
 class _PinnedHTTP(http.client.HTTPConnection):
     """Plain HTTP to a fixed address, the Host header naming the URL's host."""
 
-    def __init__(self, target: Target, address: str, *, read_timeout: float) -> None:
+    def __init__(self, target: WebhookTarget, address: str, *, read_timeout: float) -> None:
         super().__init__(target.host, target.port, timeout=min(CONNECT_TIMEOUT, read_timeout))
         self._address = address
         self._read_timeout = read_timeout
@@ -66,7 +66,7 @@ class _PinnedHTTPS(_PinnedHTTP):
         self.sock = self.context.wrap_socket(self._open(), server_hostname=self.host)
 
 
-def _send(conn: _PinnedHTTP, target: Target, body: bytes, headers: dict[str, str]) -> int:
+def _send(conn: _PinnedHTTP, target: WebhookTarget, body: bytes, headers: dict[str, str]) -> int:
     conn.putrequest("POST", target.path, skip_host=True, skip_accept_encoding=True)
     for name, value in {
         "Host": target.host_header,

@@ -36,7 +36,7 @@ class TargetRefused(Exception):
 
 
 @dataclass(frozen=True)
-class Target:
+class WebhookTarget:
     """A parsed webhook URL."""
 
     url: str
@@ -71,7 +71,7 @@ def _allowed(value: str, allowed: Iterable[str]) -> bool:
     return value.lower() in {a.lower().strip("[]") for a in allowed}
 
 
-def parse_target(url: str, allowed: Iterable[str]) -> Target:
+def parse_target(url: str, allowed: Iterable[str]) -> WebhookTarget:
     """Check the shape of ``url``; TargetRefused says what is wrong."""
     if len(url) > MAX_URL_LENGTH or any(ord(c) < 33 or ord(c) == 127 for c in url):
         raise TargetRefused("invalid_webhook", "The webhook URL is too long or contains spaces or controls.")
@@ -105,7 +105,7 @@ def parse_target(url: str, allowed: Iterable[str]) -> Target:
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
-    return Target(
+    return WebhookTarget(
         url=url,
         scheme=parts.scheme,
         host=host,
@@ -114,7 +114,7 @@ def parse_target(url: str, allowed: Iterable[str]) -> Target:
     )
 
 
-def resolve_target(target: Target, allowed: Iterable[str]) -> str:
+def resolve_target(target: WebhookTarget, allowed: Iterable[str]) -> str:
     """The address to connect to: every address the host resolves to must be public, or allowed.
 
     Raises TargetRefused (``webhook_forbidden_address``) or OSError when the name does not resolve.

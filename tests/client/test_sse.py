@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jobservice.client.sse import Event, EventParser, Heartbeat, parse
+from jobservice.client.sse import Event, EventParser, KeepAlive, parse
 
 # What the server's stream looks like (jobservice.http.api.native.streams): retry, keep-alives, events, end.
 RECORDED = (
@@ -19,7 +19,7 @@ RECORDED = (
 )
 
 
-def events_of(items: list[Event | Heartbeat]) -> list[Event]:
+def events_of(items: list[Event | KeepAlive]) -> list[Event]:
     return [i for i in items if isinstance(i, Event)]
 
 
@@ -33,7 +33,7 @@ def test_a_recorded_stream() -> None:
         ("9-end", "end"),
     ]
     assert json.loads(events[0].data)["note"] == "café"
-    assert [i.text for i in items if isinstance(i, Heartbeat)] == ["keep-alive", "keep-alive"]
+    assert [i.text for i in items if isinstance(i, KeepAlive)] == ["keep-alive", "keep-alive"]
     assert parser.retry_ms == 1500 and parser.last_event_id == "9-end"
 
 

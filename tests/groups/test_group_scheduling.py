@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import pytest
 
-from jobservice.fleet.policy import GroupState, ModelCost
+from jobservice.fleet.policy import CardGroupState, ModelCost
 from jobservice.fleet.simulate import Engine, SimJob
 
-BATCH = 6  # jobservice.settings: batch_priority
+BATCH = 6  # jobservice.settings: queue_batch_priority
 
 
 def play(order: list[str], *, groups: int, memory_gb_per_card: float | None) -> tuple[int, dict[str, str]]:
@@ -30,7 +30,7 @@ def play(order: list[str], *, groups: int, memory_gb_per_card: float | None) -> 
     the order it ran them)."""
     models = {m: ModelCost(id=m, memory_gb=8, load_s=20, speed=1.0) for m in "ab"}
     fleet = [
-        GroupState(id=f"g{i}", cards=1, eligible=frozenset("ab"), memory_gb_per_card=memory_gb_per_card)
+        CardGroupState(id=f"g{i}", cards=1, eligible=frozenset("ab"), memory_gb_per_card=memory_gb_per_card)
         for i in range(groups)
     ]
     engine = Engine(groups=fleet, models=models)
@@ -61,7 +61,7 @@ def test_one_card_group_with_room_for_both_loads_each_once() -> None:
 
 def test_a_model_held_warm_takes_its_jobs_back_to_back_in_row_order() -> None:
     models = {"a": ModelCost(id="a", memory_gb=8, load_s=20, speed=1.0)}
-    engine = Engine(groups=[GroupState(id="g0", cards=1, eligible=frozenset("a"))], models=models)
+    engine = Engine(groups=[CardGroupState(id="g0", cards=1, eligible=frozenset("a"))], models=models)
     for row in range(1, 6):
         engine.submit(
             SimJob(id=f"row{row}", model="a", tenant="t", priority=BATCH, output_s=1.0, submitted=row * 1e-6)

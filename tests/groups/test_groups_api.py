@@ -50,7 +50,7 @@ def test_a_csv_manifest_queues_every_row_as_a_checked_job_in_row_order(group_app
     jobs = group_jobs(services, group["id"])
     assert [j.group_row for j in jobs] == [1, 2, 3]
     assert [j.params["prompt"] for j in jobs] == ["kite 1", "kite 2", "kite 3"]
-    assert all(j.priority == services.settings.batch_priority and j.source == "group" for j in jobs)
+    assert all(j.priority == services.settings.queue_batch_priority and j.source == "group" for j in jobs)
     # Checked like POST /jobs: "64" read as a number, defaults filled in, a seed drawn.
     assert (
         jobs[0].params["width"] == 64

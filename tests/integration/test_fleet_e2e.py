@@ -28,7 +28,7 @@ import pytest
 from sqlalchemy import select
 
 from jobservice.db.tables import FleetEvent, FleetGroup, Job, JobUsage, LedgerSpan
-from jobservice.fleet.replay import figures, parse_trace, replay
+from scripts.bench_lib.replay import figures, parse_trace, replay
 from tests.browser.server import serve
 from tests.integration.conftest import Stack, build_stack
 

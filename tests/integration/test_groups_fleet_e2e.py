@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from jobservice.client import Client
 from jobservice.db.tables import FleetEvent, FleetGroup, Job
-from jobservice.fleet.replay import parse_trace, replay
+from scripts.bench_lib.replay import parse_trace, replay
 from tests.browser.server import serve
 from tests.integration.conftest import Stack, build_stack
 

@@ -31,7 +31,7 @@ from jobservice.nightly.verdicts import (
     EPISODE_NIGHTS,
     REFERENCE_RUNS,
     Drift,
-    Limits,
+    VerdictLimits,
     drift_of,
     judge_metric,
     next_look,
@@ -150,7 +150,7 @@ def calibrate(
     change = SHIFTS[shift]
     for _ in range(draws):
         reference, drift = _history(rng, host, window=window, repeat=repeat, cases=cases)
-        limits = Limits(looks=looks_for(drift))
+        limits = VerdictLimits(looks=looks_for(drift))
         earlier: list[RunStats] = []
         tally.draws += 1
         for night in range(EPISODE_NIGHTS):

@@ -20,7 +20,7 @@ from jobservice.nightly.finalize import judge
 from jobservice.nightly.history import MetricHistory
 from jobservice.nightly.render import render_comparison_text
 from jobservice.nightly.stats import RunStats
-from jobservice.nightly.verdicts import Drift, Limits
+from jobservice.nightly.verdicts import Drift, VerdictLimits
 
 # The drift between two runs assumed at 0.5 % (a card's): the cold start can then call quiet runs ok.
 SPEC = {
@@ -159,7 +159,9 @@ def test_thresholds_merge_spec_metric_and_floor() -> None:
         },  # an old spec's k: ignored
         "metrics": [{"name": "rtf", "relative": 0.1, "ok_within": 0.08}],
     }
-    assert thresholds_for(spec, "rtf") == Limits(alpha=0.002, floor=0.1, ok_within=0.08, assumed_drift=0.02)
+    assert thresholds_for(spec, "rtf") == VerdictLimits(
+        alpha=0.002, floor=0.1, ok_within=0.08, assumed_drift=0.02
+    )
     assert thresholds_for(spec, "peak_rss_mb").floor == 0.05, "memory has its own 5 % floor"
     assert thresholds_for(spec, "generate_ms", device="cuda:0").assumed_drift == 0.005
     assert thresholds_for({**spec, "assumed_drift": 0.01}, "generate_ms", device="cpu").assumed_drift == 0.01

@@ -24,7 +24,7 @@ from jobservice.broker import (
 from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, utcnow
-from jobservice.fleet import groups
+from jobservice.fleet import card_groups
 from jobservice.fleet.dispatch import dispatch
 from jobservice.fleet.placement import parse_devices
 from jobservice.fleet.policy import Resident
@@ -32,7 +32,7 @@ from jobservice.jobs.queries import get_job
 from jobservice.jobs.reaper import hand_back, reap
 from jobservice.settings import Settings
 from tests.factories import new_job, online_group
-from workers.group import FleetMember
+from workers.card_group import FleetMember
 
 A, B, C = "fake-heavy-a", "fake-heavy-b", "fake-heavy-c"  # 3 GB each
 TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -104,7 +104,7 @@ def test_a_decision_survives_json() -> None:
 def holding(db: Database, group: str, *models: str) -> None:
     with db.session() as s:
         for model in models:
-            groups.note_loaded(s, group, model, seconds=2.0, reason="test")
+            card_groups.note_loaded(s, group, model, seconds=2.0, reason="test")
 
 
 def test_the_dispatchers_decision_is_stored_and_sent_and_sent_again_unchanged(

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from jobservice.fleet.policy import (
     INTERACTIVE,
+    CardGroupState,
     FleetState,
-    GroupState,
     ModelCost,
     PolicyParams,
     Resident,
@@ -16,8 +16,9 @@ from jobservice.fleet.policy import (
     evictions_for,
     fits,
     plan,
-    plan_static,
 )
+from jobservice.fleet.simulate import WhatIf
+from scripts.bench_lib.static import plan_static
 
 BATCH = 6
 BIG = ModelCost("big", cards=4, memory_gb=224, load_s=88, speed=1.0)  # 56 GB on each card
@@ -27,8 +28,10 @@ MODELS = {m.id: m for m in (BIG, HEAD, T2V)}
 ALL = frozenset(MODELS)
 
 
-def group(gid: str, *held: str, busy_until: float | None = None, running: str | None = None) -> GroupState:
-    return GroupState(
+def group(
+    gid: str, *held: str, busy_until: float | None = None, running: str | None = None
+) -> CardGroupState:
+    return CardGroupState(
         id=gid,
         cards=4,
         eligible=ALL,
@@ -45,7 +48,7 @@ def wait(
     return Waiting(model, priority, tenant, jobs, 10.0 * jobs, oldest, 10.0)
 
 
-def state(groups: list[GroupState], waiting: list[Waiting], **kw: object) -> FleetState:
+def state(groups: list[CardGroupState], waiting: list[Waiting], **kw: object) -> FleetState:
     return FleetState(now=100.0, groups=tuple(groups), models=MODELS, waiting=tuple(waiting), **kw)  # type: ignore[arg-type]
 
 
@@ -53,10 +56,10 @@ def test_memory_is_per_card_and_every_model_starts_on_the_first_cards() -> None:
     g = group("g")
     assert fits(g, MODELS, ["head", "t2v"])  # 24 + 24 GB on cards 0 and 1
     assert not fits(g, MODELS, ["big", "head"])  # 56 + 24 GB on cards 0 and 1
-    assert fits(GroupState("free", 4, ALL), MODELS, ["big", "head", "t2v"])  # no memory declared
+    assert fits(CardGroupState("free", 4, ALL), MODELS, ["big", "head", "t2v"])  # no memory declared
     assert evictions_for(group("g", "big"), T2V, MODELS) == ("big",)
     assert evictions_for(group("g", "t2v"), HEAD, MODELS) == ()
-    small = GroupState("small", 1, ALL, memory_gb_per_card=64)
+    small = CardGroupState("small", 1, ALL, memory_gb_per_card=64)
     assert evictions_for(small, BIG, MODELS) is None  # four cards' model on one card
 
 
@@ -66,7 +69,7 @@ def test_evictions_keep_what_has_queued_work_then_the_recently_used() -> None:
         "x": ModelCost("x", cards=1, memory_gb=30),
         "y": ModelCost("y", cards=1, memory_gb=30),
     }
-    g = GroupState(
+    g = CardGroupState(
         "g",
         1,
         frozenset(models),
@@ -75,7 +78,7 @@ def test_evictions_keep_what_has_queued_work_then_the_recently_used() -> None:
     )
     z = ModelCost("z", cards=1, memory_gb=30)
     models["z"] = z
-    g = GroupState(**{**g.__dict__, "eligible": frozenset(models)})
+    g = CardGroupState(**{**g.__dict__, "eligible": frozenset(models)})
     assert evictions_for(g, z, models) == ("y",)  # least recently used
     assert evictions_for(g, z, models, demand={"y": 3}) == ("x",)  # y has queued work
 
@@ -114,7 +117,7 @@ def test_a_swap_that_only_moves_who_is_unserved_waits_until_it_pays() -> None:
     assert [(d.model, d.reason, d.evict) for d in plan(later)] == [("t2v", "unserved", ("big",))]
     # Nor does it swap back the moment big was loaded (its own jobs have waited long too): big
     # keeps the group for its turn first.
-    fresh = GroupState(
+    fresh = CardGroupState(
         "g", 4, ALL, memory_gb_per_card=64, resident={"big": Resident(since=800.0, last_used=890.0)}
     )
     assert plan(replace(later, groups=(fresh,)))[0].model == "big"
@@ -150,7 +153,7 @@ def test_a_swap_happens_only_when_the_backlog_pays_for_it() -> None:
 def test_an_evicted_model_that_keeps_receiving_jobs_shortens_the_stint() -> None:
     busy = group("h", "big", busy_until=130.0, running="big")
     old = Resident(since=0.0, last_used=-10_000.0)  # not used for hours: no reload cost
-    free = GroupState("g", 4, ALL, memory_gb_per_card=64, resident={"t2v": old})
+    free = CardGroupState("g", 4, ALL, memory_gb_per_card=64, resident={"t2v": old})
     work = [wait("big", jobs=80)]  # 800 s of work for one server
     assert plan(state([busy, free], work))[0].model == "big"
     trickle = plan(state([busy, free], work, rates={"t2v": 1 / 60}))  # a t2v job a minute
@@ -174,17 +177,17 @@ def test_two_free_groups_never_get_the_same_job_and_fairness_sees_the_first_pick
     assert len({d.group for d in decisions}) == 2
 
 
-def test_probes_are_picked_but_add_no_work() -> None:
+def test_what_if_entries_are_picked_but_add_no_work() -> None:
     busy = group("h", "big", busy_until=130.0, running="big")
     free = group("g", "t2v")
-    probe = Waiting("big", BATCH, "x", 1, 10_000.0, 0.0, 10_000.0, probe=True)
+    probe = WhatIf("big", BATCH, "x", 1, 10_000.0, 0.0, 10_000.0)
     assert plan(state([busy, free], [probe])) == []  # a probe's size recruits nobody
     alone = plan(state([group("g", "big")], [probe]))
-    assert alone[0].probe and alone[0].tenant == "x"
+    assert alone[0].tenant == "x" and alone[0].model == "big"
 
 
 def test_a_recent_swap_is_not_undone_before_min_residency() -> None:
-    fresh = GroupState(
+    fresh = CardGroupState(
         "g", 4, ALL, memory_gb_per_card=64, resident={"big": Resident(since=90.0, last_used=95.0)}
     )
     waiting = [wait("big", jobs=3), wait("t2v")]
@@ -194,7 +197,7 @@ def test_a_recent_swap_is_not_undone_before_min_residency() -> None:
 
 
 def test_static_takes_pinned_queues_in_turn_and_never_evicts() -> None:
-    pinned = GroupState("g", 4, frozenset({"t2v", "head"}), memory_gb_per_card=64)
+    pinned = CardGroupState("g", 4, frozenset({"t2v", "head"}), memory_gb_per_card=64)
     turns: dict[str, int] = {}
     waiting = [wait("t2v", jobs=3), wait("head", jobs=3), wait("big", jobs=3)]
     picks = []

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from jobservice.fleet.forecast import DAY, EXPECTED, forecast, recurring
-from jobservice.fleet.replay import (
+from jobservice.fleet.simulate import Engine, SimJob
+from scripts.bench_lib.replay import (
     Etas,
     TraceError,
     eta_figures,
@@ -18,7 +19,6 @@ from jobservice.fleet.replay import (
     read_trace,
     replay,
 )
-from jobservice.fleet.simulate import Engine, SimJob
 
 TRACES = Path(__file__).resolve().parents[2] / "scripts" / "traces"
 HEADER = {

@@ -16,7 +16,7 @@ from sqlalchemy import select, update
 from jobservice.db.engine import Database
 from jobservice.db.tables import FleetGroup, Job, JobStatus, LedgerSpan, ModelSpeed, TenantShare, utcnow
 from jobservice.families.deployment import default_catalog
-from jobservice.fleet import costs, eta, groups
+from jobservice.fleet import card_groups, costs, eta
 from jobservice.fleet import shares as fair_shares
 from jobservice.fleet.dispatch import read_state
 from jobservice.fleet.eta import compute, parse
@@ -33,7 +33,7 @@ def db(tmp_path: Path, migrated_sqlite: Path) -> Database:
 
 def register(db: Database, group_id: str = "g1", **kw: object) -> None:
     with db.session() as s:
-        groups.register(
+        card_groups.register(
             s,
             group_id=group_id,
             devices="cpu",
@@ -80,7 +80,7 @@ def two_writers(db: Database) -> None:
     def flip(states: list[str]) -> None:
         for state in states * 40:
             with db.session() as s:
-                groups.set_state(s, "g1", state, model="m", job_id=job)
+                card_groups.set_state(s, "g1", state, model="m", job_id=job)
 
     writers = [
         threading.Thread(target=flip, args=(["generating", "finishing"],)),
@@ -99,12 +99,12 @@ def two_writers(db: Database) -> None:
 def test_a_lost_group_goes_down_from_when_it_was_last_seen_and_comes_back(db: Database) -> None:
     register(db)
     with db.session() as s:
-        groups.set_state(s, "g1", "generating", model="m")
-        groups.note_loaded(s, "g1", "m", seconds=2.0, reason="job")
+        card_groups.set_state(s, "g1", "generating", model="m")
+        card_groups.note_loaded(s, "g1", "m", seconds=2.0, reason="job")
     seen = utcnow() + timedelta(seconds=1)
     with db.session() as s:
-        assert groups.mark_down(s, "g1", at=seen, reason="worker lost")
-        assert not groups.mark_down(s, "g1", at=seen, reason="worker lost")  # once
+        assert card_groups.mark_down(s, "g1", at=seen, reason="worker lost")
+        assert not card_groups.mark_down(s, "g1", at=seen, reason="worker lost")  # once
     with db.session() as s:
         group = s.get(FleetGroup, "g1")
         assert group is not None and group.state == "down" and group.resident == {}
@@ -227,7 +227,7 @@ def test_the_forecast_expects_yesterdays_batches_from_the_jobs_table(db: Databas
     least four jobs later: beta takes turns."""
     online_group(db, "g1", ["reference-t2v"])
     catalog = default_catalog()
-    settings = Settings(batch_priority=6)
+    settings = Settings(queue_batch_priority=6)
     alpha = t2v_jobs(db, 10, tenant="alpha", priority=6)
     t2v_jobs(db, 10, tenant="beta", priority=6, offset=120.0 - DAY, done=True)
     last = str(alpha[-1])
@@ -245,7 +245,7 @@ def test_the_forecast_expects_yesterdays_bunch_of_interactive_jobs_from_the_jobs
     jobs later; beta's lone job later is not expected."""
     online_group(db, "g1", ["reference-t2v"])
     catalog = default_catalog()
-    settings = Settings(batch_priority=6)
+    settings = Settings(queue_batch_priority=6)
     alpha = t2v_jobs(db, 10, tenant="alpha", priority=6)
     bunch = t2v_jobs(db, 10, tenant="beta", priority=0, offset=120.0 - DAY, done=True)
     t2v_jobs(db, 1, tenant="beta", priority=0, offset=3720.0 - DAY, done=True)  # alone
@@ -266,7 +266,7 @@ def test_a_day_of_interactive_jobs_never_crowds_yesterdays_batch_out_of_the_hist
     """The history the forecast reads is capped per span; batch jobs are read first."""
     monkeypatch.setattr(eta, "HISTORY_ROWS", 5)
     online_group(db, "g1", ["reference-t2v"])
-    catalog, settings = default_catalog(), Settings(batch_priority=6)
+    catalog, settings = default_catalog(), Settings(queue_batch_priority=6)
     t2v_jobs(db, 8, tenant="beta", priority=0, offset=60.0 - DAY, done=True)
     batch = t2v_jobs(db, 3, tenant="beta", priority=6, offset=120.0 - DAY, done=True)
     with db.session() as s:

@@ -17,7 +17,7 @@ from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
 from jobservice.db.tables import FleetGroup, Job, LedgerSpan, WorkerRecord, utcnow
 from jobservice.errors import Conflict, NotFound
-from jobservice.fleet import groups
+from jobservice.fleet import card_groups
 from jobservice.fleet.dispatch import dispatch, free_group_for
 from jobservice.fleet.placement import parse_devices
 from jobservice.fleet.status import fleet_status
@@ -27,8 +27,8 @@ from jobservice.jobs.transitions import claim_job
 from jobservice.metrics import live
 from jobservice.settings import Settings
 from tests.factories import down_for, new_job, online_group
+from workers.card_group import FleetMember
 from workers.card_health import CardHealth
-from workers.group import FleetMember
 from workers.maintenance import Maintenance
 
 T2V = "reference-t2v"
@@ -121,11 +121,11 @@ def test_a_card_that_falls_ill_mid_job_leaves_the_job_running_and_the_group_unhe
 ) -> None:
     online_group(db, "g1", [T2V])
     with db.session() as s:
-        groups.set_state(s, "g1", "generating", model=T2V, job_id=uuid.uuid4())
+        card_groups.set_state(s, "g1", "generating", model=T2V, job_id=uuid.uuid4())
     member(db, catalog).health(SICK)
     assert group_row(db).state == "generating"  # the running job is not cut short
     with db.session() as s:
-        groups.to_idle(s, "g1")  # its job ends
+        card_groups.to_idle(s, "g1")  # its job ends
     assert group_row(db).state == "unhealthy"
 
 
@@ -216,10 +216,10 @@ def test_a_group_down_past_the_retention_is_retired_with_its_history_kept(
     for name in ("old", "recent", "live"):
         online_group(db, name, [T2V])
     with db.session() as s:
-        groups.note_loaded(s, "old", T2V, seconds=1.0, reason="job")
+        card_groups.note_loaded(s, "old", T2V, seconds=1.0, reason="job")
     down_for(db, "old", 25)
     down_for(db, "recent", 1)
-    retired = groups.retire_lost_groups(db, retention_seconds=24 * 3600, stale_after_seconds=15)
+    retired = card_groups.retire_lost_groups(db, retention_seconds=24 * 3600, stale_after_seconds=15)
     assert retired == ["old"]
     old = group_row(db, "old")
     assert old.retired_at is not None and old.resident == {}
@@ -231,7 +231,7 @@ def test_a_group_down_past_the_retention_is_retired_with_its_history_kept(
         shown = {g["id"] for g in fleet_status(s, catalog, settings)["groups"]}
         on_metrics = {g.id for g in live.groups(s, catalog)}
     assert shown == on_metrics == {"recent", "live"}
-    assert groups.retire_lost_groups(db, retention_seconds=24 * 3600, stale_after_seconds=15) == []
+    assert card_groups.retire_lost_groups(db, retention_seconds=24 * 3600, stale_after_seconds=15) == []
 
     online_group(db, "old", [T2V])  # its worker comes back after all: the same group, a new stretch
     assert group_row(db, "old").retired_at is None
@@ -244,11 +244,11 @@ def test_an_operator_forgets_a_group_whose_worker_is_gone_but_never_an_online_on
     with db.session() as s:
         s.execute(update(WorkerRecord).where(WorkerRecord.id == "gone").values(stopped_at=utcnow()))
     with pytest.raises(Conflict) as refused:
-        groups.forget(db, "live", stale_after_seconds=15)
+        card_groups.forget(db, "live", stale_after_seconds=15)
     assert refused.value.code == "group_online" and "stop its worker first" in refused.value.message
     with pytest.raises(NotFound):
-        groups.forget(db, "nobody", stale_after_seconds=15)
-    first = groups.forget(db, "gone", stale_after_seconds=15)
-    assert groups.forget(db, "gone", stale_after_seconds=15) == first  # again: the same answer
+        card_groups.forget(db, "nobody", stale_after_seconds=15)
+    first = card_groups.forget(db, "gone", stale_after_seconds=15)
+    assert card_groups.forget(db, "gone", stale_after_seconds=15) == first  # again: the same answer
     assert group_row(db, "gone").retired_at == first
     assert_tiled(spans(db, "gone"), open_span=False)

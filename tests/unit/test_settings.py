@@ -64,3 +64,21 @@ def test_exported_settings_read_back_the_same(monkeypatch: pytest.MonkeyPatch, t
     child = Settings(_env_file=None)  # type: ignore[call-arg]
     assert child.model_dump() == given.model_dump()
     assert child.secret_key is not None and child.secret_key.get_secret_value() == "s3cret"
+
+
+def test_the_batch_priority_is_a_queue_setting_and_its_old_variable_still_works(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jobservice.settings.queue import QueueSettings
+
+    assert "queue_batch_priority" in QueueSettings.model_fields
+    monkeypatch.delenv("JOBSERVICE_QUEUE_BATCH_PRIORITY", raising=False)
+    monkeypatch.setenv("JOBSERVICE_BATCH_PRIORITY", "4")
+    old = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert old.queue_batch_priority == 4 and old.batch_priority == 4
+    monkeypatch.setenv("JOBSERVICE_QUEUE_BATCH_PRIORITY", "5")  # the new name wins
+    assert Settings(_env_file=None).queue_batch_priority == 5  # type: ignore[call-arg]
+    assert Settings(_env_file=None, queue_batch_priority=3).queue_batch_priority == 3  # type: ignore[call-arg]
+    monkeypatch.setenv("JOBSERVICE_QUEUE_BATCH_PRIORITY", "12")
+    with pytest.raises(ValueError, match="QUEUE_BATCH_PRIORITY"):
+        Settings(_env_file=None)  # type: ignore[call-arg]

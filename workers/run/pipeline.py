@@ -2,7 +2,7 @@
 upload → record. Every ending goes through one of three transitions, and a failed run still keeps
 its output and RunReport for inspection.
 
-The run also keeps its card group's books (``workers.group``): the claim takes the job off the
+The run also keeps its card group's books (``workers.card_group``): the claim takes the job off the
 group's next-job slot, the ledger follows the run (loading, generating, finishing), the card is
 handed its next job the moment generation ends, and the final transition records the card-seconds
 the attempt used and the speed it measured, in the same transaction.
@@ -26,8 +26,8 @@ from sqlalchemy.orm import Session
 from jobservice.broker import DispatchDecision, JobMessage
 from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, JobStatus, Stage, utcnow
+from jobservice.fleet import card_groups
 from jobservice.fleet import costs as fleet_costs
-from jobservice.fleet import groups
 from jobservice.fleet.usage import Phases, record_attempt
 from jobservice.jobs import previews, retries
 from jobservice.jobs.reaper import hand_back
@@ -72,7 +72,7 @@ def run_job(runtime: WorkerRuntime, message: JobMessage) -> str:
             group=runtime.node,
         )
         if job is not None:
-            groups.take_job(session, runtime.node, job.id, model=job.model)
+            card_groups.take_job(session, runtime.node, job.id, model=job.model)
     if job is None:
         if hand_back(runtime.services.db, job_id, runtime.node):
             # Still queued for this group: the group refused it (draining, or a card unhealthy).

@@ -85,12 +85,20 @@ TABLES: tuple[RouteTable, ...] = (
 )
 
 
+def _define(components: dict[str, Any], name: str, schema: Schema) -> None:
+    """Add ``schema`` as ``name``; a name is one schema (two models of one name, a job group's view
+    and a card group's say, would otherwise have the later silently replace the earlier)."""
+    if components.setdefault(name, schema) != schema:
+        raise ValueError(f"two different schemas are named {name!r} in the OpenAPI components")
+
+
 def _components(catalog: Catalog) -> dict[str, Any]:
     components: dict[str, Any] = {"Error": ERROR}
     for model in (*MODELS, *(spec.params for spec in catalog.all())):
         schema = model.model_json_schema(ref_template=REF)
-        components.update(schema.pop("$defs", {}))
-        components[model.__name__] = schema
+        for name, nested in schema.pop("$defs", {}).items():
+            _define(components, name, nested)
+        _define(components, model.__name__, schema)
     return components
 
 

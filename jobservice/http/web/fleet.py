@@ -17,7 +17,7 @@ from flask import render_template, request
 from jobservice.db.tables import utcnow
 from jobservice.fleet.status import fleet_status
 from jobservice.fleet.usage import GROUPINGS, usage_report
-from jobservice.fleet.views import FleetView, GroupView
+from jobservice.fleet.views import CardGroupView, FleetView
 from jobservice.http.api.native.jobs import services
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.http.web.blueprint import bp
@@ -53,10 +53,10 @@ class Mark:
 
 
 @dataclass(frozen=True)
-class GroupChart:
+class CardGroupChart:
     """A group with its timeline drawn."""
 
-    group: GroupView
+    group: CardGroupView
     bars: list[Bar]
     marks: list[Mark]
     shares: list[tuple[str, float]]  # (state, % of the window)
@@ -66,7 +66,7 @@ def _pct(moment: datetime, start: datetime, seconds: float) -> float:
     return round(max(0.0, min(100.0, (moment - start).total_seconds() / seconds * 100)), 3)
 
 
-def chart(group: GroupView, *, start: datetime, end: datetime) -> GroupChart:
+def chart(group: CardGroupView, *, start: datetime, end: datetime) -> CardGroupChart:
     """The group's timeline between ``start`` and ``end``."""
     seconds = max(1.0, (end - start).total_seconds())
     bars = []
@@ -96,7 +96,7 @@ def chart(group: GroupView, *, start: datetime, end: datetime) -> GroupChart:
     ]
     total = sum(group.ledger_seconds.values()) or 1.0
     shares = [(state, round(v / total * 100, 1)) for state, v in group.ledger_seconds.items() if v > 0]
-    return GroupChart(group, bars, marks, shares)
+    return CardGroupChart(group, bars, marks, shares)
 
 
 def _ticks(start: datetime, end: datetime) -> list[tuple[float, str]]:

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 
-class Job:
+class ServedJob:
     """The state of the job being served: audio slices, the rolling audio window, the out folder."""
 
     def __init__(self, slices: Any, window: Any, out_dir: Path) -> None:
@@ -65,7 +65,7 @@ class Job:
         self.out_dir = out_dir
 
 
-class Resident:
+class ResidentPipeline:
     """The loaded pipeline and the ops it serves (every rank runs every op; rank 0 answers)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -85,7 +85,7 @@ class Resident:
             wav2vec_dir=args.wav2vec_dir,
             cpu_offload=args.cpu_offload,
         )
-        self.job: Job | None = None
+        self.job: ServedJob | None = None
 
     def settings(self) -> dict[str, Any]:
         """The generation settings in force: ``infer_params`` as the checkout resolved it."""
@@ -141,7 +141,7 @@ class Resident:
         speech = np.concatenate([speech, np.zeros(pad, dtype=speech.dtype)])
         window_len = p["sample_rate"] * p["cached_audio_duration"]
         window: deque[float] = deque([0.0] * window_len, maxlen=window_len)
-        self.job = Job(speech.reshape(-1, slice_samples), window, Path(message["out_dir"]))
+        self.job = ServedJob(speech.reshape(-1, slice_samples), window, Path(message["out_dir"]))
         return {
             "event": "started",
             "chunks": len(self.job.slices),
@@ -263,7 +263,7 @@ def serve(args: argparse.Namespace) -> int:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(args.connect)
     try:
-        resident = Resident(args)
+        resident = ResidentPipeline(args)
     except Exception as exc:  # noqa: BLE001 - reported to the adapter, then we exit
         if conn is not None:
             conn.sendall(json.dumps(_error(exc)).encode() + b"\n")

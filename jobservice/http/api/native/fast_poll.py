@@ -36,7 +36,7 @@ from jobservice.fleet.eta import Stored
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.errors import respond
 from jobservice.http.api.native.jobs import view_response, visible_row
-from jobservice.http.api.policy.steps import DECIDED, Checked, HeaderList, policy_of
+from jobservice.http.api.policy.steps import DECIDED, CheckedRequest, HeaderList, policy_of
 from jobservice.jobs.lookup import job_of
 from jobservice.wiring import Services
 
@@ -93,7 +93,7 @@ class FastPoll:
 
     def _answer(self, environ: dict[str, Any], start_response: StartResponse, raw_id: str) -> Iterable[bytes]:
         req = Request(environ, populate_request=False)  # werkzeug's reading of it, as Flask's request is
-        checked = Checked(ENDPOINT, self.blueprint, self.route)
+        checked = CheckedRequest(ENDPOINT, self.blueprint, self.route)
         try:
             self.policy.check(req, checked)
         except TooMany as refusal:  # counted here, so answered here
@@ -118,7 +118,7 @@ class FastPoll:
         return [shown.body]
 
     def _to_flask(
-        self, environ: dict[str, Any], start_response: StartResponse, checked: Checked
+        self, environ: dict[str, Any], start_response: StartResponse, checked: CheckedRequest
     ) -> Iterable[bytes]:
         """Flask answers, with what the policy decided (its hook runs no step again)."""
         environ[DECIDED] = checked

@@ -12,11 +12,11 @@ from flask import Blueprint, Response, request
 
 from jobservice.db.tables import utcnow
 from jobservice.errors import Forbidden, Malformed
-from jobservice.fleet.groups import forget
+from jobservice.fleet.card_groups import forget
 from jobservice.fleet.presence import stale_after
 from jobservice.fleet.status import fleet_status
 from jobservice.fleet.usage import BUCKETS, GROUPINGS, usage_report
-from jobservice.fleet.views import FleetView, RetiredGroupView, UsageRowView, UsageView
+from jobservice.fleet.views import FleetView, RetiredCardGroupView, UsageRowView, UsageView
 from jobservice.http.api.doc import RouteTable, answer, in_query, refused
 from jobservice.http.api.native.jobs import services
 from jobservice.http.api.policy.auth import current_principal
@@ -27,7 +27,7 @@ api = RouteTable(bp)
 MAX_HOURS = 48.0  # the Fleet page's window at most
 MAX_SPAN = timedelta(days=400)  # a usage report's period at most
 
-FLEET_MODELS = (FleetView, RetiredGroupView, UsageView)
+FLEET_MODELS = (FleetView, RetiredCardGroupView, UsageView)
 
 
 @api.route(
@@ -74,7 +74,7 @@ def get_fleet() -> Response:
         },
     ),
     responses={
-        "200": answer("Retired (now, or already before).", "RetiredGroupView"),
+        "200": answer("Retired (now, or already before).", "RetiredCardGroupView"),
         "403": refused("The key is not an admin key (admin_only)."),
         "404": refused("No such card group (group_not_found)."),
         "409": refused("Its worker is online (group_online): stop the worker first."),
@@ -86,7 +86,7 @@ def delete_group(group_id: str) -> Response:
         raise Forbidden("admin_only", "Only an admin key may retire a card group.")
     svc = services()
     retired_at = forget(svc.db, group_id, stale_after_seconds=stale_after(svc.settings))
-    body = RetiredGroupView(id=group_id, retired_at=retired_at)
+    body = RetiredCardGroupView(id=group_id, retired_at=retired_at)
     return Response(body.model_dump_json() + "\n", mimetype="application/json")
 
 

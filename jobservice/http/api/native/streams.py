@@ -87,7 +87,7 @@ Shown = tuple[State, dict[str, Any]]
 
 
 @dataclass(frozen=True)
-class Limits:
+class StreamLimits:
     """How often a stream sends a keep-alive, and how long it may stay open."""
 
     heartbeat: float
@@ -149,7 +149,7 @@ class Feed:
 
 
 def live_events(
-    watcher: Watcher, feed: Feed, *, last: State | None, limits: Limits
+    watcher: Watcher, feed: Feed, *, last: State | None, limits: StreamLimits
 ) -> Generator[str, None, None]:
     """The text of a stream: events for each change after ``last`` (the client's state), keep-alives,
     ``end`` once ended; it returns after ``limits.life`` seconds at the latest."""
@@ -258,8 +258,8 @@ def _resume_token() -> str | None:
     return request.headers.get("Last-Event-ID") or request.args.get("last_event_id") or None
 
 
-def _limits(svc: Services) -> Limits:
-    return Limits(heartbeat=svc.settings.stream_heartbeat_seconds, life=svc.settings.stream_max_seconds)
+def _limits(svc: Services) -> StreamLimits:
+    return StreamLimits(heartbeat=svc.settings.stream_heartbeat_seconds, life=svc.settings.stream_max_seconds)
 
 
 class _Held:

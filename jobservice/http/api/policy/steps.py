@@ -2,7 +2,7 @@
 
 Written once, as one ordered list of steps (``Policy.steps``, then ``Policy.after_steps``), each a
 function of the request as werkzeug reads its WSGI environ (the ``Request`` Flask's ``request`` is
-too) and of what the steps before it found (``Checked``):
+too) and of what the steps before it found (``CheckedRequest``):
 
 1. ``start_clock``: the request's time starts (the metrics below).
 2. ``take_request_id``: the caller's ``X-Request-Id`` (a proxy's), or a new one; a malformed one is
@@ -45,7 +45,7 @@ from jobservice.tracing import REQUEST_ID_ENVIRON
 from jobservice.wiring import Services
 
 UNMATCHED = "<unmatched>"  # no URL rule (a 404 or 405): one label value, not one per raw path
-DECIDED = "jobservice.policy"  # the environ key under which the fast path hands its Checked to Flask
+DECIDED = "jobservice.policy"  # the environ key under which the fast path hands its CheckedRequest to Flask
 # Request hooks of the app that are not steps, each with why a request the fast path answers
 # (GET /jobs/<id>) needs none of it. Any other hook fails tests/unit/test_policy.py.
 OTHER_HOOKS = {
@@ -65,7 +65,7 @@ OTHER_HOOKS = {
 
 
 @dataclass
-class Checked:
+class CheckedRequest:
     """What the steps found out about one request (and how Flask routed it)."""
 
     endpoint: str | None  # the view it goes to ("jobs.show_job"); None: no route
@@ -99,8 +99,8 @@ class HeaderList(list[tuple[str, str]]):
         return default
 
 
-Step = Callable[[Request, Checked], None]
-AfterStep = Callable[[Request, Checked, int, ResponseHeaders], None]
+Step = Callable[[Request, CheckedRequest], None]
+AfterStep = Callable[[Request, CheckedRequest, int, ResponseHeaders], None]
 
 
 class Policy:
@@ -123,57 +123,59 @@ class Policy:
 
     # ---------------------------------------------------------------- the steps, in order
 
-    def start_clock(self, req: Request, checked: Checked) -> None:
+    def start_clock(self, req: Request, checked: CheckedRequest) -> None:
         """The request's time starts."""
         checked.started = time.perf_counter()
 
-    def take_request_id(self, req: Request, checked: Checked) -> None:
+    def take_request_id(self, req: Request, checked: CheckedRequest) -> None:
         """The request's id: the caller's ``X-Request-Id``, or a new one (400 for a malformed one)."""
         checked.request_id = request_ids.request_id(req.headers.get(request_ids.HEADER))
         req.environ[REQUEST_ID_ENVIRON] = checked.request_id  # the request's span records it
 
-    def refuse_unknown_host(self, req: Request, checked: Checked) -> None:
+    def refuse_unknown_host(self, req: Request, checked: CheckedRequest) -> None:
         """421 for a host name not on the allow-list (DNS rebinding)."""
         cross_site.refuse_unknown_host(req.host, self.hosts)
 
-    def refuse_cross_site(self, req: Request, checked: Checked) -> None:
+    def refuse_cross_site(self, req: Request, checked: CheckedRequest) -> None:
         """403 for a browser's unsafe request on behalf of another site."""
         cross_site.refuse_cross_site(req.method, req.host, req.headers, self.trusted)
 
-    def refuse_nul_in_url(self, req: Request, checked: Checked) -> None:
+    def refuse_nul_in_url(self, req: Request, checked: CheckedRequest) -> None:
         """400 for a NUL character in the path or a query value."""
         bodies.refuse_nul_in_url(req.path, req.args.items(multi=True) if req.query_string else ())
 
-    def identify(self, req: Request, checked: Checked) -> None:
+    def identify(self, req: Request, checked: CheckedRequest) -> None:
         """The caller, or a 401 (the sign-in page for a browser's page) when an endpoint needs one."""
         checked.principal = auth.caller(self.services, req.headers.get("Authorization"), checked.session)
         auth.refuse_nobody(checked.principal, checked.endpoint, checked.blueprint, req.method)
 
-    def count_rate(self, req: Request, checked: Checked) -> None:
+    def count_rate(self, req: Request, checked: CheckedRequest) -> None:
         """The key's request rate: counted, and a 429 over it."""
         auth.count_rate(self.services, checked.principal, checked.endpoint)
 
-    def echo_request_id(self, req: Request, checked: Checked, status: int, headers: ResponseHeaders) -> None:
+    def echo_request_id(
+        self, req: Request, checked: CheckedRequest, status: int, headers: ResponseHeaders
+    ) -> None:
         """Every answer names its request (refusals too, once the id was read)."""
         if checked.request_id is not None:
             headers.setdefault(request_ids.HEADER, checked.request_id)
 
-    def nosniff(self, req: Request, checked: Checked, status: int, headers: ResponseHeaders) -> None:
+    def nosniff(self, req: Request, checked: CheckedRequest, status: int, headers: ResponseHeaders) -> None:
         """Browsers must not guess a type: a stored upload or a log served as text stays text."""
         headers.setdefault("X-Content-Type-Options", "nosniff")
 
-    def observe(self, req: Request, checked: Checked, status: int, headers: ResponseHeaders) -> None:
+    def observe(self, req: Request, checked: CheckedRequest, status: int, headers: ResponseHeaders) -> None:
         """The HTTP metrics: one request counted, and timed, under its URL rule."""
         observe_request(req.method, checked.route or UNMATCHED, status, checked.started)
 
     # ---------------------------------------------------------------- running them
 
-    def check(self, req: Request, checked: Checked) -> None:
+    def check(self, req: Request, checked: CheckedRequest) -> None:
         """Run every step in order; a refusal is raised (a ``DomainError``, or ``auth.SignInFirst``)."""
         for step in self.steps:
             step(req, checked)
 
-    def finish(self, req: Request, checked: Checked, status: int, headers: ResponseHeaders) -> None:
+    def finish(self, req: Request, checked: CheckedRequest, status: int, headers: ResponseHeaders) -> None:
         """Run every after-step on an answer of ``status`` with ``headers`` (changed in place)."""
         for step in self.after_steps:
             step(req, checked, status, headers)
@@ -183,11 +185,11 @@ class Policy:
     def before_request(self) -> WerkzeugResponse | None:
         """Flask's hook: the steps on ``request`` (or what the fast path already decided for it)."""
         decided = request.environ.pop(DECIDED, None)
-        if isinstance(decided, Checked) and decided.endpoint == request.endpoint:
+        if isinstance(decided, CheckedRequest) and decided.endpoint == request.endpoint:
             checked = decided
         else:
             rule = request.url_rule
-            checked = Checked(
+            checked = CheckedRequest(
                 request.endpoint,
                 request.blueprint,
                 rule.rule if rule is not None else None,
@@ -208,10 +210,12 @@ class Policy:
 
     def after_request(self, response: Response) -> Response:
         """Flask's hook: the after-steps on ``response``."""
-        checked: Checked | None = g.get("checked")
+        checked: CheckedRequest | None = g.get("checked")
         if checked is None:  # no before_request ran (the request failed before Flask's hooks)
             rule = request.url_rule
-            checked = Checked(request.endpoint, request.blueprint, rule.rule if rule is not None else None)
+            checked = CheckedRequest(
+                request.endpoint, request.blueprint, rule.rule if rule is not None else None
+            )
         self.finish(request, checked, response.status_code, response.headers)
         return response
 

@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session
 
 from jobservice.catalog import ModelSpec
-from jobservice.fleet import costs, groups
+from jobservice.fleet import card_groups, costs
 from jobservice.fleet.dispatch import dispatch_round
 from jobservice.fleet.placement import DeviceContext
-from jobservice.fleet.policy import GroupState, ModelCost, Resident, evictions_for
+from jobservice.fleet.policy import CardGroupState, ModelCost, Resident, evictions_for
 from jobservice.jobs.reaper import hand_back_all
 from jobservice.wiring import Services
 from workers.card_clock import CardClock
@@ -56,7 +56,7 @@ class FleetMember:
     def register(self, *, last_seen: datetime | None = None) -> None:
         """The worker starts: the group's row, nothing resident, its ledger resumed."""
         with self.services.db.session() as session:
-            groups.register(
+            card_groups.register(
                 session,
                 group_id=self.group_id,
                 devices=self.device.label,
@@ -70,7 +70,7 @@ class FleetMember:
 
     def forget_residency(self, reason: str) -> None:
         """A new pool child holds nothing (the one before it may have held models)."""
-        self._write(lambda s: groups.forget_residency(s, self.group_id, reason=reason))
+        self._write(lambda s: card_groups.forget_residency(s, self.group_id, reason=reason))
 
     # --- what fits --------------------------------------------------------------------------------
     def evictions(
@@ -92,7 +92,7 @@ class FleetMember:
         models = {m: cost_of(s) for m in [*held, spec.id] if (s := self.services.catalog.get(m)) is not None}
         if spec.id not in models:
             return first
-        state = GroupState(
+        state = CardGroupState(
             id=self.group_id,
             cards=self.device.count,
             eligible=frozenset([*self.eligible, spec.id]),
@@ -117,7 +117,7 @@ class FleetMember:
         """Models were unloaded to make room for ``for_model``."""
         names = list(models)
         self._write(
-            lambda s: groups.note_evicted(
+            lambda s: card_groups.note_evicted(
                 s, self.group_id, names, reason=f"room for {for_model}", job_id=job_id
             )
         )
@@ -127,7 +127,7 @@ class FleetMember:
 
         def write(session: Session) -> None:
             if not costs.per_run(spec):
-                groups.note_loaded(
+                card_groups.note_loaded(
                     session, self.group_id, spec.id, seconds=seconds, reason=reason, job_id=job_id
                 )
                 costs.record_load(session, model=spec.id, kind=self.device.kind, seconds=seconds)
@@ -137,7 +137,7 @@ class FleetMember:
     def load_failed(self, spec: ModelSpec, *, reason: str, job_id: uuid.UUID | None) -> None:
         """A load failed (its job fails as model_load_failed)."""
         self._write(
-            lambda s: groups.note_load_failed(s, self.group_id, spec.id, reason=reason, job_id=job_id)
+            lambda s: card_groups.note_load_failed(s, self.group_id, spec.id, reason=reason, job_id=job_id)
         )
 
     def holds(self, held: dict[str, Resident]) -> None:
@@ -146,12 +146,12 @@ class FleetMember:
             m: (datetime.fromtimestamp(r.since, UTC), datetime.fromtimestamp(r.last_used, UTC))
             for m, r in held.items()
         }
-        self._write(lambda s: groups.note_resident(s, self.group_id, stamps))
+        self._write(lambda s: card_groups.note_resident(s, self.group_id, stamps))
 
     # --- the card's next job --------------------------------------------------------------------
     def released(self, job_id: uuid.UUID) -> None:
         """The job is done with the card (it may still be finishing): hand the group its next job."""
-        self._write(lambda s: groups.release_job(s, self.group_id, job_id))
+        self._write(lambda s: card_groups.release_job(s, self.group_id, job_id))
         self.clock.generated(job_id)
         self.dispatch()
 
@@ -159,7 +159,7 @@ class FleetMember:
         """The job's run is over. ``on_card``: it ended before it was done with the card (a failure
         before or during generation), so the card is free now and the group takes its next job."""
         if on_card:
-            self._write(lambda s: groups.release_job(s, self.group_id, job_id))
+            self._write(lambda s: card_groups.release_job(s, self.group_id, job_id))
         self.clock.ended(job_id)
         if on_card:
             self.dispatch()
@@ -172,7 +172,7 @@ class FleetMember:
         jobs. The job the group runs finishes."""
         try:
             with self.services.db.session() as session:
-                groups.start_draining(session, self.group_id)
+                card_groups.start_draining(session, self.group_id)
             handed = hand_back_all(self.services.db, self.group_id)
         except Exception:  # noqa: BLE001 - stopping goes on; the reaper hands back what it left
             log.warning("group %s: could not mark it draining", self.group_id, exc_info=True)
@@ -196,7 +196,7 @@ class FleetMember:
 
         def write(session: Session) -> None:
             nonlocal changed
-            changed = groups.set_health(session, self.group_id, problems)
+            changed = card_groups.set_health(session, self.group_id, problems)
 
         self._write(write)
         if not changed:

@@ -17,8 +17,9 @@ Every other line is one job::
 
 ``t`` is seconds from the start; ``priority`` is ``interactive`` or ``batch``. Errors name the line.
 
-``replay`` runs a trace through ``jobservice.fleet.simulate.Engine`` (the production policy) and
-``figures`` reports what ``scripts/bench_fleet.py`` prints.
+``replay`` runs a trace through ``jobservice.fleet.simulate.Engine`` (the production policy, or
+the static baseline of ``scripts/bench_lib/static.py``) and ``figures`` reports what
+``scripts/bench_fleet.py`` prints. The service never reads traces: this lives beside the benchmark.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from jobservice.fleet.forecast import (
     REVISIONS_KEPT,
     SINGLES_BEFORE_REFRESH,
     SLACK,
-    Expectation,
+    ExpectedArrivals,
     Forecast,
     Queued,
     behind_counts,
@@ -51,8 +52,9 @@ from jobservice.fleet.forecast import (
     trickle_ends,
     usage_levels,
 )
-from jobservice.fleet.policy import GroupState, ModelCost, PolicyParams, evictions_for, serves
-from jobservice.fleet.simulate import Engine, SimJob, Span, timeline
+from jobservice.fleet.policy import CardGroupState, ModelCost, PolicyParams, evictions_for, plan, serves
+from jobservice.fleet.simulate import Engine, SimJob, SimSpan, timeline
+from scripts.bench_lib.static import StaticPlanner
 
 PRIORITIES = {"interactive": 0, "batch": 6}  # batch: the service's default batch priority
 
@@ -65,7 +67,7 @@ class TraceError(ValueError):
 class Trace:
     """A parsed trace."""
 
-    groups: tuple[GroupState, ...]
+    groups: tuple[CardGroupState, ...]
     pinned: dict[str, frozenset[str]]
     models: dict[str, ModelCost]
     finish_s: dict[str, float]
@@ -73,11 +75,11 @@ class Trace:
     jobs: tuple[SimJob, ...]
     source: str = "<trace>"
 
-    def fleet(self, policy: str) -> tuple[GroupState, ...]:
+    def fleet(self, policy: str) -> tuple[CardGroupState, ...]:
         """The groups as ``policy`` uses them: the static fleet serves only what is pinned."""
         if policy != "static":
             return self.groups
-        return tuple(GroupState(**{**g.__dict__, "eligible": self.pinned[g.id]}) for g in self.groups)
+        return tuple(CardGroupState(**{**g.__dict__, "eligible": self.pinned[g.id]}) for g in self.groups)
 
 
 def _number(raw: dict[str, Any], key: str, where: str, default: float | None = None) -> float:
@@ -131,7 +133,7 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
 def _header(
     raw: dict[str, Any], where: str
 ) -> tuple[
-    tuple[GroupState, ...],
+    tuple[CardGroupState, ...],
     dict[str, frozenset[str]],
     dict[str, ModelCost],
     dict[str, float],
@@ -155,7 +157,7 @@ def _header(
             overhead_s=_number(spec, "overhead_s", at, 0),
         )
         finish[model_id] = _number(spec, "finish_s", at, 0)
-    groups: list[GroupState] = []
+    groups: list[CardGroupState] = []
     pinned: dict[str, frozenset[str]] = {}
     for index, entry in enumerate(raw["fleet"]):
         at = f"{where}: fleet[{index}]"
@@ -167,7 +169,7 @@ def _header(
             raise TraceError(f"{at}: unknown models {unknown}")
         memory = entry.get("memory_gb_per_card")
         groups.append(
-            GroupState(
+            CardGroupState(
                 id=entry["group"],
                 cards=int(_number(entry, "cards", at, 1)) or 1,
                 eligible=frozenset(eligible),
@@ -307,7 +309,7 @@ class Replay:
     jobs: list[SimJob]
     unserved: dict[str, float]
     unserved_over: dict[str, float]
-    spans: list[Span]
+    spans: list[SimSpan]
     end: float
     backlogs: _Backlogs = field(default_factory=_Backlogs)
     etas: Etas | None = None
@@ -412,7 +414,7 @@ def _queued(job: SimJob, behind: int = 0) -> Queued:
     return Queued(job.id, job.model, job.priority, job.tenant, job.submitted, job.output_s, behind)
 
 
-def replay_alone(engine: Engine, job: SimJob, expectation: Expectation | None) -> tuple[float, int]:
+def replay_alone(engine: Engine, job: SimJob, expectation: ExpectedArrivals | None) -> tuple[float, int]:
     """E2: ``job``'s start and position in a copy of ``engine`` (the fleet just after it arrived)
     played forward with what the forecast that gave its ETA expected (its rates, and its arrivals
     still to come) and no other later work."""
@@ -445,12 +447,14 @@ def replay(
 ) -> Replay:
     """Run every job of ``trace`` through the engine; with ``etas``, every job is given the ETA
     the service would have answered its submission with."""
+    if policy not in {"demand", "static"}:
+        raise ValueError(f"unknown policy {policy!r}: demand or static")
     jobs = [SimJob(**{**j.__dict__}) for j in trace.jobs]
     engine = Engine(
         groups=trace.fleet(policy),
         models=trace.models,
         params=params,
-        policy=policy,
+        planner=StaticPlanner() if policy == "static" else plan,
         half_life_s=half_life_s,
         weights=trace.weights,
         finish_s=trace.finish_s,

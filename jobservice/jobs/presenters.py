@@ -148,8 +148,8 @@ def list_jobs(
     tenant: str | None = None,
 ) -> tuple[list[Job], str | None]:
     """Jobs newest first with optional filters (``tenant``: only its jobs); the page and next cursor
-    (``jobservice.jobs.pages``)."""
-    query = select(Job)
+    (``jobservice.jobs.pages``); deleted jobs are left out."""
+    query = select(Job).where(Job.deleted_at.is_(None))
     if tenant is not None:
         query = query.where(Job.tenant == tenant)
     if statuses:

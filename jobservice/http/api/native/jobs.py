@@ -1,4 +1,4 @@
-"""``/jobs``: submit, poll, list, cancel, and fetch a job's video and report."""
+"""``/jobs``: submit, poll, list, cancel, delete, and fetch a job's video and report."""
 
 from __future__ import annotations
 
@@ -37,7 +37,9 @@ from jobservice.jobs.presenters import JobList, job_view, job_views, list_jobs
 from jobservice.jobs.queries import events_of
 from jobservice.jobs.submit import submit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
+from jobservice.jobs.views import JobDeleted
 from jobservice.reports.visibility import tenant_view
+from jobservice.retention.deletion import delete_job
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.wiring import Services
 
@@ -108,17 +110,20 @@ def parse_job_id(raw: str) -> uuid.UUID:
 
 
 def visible_row(db: Database, job_id: uuid.UUID, principal: Principal) -> Row[Any] | None:
-    """The job's row if ``principal`` may see it, else None (another tenant's job is no job): the
-    poll path's read, without an ORM session (``jobservice.jobs.lookup``)."""
+    """The job's row if ``principal`` may see it and it is not deleted, else None (another tenant's
+    job is no job): the poll path's read, without an ORM session (``jobservice.jobs.lookup``)."""
     row = read_job_row(db, job_id)
-    return row if row is not None and principal.owns(row.tenant) else None
+    return row if row is not None and principal.owns(row.tenant) and row.deleted_at is None else None
 
 
 def load_job(raw_id: str, principal: Principal | None = None) -> Job:
-    """The job named in the URL if the caller may see it (another tenant's job is a 404 too)."""
-    row = visible_row(services().db, parse_job_id(raw_id), principal or current_principal())
-    if row is None:
+    """The job named in the URL if the caller may see it (another tenant's job is a 404 too); a
+    deleted one is a 404 ``job_deleted``."""
+    row = read_job_row(services().db, parse_job_id(raw_id))
+    if row is None or not (principal or current_principal()).owns(row.tenant):
         raise NotFound("job_not_found", f"There is no job '{raw_id}'.")
+    if row.deleted_at is not None:
+        raise NotFound("job_deleted", f"Job {row.id} was deleted on {row.deleted_at:%Y-%m-%d %H:%M} UTC.")
     return job_of(row)
 
 
@@ -289,6 +294,32 @@ def cancel_job(job_id: str) -> Response:
         state = exc.current.value if exc.current else "gone"
         raise Conflict("job_finished", f"The job is already {state}; there is nothing to cancel.") from None
     return render(load_job(job_id), 202)
+
+
+@api.route(
+    "delete",
+    JOB,
+    "Delete a job: cancel it if queued, delete its files; then it is gone (404 job_deleted)",
+    parameters=(in_path("job_id"),),
+    responses={
+        "200": answer("Deleted.", "JobDeleted"),
+        "404": refused("No such job (job_not_found), or already deleted (job_deleted)."),
+        "409": refused(
+            "Running: asked to stop, delete again once it ended (cancel_pending); or part of a batch "
+            "(in_batch) or a job group (in_group)."
+        ),
+        "503": refused("The object store is unavailable."),
+    },
+)
+def remove_job(job_id: str) -> Response:
+    """Delete the job: a queued one is canceled first, a running one is asked to stop (409 until it
+    has); its files are deleted and it is gone from lists and reads (``retention.deletion``)."""
+    job = load_job(job_id)
+    deleted_at = delete_job(services(), job, actor=current_principal().actor)
+    return Response(
+        JobDeleted(id=str(job.id), deleted_at=deleted_at).model_dump_json() + "\n",
+        mimetype="application/json",
+    )
 
 
 @api.route(

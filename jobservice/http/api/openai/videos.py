@@ -5,8 +5,9 @@ quotas, tenants and keys), with the id usable on both surfaces. Requests are rea
 ``openai_mapping``, jobs rendered by ``openai_view``; refusals on these routes use OpenAI's error
 shape, with 400 (not 422) for a value the model refuses.
 
-``DELETE`` cancels a queued video and deletes a finished one's files (its row stays, marked
-expired, as retention leaves it); a running video is asked to stop and answered 409 until it has.
+``DELETE`` is the native ``DELETE /jobs/<id>`` (``jobservice.retention.deletion.delete_job``): it
+cancels a queued video and deletes its files, and the video is gone from both APIs; a running video
+is asked to stop and answered 409 until it has.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from jobservice.db.tables import Job, JobEvent, JobStatus, utcnow
-from jobservice.errors import Conflict, DomainError, Gone, Invalid, NotFound, TooLarge, Unsupported
+from jobservice.db.tables import Job, JobEvent, JobStatus
+from jobservice.errors import DomainError, Gone, Invalid, NotFound, TooLarge, Unsupported
 from jobservice.fleet.eta import behind_of
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.bodies import json_object, read_body
@@ -31,11 +32,9 @@ from jobservice.http.api.openai.doc import NO_VIDEO, VIDEO, VIDEO_REFUSALS, crea
 from jobservice.http.api.openai.mapping import check_inputs, model_params, read_video_request, resolve_spec
 from jobservice.http.api.openai.thumbnail import thumbnail_of
 from jobservice.http.api.openai.view import (
-    DELETED_DETAIL,
     REMIX_DETAIL,
     VideoDeleted,
     VideoList,
-    deleted_on_request,
     openai_error_body,
     page_of_videos,
     quoted,
@@ -46,8 +45,7 @@ from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
 from jobservice.jobs.queries import get_job
 from jobservice.jobs.submit import Submission, resubmit_job, submit_job
-from jobservice.jobs.transitions import InvalidTransition, request_cancel
-from jobservice.retention.sweep import job_prefix, mark_expired
+from jobservice.retention.deletion import delete_job
 from jobservice.storage import ObjectNotFound
 from jobservice.uploads.service import checked_upload
 
@@ -109,7 +107,7 @@ def load_video(raw_id: str) -> Job:
         raise missing from None
     with services().db.session() as session:
         job = get_job(session, job_id)
-        if job is None or not current_principal().owns(job.tenant) or deleted_on_request(session, job):
+        if job is None or not current_principal().owns(job.tenant) or job.deleted_at is not None:
             raise missing
     return job
 
@@ -262,38 +260,17 @@ def list_videos() -> Response:
     responses={
         "200": answer("Deleted.", "VideoDeleted"),
         "404": NO_VIDEO,
-        "409": refused("Still stopping (cancel_pending), or part of a batch (in_batch)."),
+        "409": refused(
+            "Still stopping (cancel_pending), or part of a batch (in_batch) or a group (in_group)."
+        ),
         "503": refused("The object store is unavailable."),
     },
 )
 def delete_video(video_id: str) -> Response:
-    """Cancel the video if it is unfinished, and delete its files once it has ended."""
+    """Delete the video as ``DELETE /jobs/<id>`` does: a later retrieve, list, content, remix or
+    delete answers 404, as OpenAI's API does."""
     job = load_video(video_id)
-    svc = services()
-    if job.batch_id is not None:
-        raise Conflict(
-            "in_batch", f"Video {job.id} belongs to batch {job.batch_id}; its files go with the batch."
-        )
-    if not JobStatus(job.status).is_terminal:
-        try:
-            with svc.db.session() as session:
-                now = request_cancel(session, job.id, actor=current_principal().actor)
-        except InvalidTransition:
-            now = JobStatus.SUCCEEDED  # it ended meanwhile: a finished job, deleted below
-        if not now.is_terminal:
-            raise Conflict(
-                "cancel_pending", f"Video {job.id} is being stopped; DELETE it again once it has ended."
-            )
-    svc.store.delete_prefix(job_prefix(job.id))
-    with svc.db.session() as session:
-        # Expired (the row stays for the native API) and, by this event, gone from /v1/videos: a later
-        # retrieve, list, content, remix or delete answers 404, as OpenAI's API does.
-        mark_expired(session, job.id, at=utcnow())
-        session.add(
-            JobEvent(
-                job_id=job.id, attempt=job.attempts, detail=DELETED_DETAIL, actor=current_principal().actor
-            )
-        )
+    delete_job(services(), job, actor=current_principal().actor)
     return jsonify(VideoDeleted(id=str(job.id), deleted=True).model_dump(mode="json"))
 
 

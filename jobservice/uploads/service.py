@@ -42,6 +42,7 @@ from sqlalchemy import delete, select, update
 from jobservice.auth.principal import Principal
 from jobservice.db.tables import Upload, utcnow
 from jobservice.errors import Conflict, DomainError, Gone, Invalid, NotFound, TooLarge, Unsupported
+from jobservice.media.types import KIND_BY_NAME, listed
 from jobservice.media.uploads import FILE_CHECKS, CheckedUpload
 from jobservice.media.wav import pcm_wav_facts
 from jobservice.quotas.admit import admit_upload
@@ -59,22 +60,6 @@ MAX_PART_BYTES = 5 * 2**30  # S3's largest part
 MAX_PARTS = 10_000  # S3's most parts
 MAX_NAME = 255
 WAV_HEAD_BYTES = 64 * 1024
-# Declared content type -> the input it can be. The check decides what the file really is.
-KINDS = {
-    "image/png": "image",
-    "image/jpeg": "image",
-    "image/webp": "image",
-    "audio/wav": "audio",
-    "audio/x-wav": "audio",
-    "audio/wave": "audio",
-    "audio/vnd.wave": "audio",
-    "audio/mpeg": "audio",
-    "audio/flac": "audio",
-    "audio/x-flac": "audio",
-    "audio/ogg": "audio",
-    "audio/mp4": "audio",
-    "audio/x-m4a": "audio",
-}
 FIELDS = {"filename", "size", "content_type", "part_size"}
 
 
@@ -122,12 +107,12 @@ def parse_declaration(body: dict[str, Any], settings: Settings) -> Declaration:
     ctype = body.get("content_type")
     if not isinstance(ctype, str):
         raise Invalid("invalid_content_type", "'content_type' must be a string.", field="content_type")
-    kind = KINDS.get(ctype.strip().lower())
+    kind = KIND_BY_NAME.get(ctype.strip().lower())  # what it claims; the check decides what it is
     if kind is None:
         raise Unsupported(
             "unsupported_content_type",
-            "An upload is an image (image/png, image/jpeg, image/webp) or speech audio (audio/wav, "
-            f"audio/mpeg, audio/flac, audio/ogg, audio/mp4), not '{ctype[:100]}'.",
+            f"An upload is an image ({listed('image')}) or speech audio ({listed('audio')}), "
+            f"not '{ctype[:100]}'.",
             field="content_type",
         )
     size = _whole(body, "size")

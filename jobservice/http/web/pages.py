@@ -32,7 +32,7 @@ from jobservice.jobs.presenters import job_view, job_views, list_jobs
 from jobservice.jobs.queries import events_of
 from jobservice.jobs.submit import resubmit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
-from jobservice.media.uploads import MIME_BY_EXTENSION
+from jobservice.media.types import TYPE_BY_EXTENSION
 from jobservice.reports.run_report import RunReport
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 
@@ -233,7 +233,7 @@ def job_input(job_id: str, name: str) -> Any:
     if path is not None:
         if not path.exists():
             raise NotFound("input_missing", "The input is recorded but missing from the object store.")
-        mimetype = MIME_BY_EXTENSION.get(path.suffix.lstrip("."), "application/octet-stream")
+        mimetype = TYPE_BY_EXTENSION.get(path.suffix.lower(), "application/octet-stream")
         return send_file(path, mimetype=mimetype, conditional=True, max_age=3600)
     url = store.presigned_url(key)
     if url is None:

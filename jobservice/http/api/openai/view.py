@@ -20,7 +20,7 @@ from jobservice.catalog import Catalog
 from jobservice.db.tables import Job, JobEvent, JobStatus
 from jobservice.errors import DomainError
 from jobservice.fleet.eta import Eta, Stored, eta_of, running_finish
-from jobservice.jobs.pages import page_of_jobs, position_of
+from jobservice.jobs.pages import JOB_KEYS, page_of
 
 STATUS = {
     JobStatus.QUEUED: "queued",
@@ -216,6 +216,8 @@ def page_of_videos(
     query = select(Job).where(Job.deleted_at.is_(None))
     if tenant is not None:
         query = query.where(Job.tenant == tenant)
-    position = position_of(after) if after is not None else None
-    rows, next_cursor = page_of_jobs(session, query, after=position, limit=limit, newest_first=order != "asc")
+    position = JOB_KEYS.of(after) if after is not None else None
+    rows, next_cursor = page_of(
+        session, query, JOB_KEYS, after=position, limit=limit, newest_first=order != "asc"
+    )
     return rows, next_cursor is not None

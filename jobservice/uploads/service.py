@@ -34,11 +34,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 from sqlalchemy import delete, select, update
 
+from jobservice.auth.owned import load_owned
 from jobservice.auth.principal import Principal
 from jobservice.db.tables import Upload, utcnow
 from jobservice.errors import Conflict, DomainError, Gone, Invalid, NotFound, TooLarge, Unsupported
@@ -243,24 +245,11 @@ def _abort_quietly(services: Services, row: Upload) -> None:
         log.exception("upload %s: could not abort the multipart upload of a refused declaration", row.id)
 
 
-def _parse_id(raw: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(raw)
-    except (ValueError, TypeError, AttributeError):
-        raise NotFound("upload_not_found", f"There is no upload '{str(raw)[:64]}'.") from None
-
-
 def _owned_upload(services: Services, principal: Principal, raw_id: str) -> Upload:
     """The upload named ``raw_id`` if ``principal`` may see it (another tenant's is a 404 too),
     expired or not."""
-    upload_id = _parse_id(raw_id)
-    with services.db.session() as session:
-        row = session.get(Upload, upload_id)
-        if row is not None:
-            session.expunge(row)
-    if row is None or not principal.owns(row.tenant):
-        raise NotFound("upload_not_found", f"There is no upload '{raw_id}'.")
-    return row
+    missing = NotFound("upload_not_found", f"There is no upload '{str(raw_id)[:64]}'.")
+    return load_owned(raw_id, principal, partial(services.db.get, Upload), missing=missing)
 
 
 def load_upload(services: Services, principal: Principal, raw_id: str) -> Upload:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from functools import partial
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, redirect, request, send_file
 from sqlalchemy import Row
 
+from jobservice.auth.owned import load_owned
 from jobservice.auth.principal import Principal
 from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
@@ -101,27 +103,27 @@ def services() -> Services:
     return current_app.extensions["jobservice"]
 
 
-def parse_job_id(raw: str) -> uuid.UUID:
-    """A job id from the URL; anything that is not a UUID names no job."""
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise NotFound("job_not_found", f"There is no job '{raw}'.") from None
+def owned_row(db: Database, raw_id: str | uuid.UUID, principal: Principal) -> Row[Any]:
+    """The job's row if ``principal`` may see it (``auth.owned``: another tenant's job is no job), read
+    without an ORM session (``jobservice.jobs.lookup``); deleted or not."""
+    missing = NotFound("job_not_found", f"There is no job '{raw_id}'.")
+    return load_owned(raw_id, principal, partial(read_job_row, db), missing=missing)
 
 
 def visible_row(db: Database, job_id: uuid.UUID, principal: Principal) -> Row[Any] | None:
-    """The job's row if ``principal`` may see it and it is not deleted, else None (another tenant's
-    job is no job): the poll path's read, without an ORM session (``jobservice.jobs.lookup``)."""
-    row = read_job_row(db, job_id)
-    return row if row is not None and principal.owns(row.tenant) and row.deleted_at is None else None
+    """The job's row if ``principal`` may see it and it is not deleted, else None: the poll path's
+    read."""
+    try:
+        row = owned_row(db, job_id, principal)
+    except NotFound:
+        return None
+    return row if row.deleted_at is None else None
 
 
 def load_job(raw_id: str, principal: Principal | None = None) -> Job:
     """The job named in the URL if the caller may see it (another tenant's job is a 404 too); a
     deleted one is a 404 ``job_deleted``."""
-    row = read_job_row(services().db, parse_job_id(raw_id))
-    if row is None or not (principal or current_principal()).owns(row.tenant):
-        raise NotFound("job_not_found", f"There is no job '{raw_id}'.")
+    row = owned_row(services().db, raw_id, principal or current_principal())
     if row.deleted_at is not None:
         raise NotFound("job_deleted", f"Job {row.id} was deleted on {row.deleted_at:%Y-%m-%d %H:%M} UTC.")
     return job_of(row)

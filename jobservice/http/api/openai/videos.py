@@ -13,12 +13,13 @@ is asked to stop and answered 409 until it has.
 from __future__ import annotations
 
 import json
-import uuid
+from functools import partial
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from jobservice.auth.owned import load_owned
 from jobservice.db.tables import Job, JobEvent, JobStatus
 from jobservice.errors import DomainError, Gone, Invalid, NotFound, TooLarge, Unsupported
 from jobservice.fleet.eta import behind_of
@@ -43,7 +44,7 @@ from jobservice.http.api.openai.view import (
 )
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
-from jobservice.jobs.queries import get_job
+from jobservice.jobs.lookup import job_of, read_job_row
 from jobservice.jobs.submit import Submission, resubmit_job, submit_job
 from jobservice.retention.deletion import delete_job
 from jobservice.storage import ObjectNotFound
@@ -101,15 +102,10 @@ def _routing_refusal_in_openai_shape(response: Response) -> Response:
 def load_video(raw_id: str) -> Job:
     """The job named in the URL if the caller may see it (another tenant's is a 404 too)."""
     missing = NotFound("video_not_found", f"There is no video '{quoted(raw_id)}'.", field="video_id")
-    try:
-        job_id = uuid.UUID(raw_id)
-    except ValueError:
-        raise missing from None
-    with services().db.session() as session:
-        job = get_job(session, job_id)
-        if job is None or not current_principal().owns(job.tenant) or job.deleted_at is not None:
-            raise missing
-    return job
+    row = load_owned(raw_id, current_principal(), partial(read_job_row, services().db), missing=missing)
+    if row.deleted_at is not None:  # gone, as from OpenAI's API (the native API says job_deleted)
+        raise missing
+    return job_of(row)
 
 
 def files_of_video(job: Job) -> Job:

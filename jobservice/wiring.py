@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from jobservice.caches import Caches
 from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
 from jobservice.families.deployment import build_catalog
@@ -23,12 +24,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class Services:
-    """Settings plus the database, object store, catalog and Celery app built from them."""
+    """Settings plus the database, object store, catalog, caches and Celery app built from them."""
 
     settings: Settings
     db: Database
     store: ObjectStore
     catalog: Catalog
+    # This process's short-lived answers (keys, tenant limits, free space, the forecast): a fresh
+    # Services is a fresh process.
+    caches: Caches = field(default_factory=Caches)
     _celery: Celery | None = field(default=None, repr=False)
     _bell: DispatchBell | None = field(default=None, repr=False)
 
@@ -57,6 +61,7 @@ def build_services(
     store: ObjectStore | None = None,
     catalog: Catalog | None = None,
     celery: Celery | None = None,
+    caches: Caches | None = None,
 ) -> Services:
     """Build the shared collaborators; anything passed in is used as is."""
     settings = settings or Settings()
@@ -65,5 +70,6 @@ def build_services(
         db=Database(settings.resolved_database_url()),
         store=store or make_store(settings),
         catalog=catalog or build_catalog(settings.catalog_extra, deployment_file=settings.deployment_file),
+        caches=caches or Caches(),
         _celery=celery,
     )

@@ -192,7 +192,7 @@ def declare(services: Services, principal: Principal, decl: Declaration) -> Uplo
     """Record the upload if the tenant's quotas allow it, and answer where to PUT its bytes (a
     refusal, 429 ``quota_exceeded``, leaves nothing behind)."""
     settings, store = services.settings, services.store
-    limits = recent_limits(services.db, settings, principal)
+    limits = recent_limits(services, principal)
     upload_id = uuid.uuid4()
     key = f"uploads/{upload_id}/{decl.kind}"
     part_size, count = plan_parts(decl, settings)

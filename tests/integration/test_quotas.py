@@ -27,6 +27,7 @@ from jobservice.quotas.admit import admit_jobs
 from jobservice.settings import Settings
 from jobservice.storage import LocalStore
 from jobservice.wiring import Services, build_services
+from tests.unit.test_quotas_rate_disk import Host
 
 pytestmark = pytest.mark.integration
 
@@ -135,11 +136,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     )
     if mounted.returncode != 0:
         pytest.fail(f"mounting a tmpfs needs root: {mounted.stderr.strip()}")
-    disk.forget_cached()
     try:
         yield folder
     finally:
-        disk.forget_cached()
         subprocess.run(["umount", str(folder)], check=True)
 
 
@@ -147,14 +146,13 @@ def test_a_filling_disk_turns_submissions_away_with_507(small_disk: Path) -> Non
     settings = Settings(  # type: ignore[call-arg]
         _env_file=None, var_dir=small_disk, min_free_mb=2, spool_dir=small_disk / "spool"
     )
-    store = LocalStore(small_disk / "objects")
-    disk.check_free_space(settings, store)  # 4 MB free
+    host = Host(settings, LocalStore(small_disk / "objects"))
+    disk.check_free_space(host)  # 4 MB free
     (small_disk / "ballast").write_bytes(b"\0" * (3 * 2**20))
-    disk.forget_cached()
     with pytest.raises(InsufficientStorage) as exc:
-        disk.check_free_space(settings, store)
+        disk.check_free_space(Host(settings, host.store))  # a process measuring afresh
     assert exc.value.status == 507 and "under the floor of 2 MB" in exc.value.message
-    assert len(disk.storage_problems(settings, store)) == 2  # spool and store share the tmpfs
+    assert len(disk.storage_problems(Host(settings, host.store))) == 2  # spool and store share the tmpfs
 
 
 # --- GET /quota ------------------------------------------------------------------------------------

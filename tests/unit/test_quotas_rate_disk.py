@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jobservice.auth.principal import Principal, anonymous
+from jobservice.caches import Caches
 from jobservice.errors import InsufficientStorage
 from jobservice.quotas import disk, rate
 from jobservice.quotas.limits import UNLIMITED_RATE
@@ -23,10 +25,18 @@ CLOSED = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 @pytest.fixture(autouse=True)
 def fresh_state() -> Iterator[None]:
     rate.reset()
-    disk.forget_cached()
     yield
     rate.reset()
-    disk.forget_cached()
+
+
+@dataclass
+class Host:
+    """What the disk floor reads of ``Services``: settings, a store (None: the settings' own) and one
+    process's caches."""
+
+    settings: Settings
+    store: ObjectStore | None = None
+    caches: Caches = field(default_factory=Caches)
 
 
 def key(**limits: Any) -> Principal:
@@ -89,21 +99,20 @@ def test_under_the_floor_submissions_get_507_naming_free_space_and_floor(
     monkeypatch.setattr(disk.os, "statvfs", FakeStatvfs(40))
     settings = floor_settings(tmp_path)
     with pytest.raises(InsufficientStorage) as exc:
-        disk.check_free_space(settings, LocalStore(tmp_path / "objects"))
+        disk.check_free_space(Host(settings, LocalStore(tmp_path / "objects")))
     assert exc.value.status == 507 and exc.value.code == "insufficient_storage"
     assert "has 40 MB free, under the floor of 100 MB" in exc.value.message
     assert "spool" in exc.value.message and "object store" in exc.value.message
-    assert len(disk.storage_problems(settings)) == 2
+    assert len(disk.storage_problems(Host(settings))) == 2
 
 
 def test_above_the_floor_or_with_no_floor_nothing_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(disk.os, "statvfs", FakeStatvfs(150))
-    disk.check_free_space(floor_settings(tmp_path))
+    disk.check_free_space(Host(floor_settings(tmp_path)))
     monkeypatch.setattr(disk.os, "statvfs", FakeStatvfs(0))
-    disk.forget_cached()
-    disk.check_free_space(floor_settings(tmp_path, min_free_mb=0))
+    disk.check_free_space(Host(floor_settings(tmp_path, min_free_mb=0)))
 
 
 def test_a_remote_store_has_no_free_space_only_the_spool_is_watched(tmp_path: Path) -> None:
@@ -121,6 +130,7 @@ def test_measurements_are_cached_briefly(tmp_path: Path, monkeypatch: pytest.Mon
     fake = FakeStatvfs(500)
     monkeypatch.setattr(disk.os, "statvfs", fake)
     settings = floor_settings(tmp_path, storage_root=tmp_path / "var" / "spool")  # one folder twice
+    host = Host(settings)
     for _ in range(10):
-        disk.check_free_space(settings)
+        disk.check_free_space(host)
     assert fake.calls == 1

@@ -84,7 +84,7 @@ def _rows(query: ListQuery) -> tuple[list[dict[str, Any]], str | None]:
             cursor=query.cursor,
             tenant=current_principal().scope(),
         )
-        views = job_views(session, jobs, forecast=latest_forecast(services().db))
+        views = job_views(session, jobs, forecast=latest_forecast(services()))
         rows = [_row(job, view.model_dump()) for job, view in zip(jobs, views, strict=True)]
     return rows, next_cursor
 
@@ -155,7 +155,7 @@ def job_page(job_id: str) -> str:
     """One job: live progress while it runs; then its video, validation, timings and report."""
     job = load_job(job_id)
     with services().db.session() as session:
-        forecast = latest_forecast(services().db)
+        forecast = latest_forecast(services())
         view = job_view(job, forecast=forecast, behind=behind_of(session, forecast, job))
         events = events_of(session, job.id)
     report, report_json, report_problem = _report(job)

@@ -326,7 +326,7 @@ def jobs(batch_id: str) -> Response:
             cursor = request.args.get("cursor") or None
             rows, next_cursor = batch_jobs_page(session, batch.id, limit=int(raw_limit), cursor=cursor)
         views: list[dict[str, Any]] = []
-        forecast = latest_forecast(services().db)
+        forecast = latest_forecast(services())
         for job, view in zip(rows, job_views(session, rows, forecast=forecast), strict=True):
             place = {"batch": {"case": job.batch_case, "repeat": job.batch_repeat}}
             views.append(view.model_dump(mode="json") | place)

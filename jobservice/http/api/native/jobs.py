@@ -162,7 +162,7 @@ def files_of_try(job: Job) -> tuple[str | None, str | None]:
 def render(job: Job, status: int = 200) -> Response:
     """A job view response, with a polling hint while the job is unfinished; a queued job submitted
     after the forecast needs one query (``behind_of``: its tenant's jobs submitted since, before it)."""
-    forecast = latest_forecast(services().db)
+    forecast = latest_forecast(services())
     behind = 0
     if JobStatus(job.status) == JobStatus.QUEUED:
         with services().db.reading() as conn:  # a kept autocommit connection: no pool round trip
@@ -270,7 +270,7 @@ def index_jobs() -> Response:
             tenant=tenant,
         )
         page = JobList(
-            jobs=job_views(session, rows, forecast=latest_forecast(services().db)), next_cursor=next_cursor
+            jobs=job_views(session, rows, forecast=latest_forecast(services())), next_cursor=next_cursor
         )
     return Response(page.model_dump_json() + "\n", mimetype="application/json")  # one pydantic pass
 

@@ -125,7 +125,7 @@ def render(job: Job, *, remixed_from: str | None = None, look_up: bool = True) -
     if remixed_from is None and look_up:
         with services().db.session() as session:
             remixed_from = remix_sources(session, [job.id]).get(job.id)
-    forecast = latest_forecast(services().db)
+    forecast = latest_forecast(services())
     with services().db.reading() as conn:
         behind = behind_of(conn, forecast, job)
     view = video_view(job, remixed_from=remixed_from, forecast=forecast, behind=behind)
@@ -229,7 +229,7 @@ def list_videos() -> Response:
             session, tenant=current_principal().scope(), after=after, limit=limit, order=order
         )
         sources = remix_sources(session, [job.id for job in rows])
-        forecast = latest_forecast(services().db)
+        forecast = latest_forecast(services())
         data = [
             video_view(
                 job,

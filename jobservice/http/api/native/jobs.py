@@ -103,10 +103,13 @@ def services() -> Services:
     return current_app.extensions["jobservice"]
 
 
-def owned_row(db: Database, raw_id: str | uuid.UUID, principal: Principal) -> Row[Any]:
-    """The job's row if ``principal`` may see it (``auth.owned``: another tenant's job is no job), read
-    without an ORM session (``jobservice.jobs.lookup``); deleted or not."""
-    missing = NotFound("job_not_found", f"There is no job '{raw_id}'.")
+def owned_row(
+    db: Database, raw_id: str | uuid.UUID, principal: Principal, *, missing: NotFound | None = None
+) -> Row[Any]:
+    """The job's row if ``principal`` may see it (``auth.owned``: another tenant's job is no job, a 404
+    ``job_not_found`` unless ``missing`` says otherwise), read without an ORM session
+    (``jobservice.jobs.lookup``); deleted or not."""
+    missing = missing or NotFound("job_not_found", f"There is no job '{raw_id}'.")
     return load_owned(raw_id, principal, partial(read_job_row, db), missing=missing)
 
 
@@ -129,12 +132,13 @@ def load_job(raw_id: str, principal: Principal | None = None) -> Job:
     return job_of(row)
 
 
-def files_of(job: Job) -> Job:
-    """``job`` if its files still exist; 410 ``expired`` once retention deleted them."""
+def files_of(job: Job, *, noun: str = "Job") -> Job:
+    """``job`` if its files still exist; 410 ``expired`` once retention deleted them (a job deleted on
+    request is a 404 before this)."""
     if job.expired_at is not None:
         raise Gone(
             "expired",
-            f"Job {job.id}'s files were deleted on {job.expired_at:%Y-%m-%d %H:%M} UTC (retention); "
+            f"{noun} {job.id}'s files were deleted on {job.expired_at:%Y-%m-%d %H:%M} UTC (retention); "
             "its record stays.",
         )
     return job

@@ -13,21 +13,19 @@ is asked to stop and answered 409 until it has.
 from __future__ import annotations
 
 import json
-from functools import partial
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from jobservice.auth.owned import load_owned
 from jobservice.db.tables import Job, JobEvent, JobStatus
-from jobservice.errors import DomainError, Gone, Invalid, NotFound, TooLarge, Unsupported
+from jobservice.errors import DomainError, Invalid, NotFound, TooLarge, Unsupported
 from jobservice.fleet.eta import behind_of
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.doc import RouteTable, answer, idempotency_key, in_path, in_query, refused
 from jobservice.http.api.errors import HTTP_CODES, refusal_of
-from jobservice.http.api.native.jobs import POLL_AFTER_MS, job_video, services
+from jobservice.http.api.native.jobs import POLL_AFTER_MS, files_of, job_video, owned_row, services
 from jobservice.http.api.native.submission import FORM_TYPES
 from jobservice.http.api.openai.doc import NO_VIDEO, VIDEO, VIDEO_REFUSALS, create_body, remix_body
 from jobservice.http.api.openai.mapping import check_inputs, model_params, read_video_request, resolve_spec
@@ -44,7 +42,7 @@ from jobservice.http.api.openai.view import (
 )
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
-from jobservice.jobs.lookup import job_of, read_job_row
+from jobservice.jobs.lookup import job_of
 from jobservice.jobs.submit import Submission, resubmit_job, submit_job
 from jobservice.retention.deletion import delete_job
 from jobservice.storage import ObjectNotFound
@@ -102,21 +100,15 @@ def _routing_refusal_in_openai_shape(response: Response) -> Response:
 def load_video(raw_id: str) -> Job:
     """The job named in the URL if the caller may see it (another tenant's is a 404 too)."""
     missing = NotFound("video_not_found", f"There is no video '{quoted(raw_id)}'.", field="video_id")
-    row = load_owned(raw_id, current_principal(), partial(read_job_row, services().db), missing=missing)
+    row = owned_row(services().db, raw_id, current_principal(), missing=missing)
     if row.deleted_at is not None:  # gone, as from OpenAI's API (the native API says job_deleted)
         raise missing
     return job_of(row)
 
 
 def files_of_video(job: Job) -> Job:
-    """``job`` if its files still exist; 410 ``expired`` once DELETE or retention removed them."""
-    if job.expired_at is not None:
-        raise Gone(
-            "expired",
-            f"Video {job.id}'s files were deleted on {job.expired_at:%Y-%m-%d %H:%M} UTC (on request by "
-            "DELETE /v1/videos, or by retention); its record stays.",
-        )
-    return job
+    """``job`` if its files still exist; 410 ``expired`` once retention removed them."""
+    return files_of(job, noun="Video")
 
 
 def render(job: Job, *, remixed_from: str | None = None, look_up: bool = True) -> Response:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from jobservice.fleet.wake import DispatchBell
+    from jobservice.quotas.rate import RateCounter
 
 
 @dataclass
@@ -35,6 +36,7 @@ class Services:
     caches: Caches = field(default_factory=Caches)
     _celery: Celery | None = field(default=None, repr=False)
     _bell: DispatchBell | None = field(default=None, repr=False)
+    _rate: RateCounter | None = field(default=None, repr=False)
 
     @property
     def celery(self) -> Celery:
@@ -53,6 +55,16 @@ class Services:
 
             self._bell = DispatchBell(self.settings)
         return self._bell
+
+    @property
+    def rate_counter(self) -> RateCounter:
+        """This process's count of requests per key in Redis (``jobservice.quotas.rate``; built on
+        first use)."""
+        if self._rate is None:
+            from jobservice.quotas.rate import RateCounter
+
+            self._rate = RateCounter(self.settings)
+        return self._rate
 
 
 def build_services(

@@ -9,7 +9,6 @@ from flask import Flask
 
 from jobservice.db.tables import ApiKey
 from jobservice.http.api.policy import auth
-from jobservice.quotas.rate import requests_this_minute
 from tests.auth.conftest import Keys, bearer
 from tests.conftest import caches_expired
 from tests.factories import new_job
@@ -70,7 +69,6 @@ def test_a_poll_flask_answers_after_the_fast_path_is_counted_once(
     set_row(keyed_services.db, running, tenant="acme", **STATES["running"])
     queued = new_job(keyed_services.db)
     set_row(keyed_services.db, queued, tenant="acme")
-    settings = keyed_services.settings
     alice = auth.principal_for_secret(keyed_services, keys.alice)
     bob = auth.principal_for_secret(keyed_services, keys.bob)
     assert alice is not None and bob is not None
@@ -79,9 +77,9 @@ def test_a_poll_flask_answers_after_the_fast_path_is_counted_once(
         (keys.bob, bob, f"/jobs/{running}", 404),
         (keys.alice, alice, f"/jobs/{running}", 200),  # beneath Flask
     ):
-        before = requests_this_minute(settings, who) or 0
+        before = keyed_services.rate_counter.this_minute(who) or 0
         assert client.get(path, headers=bearer(secret)).status_code == status
-        assert requests_this_minute(settings, who) == before + 1, path
+        assert keyed_services.rate_counter.this_minute(who) == before + 1, path
     assert calls.calls == 2
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,13 +19,6 @@ from jobservice.settings import Settings
 from jobservice.storage import LocalStore, ObjectStore
 
 CLOSED = "redis://127.0.0.1:1/0"  # nothing listens on port 1
-
-
-@pytest.fixture(autouse=True)
-def fresh_state() -> Iterator[None]:
-    rate.reset()
-    yield
-    rate.reset()
 
 
 @dataclass
@@ -46,24 +38,25 @@ def key(**limits: Any) -> Principal:
 # --- rate ---------------------------------------------------------------------------------------
 def test_an_unreachable_redis_lets_requests_pass_and_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     settings = Settings(_env_file=None, broker_url=CLOSED, quota_requests_per_minute=1)  # type: ignore[call-arg]
+    counter = rate.RateCounter(settings)
     with caplog.at_level(logging.WARNING, logger="jobservice.quotas.rate"):
         for _ in range(5):
-            rate.check_rate(settings, key())  # a limit of 1, five requests: none refused
-        assert rate.requests_this_minute(settings, key()) is None
+            counter.check(key())  # a limit of 1, five requests: none refused
+        assert counter.this_minute(key()) is None
     warnings = [r for r in caplog.records if "Redis unreachable" in r.getMessage()]
     assert len(warnings) == 1
 
 
 def test_an_unlimited_rate_never_asks_redis(monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_redis(url: str, key: str) -> int:
+    def no_redis(self: rate.RateCounter, key: str) -> int:
         raise AssertionError("Redis was asked")
 
-    monkeypatch.setattr(rate, "_count", no_redis)
-    settings = Settings(_env_file=None, broker_url=CLOSED)  # type: ignore[call-arg]
-    rate.check_rate(settings, key(requests_per_minute=0))
-    rate.check_rate(settings, key(requests_per_minute=UNLIMITED_RATE))
+    monkeypatch.setattr(rate.RateCounter, "_count", no_redis)
+    counter = rate.RateCounter(Settings(_env_file=None, broker_url=CLOSED))  # type: ignore[call-arg]
+    counter.check(key(requests_per_minute=0))
+    counter.check(key(requests_per_minute=UNLIMITED_RATE))
     with pytest.raises(AssertionError):
-        rate.check_rate(settings, key(requests_per_minute=10))
+        counter.check(key(requests_per_minute=10))
 
 
 def test_callers_are_counted_per_key_or_per_tenant_without_a_key() -> None:

@@ -21,7 +21,6 @@ from jobservice.auth.principal import Principal, anonymous
 from jobservice.db.tables import ApiKey
 from jobservice.errors import Unauthorized
 from jobservice.quotas.limits import Limits, recent_limits
-from jobservice.quotas.rate import check_rate
 from jobservice.wiring import Services
 
 SESSION_KEY_ID = "key_id"
@@ -137,4 +136,4 @@ def count_rate(services: Services, principal: Principal | None, endpoint: str | 
     """Count one request of a key's caller (not of a public endpoint); 429 ``rate_limited`` over
     its rate (``jobservice.quotas.rate``)."""
     if principal is not None and principal.key_id is not None and not is_public(endpoint):
-        check_rate(services.settings, principal, limits_for(services, principal))
+        services.rate_counter.check(principal, limits_for(services, principal))

@@ -244,6 +244,12 @@ def _existing(services: Services, key: str, fingerprint: str, tenant: str) -> Jo
         raise Conflict(
             "idempotency_conflict", "This Idempotency-Key was already used for a different request."
         )
+    if job.deleted_at is not None:  # no replay of a job that is gone, and no second job either
+        raise Conflict(
+            "idempotency_key_deleted",
+            f"This Idempotency-Key made job {job.id}, deleted on {job.deleted_at:%Y-%m-%d %H:%M} UTC; "
+            "send a new key to submit it again.",
+        )
     return job
 
 

@@ -61,6 +61,14 @@ def test_delete_cancels_a_queued_job_deletes_its_files_and_it_is_gone(
     refused(client.get(f"/jobs/{uuid.uuid4()}"), 404, "job_not_found")
 
 
+def test_the_idempotency_key_of_a_deleted_job_is_refused_not_replayed(client: Any) -> None:
+    key = {"Idempotency-Key": "nightly-7"}
+    job_id = client.post("/jobs", json=T2V, headers=key).get_json()["id"]
+    assert client.delete(f"/jobs/{job_id}").status_code == 200
+    refused(client.post("/jobs", json=T2V, headers=key), 409, "idempotency_key_deleted")
+    assert client.post("/jobs", json=T2V, headers={"Idempotency-Key": "nightly-8"}).status_code == 202
+
+
 def test_a_running_job_is_asked_to_stop_and_deleted_once_it_ended(client: Any, services: Any) -> None:
     running = client.post("/jobs", json=T2V).get_json()["id"]
     with services.db.session() as session:

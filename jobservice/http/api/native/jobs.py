@@ -197,7 +197,10 @@ def view_response(job: Job, forecast: Stored | None, *, behind: int = 0, status:
         "200": {**answer("Idempotent replay of an earlier submission.", "JobView"), **JOB_LINKS},
         "400": refused("Malformed request."),
         "404": refused("Unknown model."),
-        "409": refused("Idempotency-Key reused for a different request."),
+        "409": refused(
+            "Idempotency-Key reused for a different request, or for a job since deleted "
+            "(idempotency_key_deleted)."
+        ),
         "413": refused("Upload too large."),
         "415": refused("Unsupported content or file type."),
         "422": refused("Invalid parameters or input files."),

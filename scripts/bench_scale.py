@@ -48,8 +48,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -60,7 +59,6 @@ from jobservice.broker import BrokerInspector, JobMessage, make_celery, send_job
 from jobservice.cli.embedded import Child, start_redis, wait_http  # noqa: E402
 from jobservice.db.engine import Database  # noqa: E402
 from jobservice.db.migrate import upgrade  # noqa: E402
-from jobservice.db.tables import Job  # noqa: E402
 from jobservice.jobs.pages import encode_cursor  # noqa: E402
 from jobservice.jobs.reaper import reap  # noqa: E402
 from jobservice.settings import Settings  # noqa: E402
@@ -314,7 +312,7 @@ def measure_reads(client: Client, dsn: str, requests: int) -> dict[str, float]:
             "ORDER BY created_at DESC LIMIT 1 OFFSET 1000"
         ).fetchone()
         assert row is not None
-        old = cast(Job, SimpleNamespace(created_at=row[0], id=row[1]))  # encode_cursor reads these two
+        old = (row[0], row[1])  # a position: (created_at, id)
         queued = [r[0] for r in conn.execute("SELECT id FROM jobs WHERE status = 'queued'")]
         batch = conn.execute("SELECT id FROM batches LIMIT 1").fetchone()[0]  # type: ignore[index]
     paths = [f"/jobs?limit=50&cursor={cursor}", f"/jobs?limit=50&cursor={encode_cursor(old)}"]

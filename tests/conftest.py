@@ -22,6 +22,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from moto.server import ThreadedMotoServer
 
+from jobservice.caches import Caches
 from jobservice.db.migrate import upgrade
 from jobservice.http.app import create_app
 from jobservice.settings import Settings
@@ -131,6 +132,13 @@ def moto_server() -> Iterator[str]:
 
 
 # --- settings and app --------------------------------------------------------------------------
+def caches_expired(services: Services) -> None:
+    """``services`` as its process sees things once its short-lived answers expired (verified keys,
+    tenant limits, free space, the forecast: ``jobservice.caches``, seconds at most): fresh caches,
+    as a process started now has."""
+    services.caches = Caches()
+
+
 def make_settings(var_dir: Path, **overrides: object) -> Settings:
     """Settings for a test: everything under ``var_dir``, quick leases and reaper."""
     values: dict[str, object] = {

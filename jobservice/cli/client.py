@@ -88,6 +88,12 @@ def get_job(base_url: str, job_id: str) -> dict[str, Any]:
         return api.get(job_id).model_dump(mode="json")
 
 
+def delete_job(base_url: str, job_id: str) -> dict[str, Any]:
+    """DELETE /jobs/<id>."""
+    with clear_errors(base_url), client_for(base_url) as api:
+        return api.delete(job_id).model_dump(mode="json")
+
+
 def wait_for(base_url: str, job_id: str, *, timeout: float, show_progress: bool = True) -> dict[str, Any]:
     """Follow the job until it ends (its live stream, or polling), drawing a progress line on stderr."""
     shown = [""]

@@ -312,6 +312,18 @@ def status(job_id: str, url: str, as_json: bool, follow: bool, timeout: float) -
         sys.exit(1)
 
 
+@cli.command()
+@click.argument("job_id")
+@click.option("--url", default=DEFAULT_URL, show_default=True, envvar="JOBSERVICE_URL")
+def delete(job_id: str, url: str) -> None:
+    """Delete one job: a queued one is canceled, its files are deleted, and it is gone from lists and
+    reads. A running job is asked to stop; run this again once it has ended."""
+    from jobservice.cli import client
+
+    deleted = client.delete_job(url, job_id)
+    click.echo(f"deleted {deleted['id']} at {deleted['deleted_at']}")
+
+
 @cli.group()
 def db() -> None:
     """Database administration."""

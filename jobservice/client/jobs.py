@@ -1,4 +1,4 @@
-"""The client's job calls: submit, read, list, cancel, wait, download, report."""
+"""The client's job calls: submit, read, list, cancel, delete, wait, download, report."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 from jobservice.client.follow import Target, follow
 from jobservice.client.http import Transport, Upload
-from jobservice.client.models import TERMINAL_JOB_STATUSES, JobPage, JobView
+from jobservice.client.models import TERMINAL_JOB_STATUSES, JobDeleted, JobPage, JobView
 from jobservice.client.uploads import UploadId
 
-JOB_MISSING = frozenset({"job_not_found"})
+JOB_MISSING = frozenset({"job_not_found", "job_deleted"})
 
 
 def _field(value: Any) -> str:
@@ -143,6 +143,12 @@ class JobCalls:
         """``POST /jobs/<id>/cancel``: a queued job ends at once, a running one at its next boundary
         (409 ``job_finished`` when it had already ended)."""
         return JobView.model_validate(self.http.json("POST", f"/jobs/{job_id}/cancel"))
+
+    def delete(self, job_id: str) -> JobDeleted:
+        """``DELETE /jobs/<id>``: a queued job is canceled, its files are deleted and it is gone (404
+        ``job_deleted`` from then on). Refusals (``ApiError``): 409 ``cancel_pending`` for a running
+        job (asked to stop; delete again once it ended), ``in_batch``/``in_group`` for a set's job."""
+        return JobDeleted.model_validate(self.http.json("DELETE", f"/jobs/{job_id}"))
 
     def wait(
         self,

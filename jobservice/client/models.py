@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from jobservice.groups.views import GroupList, GroupProgress, GroupView
-from jobservice.jobs.views import ErrorView, JobView, PreviewView, ValidationView
+from jobservice.jobs.views import ErrorView, JobDeleted, JobView, PreviewView, ValidationView
 from jobservice.nightly.views import BatchView, CaseView, Progress
 
 TERMINAL_JOB_STATUSES = frozenset({"succeeded", "failed", "canceled"})
@@ -28,6 +28,7 @@ __all__ = [
     "GroupList",
     "GroupProgress",
     "GroupView",
+    "JobDeleted",
     "JobPage",
     "JobView",
     "PreviewView",

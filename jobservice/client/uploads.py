@@ -18,19 +18,10 @@ from pathlib import Path
 import requests
 
 from jobservice.client.http import RETRY_STATUSES, ApiError, Transport
+from jobservice.media.types import TYPE_BY_EXTENSION
 from jobservice.uploads.views import UploadPart, UploadView
 
-CONTENT_TYPES = {
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".webp": "image/webp",
-    ".wav": "audio/wav",
-    ".mp3": "audio/mpeg",
-    ".flac": "audio/flac",
-    ".ogg": "audio/ogg",
-    ".m4a": "audio/mp4",
-}
+CONTENT_TYPES = TYPE_BY_EXTENSION  # ".png" -> "image/png": the API's one table (jobservice.media.types)
 Progress = Callable[[int, int], None]  # (bytes sent, bytes in all)
 
 

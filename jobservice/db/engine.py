@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy
 from sqlalchemy import Connection, Engine, event
@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 KEPT_READERS = 4  # per process; on PostgreSQL these come on top of the pool's connections
+T = TypeVar("T")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -96,6 +97,12 @@ class Database:
             raise
         finally:
             session.close()
+
+    def get(self, entity: type[T], row_id: Any) -> T | None:
+        """The row of ``entity`` whose primary key is ``row_id``, read now in a session of its own and
+        handed back detached (its columns loaded), or None."""
+        with self.session() as session:
+            return session.get(entity, row_id)
 
     def _take_reader(self) -> Connection:
         """A connection in autocommit mode for one read at a time (given back by ``reading``).

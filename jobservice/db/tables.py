@@ -165,6 +165,9 @@ class Job(Base):
     # Retention (jobservice.retention): files are deleted after expires_at; the row stays, marked.
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     expired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Deleted on request (jobservice.retention.deletion; migration 0019): its files are gone and it is
+    # gone from every list and read (404 job_deleted); the row stays for counters and the audit trail.
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Webhooks (jobservice.webhooks): where to POST events, and which ("start,completed").
     webhook_url: Mapped[str | None] = mapped_column(Text)
     webhook_events: Mapped[str | None] = mapped_column(String(64))

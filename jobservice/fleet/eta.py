@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import uuid
-import weakref
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Connection, func, literal, select, tuple_, update
 from sqlalchemy.orm import Session
@@ -57,12 +55,22 @@ from jobservice.fleet.simulate import Engine, SimJob
 from jobservice.fleet.usage import weights
 from jobservice.settings import Settings
 
+if TYPE_CHECKING:
+    from jobservice.caches import Caches
+
+
+class WithCaches(Protocol):
+    """What ``latest`` reads of ``Services`` (the fleet package does not import ``wiring``)."""
+
+    db: Database
+    caches: Caches
+
+
 log = logging.getLogger(__name__)
 
 HORIZON = 2000  # jobs played one by one; the rest of each sub-queue is extrapolated
 HISTORY_ROWS = 50_000  # at most this many jobs of each span of history are read to expect again
 SPREAD = 10.0  # a forecast's cost is at most a tenth of one process's time
-READ_EVERY_SECONDS = 1.0  # a process looks for a newer stored forecast at most this often
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -402,39 +410,20 @@ def parse(body: dict[str, Any]) -> Stored | None:
     )
 
 
-class _Kept:
-    """This process's copy of the stored forecast, checked for a newer one at most every second."""
+def latest(services: WithCaches) -> Stored | None:
+    """The newest stored forecast: this process's copy (``Services.caches``), checked for a newer one
+    at most every ``caches.FORECAST_SECONDS`` and read again only when another process replaced it
+    (the same object until then: the fast path's kept answers rest on that)."""
 
-    def __init__(self) -> None:
-        self.checked = 0.0
-        self.computed_at: datetime | None = None
-        self.stored: Stored | None = None
-
-
-_kept: weakref.WeakKeyDictionary[Database, _Kept] = weakref.WeakKeyDictionary()
-_kept_lock = threading.Lock()
-
-
-def latest(db: Database) -> Stored | None:
-    """The newest stored forecast (read again when another process replaced it)."""
-    with _kept_lock:
-        kept = _kept.setdefault(db, _Kept())
-    if time.monotonic() - kept.checked < READ_EVERY_SECONDS:
-        return kept.stored
-    with db.reading() as conn:
-        stamp = conn.execute(select(FleetForecast.computed_at).where(FleetForecast.id == 1)).scalar()
-        if stamp is not None and stamp != kept.computed_at:
+    def read(kept: tuple[Any, Stored | None] | None) -> tuple[Any, Stored | None]:
+        with services.db.reading() as conn:
+            stamp = conn.execute(select(FleetForecast.computed_at).where(FleetForecast.id == 1)).scalar()
+            if stamp is None or (kept is not None and stamp == kept[0]):
+                return kept if kept is not None else (None, None)
             raw = conn.execute(select(FleetForecast.body).where(FleetForecast.id == 1)).scalar()
-            kept.stored = parse(json.loads(raw or "{}"))
-            kept.computed_at = stamp
-    kept.checked = time.monotonic()
-    return kept.stored
+            return stamp, parse(json.loads(raw or "{}"))
 
-
-def forget() -> None:
-    """Drop this process's copy (tests, and after this process replaced the forecast)."""
-    with _kept_lock:
-        _kept.clear()
+    return services.caches.forecast.get(None, read)[1]
 
 
 def _at(ts: float) -> datetime:
@@ -547,7 +536,6 @@ __all__ = [
     "behind_of",
     "compute",
     "eta_of",
-    "forget",
     "latest",
     "refresh",
     "running_finish",

@@ -10,14 +10,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import func, literal, select, tuple_
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobGroup, JobStatus
 from jobservice.groups.views import GroupList, GroupProgress, GroupView, group_status
-from jobservice.jobs.pages import after_cursor, decode_cursor, encode_cursor, page_of_jobs
+from jobservice.jobs.pages import JOB_KEYS, Keys, after_cursor, page_of
 from jobservice.jobs.presenters import JobList, job_views
 
+GROUP_KEYS = Keys(JobGroup.created_at, JobGroup.id)  # the list of groups' order
 COUNTED = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED)
 
 
@@ -92,18 +93,10 @@ def list_groups(session: Session, *, tenant: str | None, limit: int, cursor: str
     query = select(JobGroup)
     if tenant is not None:
         query = query.where(JobGroup.tenant == tenant)
-    if cursor:
-        created, group_id = decode_cursor(cursor)
-        bound = tuple_(literal(created, JobGroup.created_at.type), literal(group_id, JobGroup.id.type))
-        query = query.where(tuple_(JobGroup.created_at, JobGroup.id) < bound)
-    rows = list(
-        session.scalars(query.order_by(JobGroup.created_at.desc(), JobGroup.id.desc()).limit(limit + 1))
+    page, next_cursor = page_of(
+        session, query, GROUP_KEYS, after=after_cursor(cursor), limit=limit, newest_first=True
     )
-    page = rows[:limit]
     counts = group_counts(session, [group.id for group in page])
-    next_cursor = None
-    if len(rows) > limit:
-        next_cursor = encode_cursor(page[-1])
     return GroupList(
         groups=[group_view(session, g, counts=counts[g.id]) for g in page], next_cursor=next_cursor
     )
@@ -114,7 +107,7 @@ def group_jobs_page(
 ) -> tuple[JobList, list[Job]]:
     """A group's jobs in row order, ``limit`` at a time (one range of ``(group_id, created_at, id)``)."""
     query = select(Job).where(Job.group_id == group_id)
-    rows, next_cursor = page_of_jobs(
-        session, query, after=after_cursor(cursor), limit=limit, newest_first=False
+    rows, next_cursor = page_of(
+        session, query, JOB_KEYS, after=after_cursor(cursor), limit=limit, newest_first=False
     )
     return JobList(jobs=job_views(session, rows), next_cursor=next_cursor), rows

@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import select
 
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, JobStatus, utcnow
-from jobservice.jobs.pages import position_sql
+from jobservice.jobs.pages import JOB_KEYS, page_of
 from jobservice.storage import ObjectNotFound, ObjectStore
 
 log = logging.getLogger(__name__)
@@ -47,17 +47,15 @@ RESULTS_NAME = "results.csv"
 def group_jobs(db: Database, group_id: uuid.UUID, *, page: int = PAGE) -> Iterator[Job]:
     """The group's jobs in row order, read ``page`` at a time (each page its own short read)."""
     after = None
+    query = select(Job).where(Job.group_id == group_id)
     while True:
-        query = select(Job).where(Job.group_id == group_id)
-        if after is not None:
-            query = query.where(tuple_(Job.created_at, Job.id) > position_sql(after))
         with db.session() as session:
-            rows = list(session.scalars(query.order_by(Job.created_at, Job.id).limit(page)))
+            rows, more = page_of(session, query, JOB_KEYS, after=after, limit=page, newest_first=False)
             session.expunge_all()
         yield from rows
-        if len(rows) < page:
+        if more is None:
             return
-        after = (rows[-1].created_at, rows[-1].id)
+        after = JOB_KEYS.of(rows[-1])
 
 
 def result_row(job: Job, base_url: str) -> dict[str, Any]:

@@ -117,7 +117,7 @@ def create_group(
     group_id = uuid.uuid4()
     stored = _store_inputs(services, group_id, plan)
     plan.close()  # the store has them now
-    limits = recent_limits(services.db, settings, principal)
+    limits = recent_limits(services, principal)
     group = JobGroup(
         id=group_id,
         name=name[:128],
@@ -194,7 +194,7 @@ def _store_inputs(services: Services, group_id: uuid.UUID, plan: GroupPlan) -> d
     inputs = plan.inputs()
     if not inputs:
         return {}
-    check_free_space(services.settings, services.store)  # 507 before anything is stored
+    check_free_space(services)  # 507 before anything is stored
     stored: dict[str, str] = {}
     try:
         for identity, upload in inputs.items():

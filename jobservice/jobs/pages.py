@@ -1,16 +1,21 @@
-"""Pages of jobs: the one keyset paginator of ``GET /jobs``, a batch's job pages and ``GET /v1/videos``.
+"""The one keyset paginator: a page of any query, in the order of its key columns.
 
-A page is read in creation order, ``(created_at, id)`` newest first or oldest first, from a
-position: the last job of the page before. The position is one row-value comparison,
-``(created_at, id) < (:t, :id)`` (``>`` oldest first), so a page is one range of whichever
-``(…, created_at, id)`` index fits the caller's filters, however deep it is; its values are typed
-like the columns (SQLite stores both as text: a naive UTC time, a uuid's hex). A page reads
-``limit + 1`` rows: the extra one only says that another page follows.
+Every list that pages (``GET /jobs``, a batch's and a job group's job pages, ``GET /job-groups``,
+``GET /v1/videos``, a group's results) is ``page_of(session, query, keys, ...)``: ``query`` is a
+``select`` of one entity with the caller's filters (status, model, tenant, batch, group, deleted
+jobs), ``keys`` its key columns, a time and an id that breaks ties (``JOB_KEYS``: ``(created_at,
+id)`` of jobs; ``Keys(JobGroup.created_at, JobGroup.id)`` of groups).
 
-Callers keep their own filters (status, model, tenant, batch, deleted videos) and their own way of
-naming a position: the native lists' opaque cursor (``encode_cursor``, ``decode_cursor``: base64url
-of ``[iso-time, uuid]``; a malformed one is a 400 ``invalid_cursor``), the OpenAI list's
-``after=<video id>`` (that job's ``position_of``).
+A page is read newest first or oldest first from a position: the keys of the last row of the page
+before. The position is one row-value comparison, ``(created_at, id) < (:t, :id)`` (``>`` oldest
+first), so a page is one range of whichever ``(…, created_at, id)`` index fits the caller's
+filters, however deep it is; its values are typed like the columns (SQLite stores both as text: a
+naive UTC time, a uuid's hex). A page reads ``limit + 1`` rows: the extra one only says that another
+page follows.
+
+Callers keep their own way of naming a position: the native lists' opaque cursor
+(``encode_cursor``, ``decode_cursor``: base64url of ``[iso-time, uuid]``; a malformed one is a 400
+``invalid_cursor``), the OpenAI list's ``after=<video id>`` (that job's ``JOB_KEYS.of``).
 """
 
 from __future__ import annotations
@@ -19,46 +24,55 @@ import base64
 import binascii
 import json
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, Select, literal, tuple_
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from jobservice.db.tables import Job
 from jobservice.errors import Malformed
 
-Position = tuple[datetime, uuid.UUID]  # (created_at, id): where a job stands in creation order
+Position = tuple[datetime, uuid.UUID]  # the keys of a row: where it stands in its list's order
+T = TypeVar("T")
 
 
-class Positioned(Protocol):
-    """A row a cursor can point after: a job, or a job group in the list of groups."""
+@dataclass(frozen=True)
+class Keys:
+    """A list's key columns: a time, then an id that breaks ties between rows of the same moment."""
 
-    @property
-    def created_at(self) -> datetime:
-        """When it was created: the list's first key."""
-        ...
+    time: InstrumentedAttribute[datetime]
+    id: InstrumentedAttribute[uuid.UUID]
 
-    @property
-    def id(self) -> uuid.UUID:
-        """Its id: the tie-break of rows created at the same moment."""
-        ...
+    def of(self, row: Any) -> Position:
+        """Where ``row`` (an entity of these columns) stands in the order."""
+        return getattr(row, self.time.key), getattr(row, self.id.key)
+
+    def sql(self, position: Position) -> ColumnElement[Position]:
+        """``position`` as SQL values typed like the columns, to compare with ``(time, id)``."""
+        moment, row_id = position
+        return tuple_(literal(moment, self.time.type), literal(row_id, self.id.type))
+
+    def after(self, position: Position, *, newest_first: bool) -> ColumnElement[bool]:
+        """The rows that follow ``position`` in the order."""
+        key, bound = tuple_(self.time, self.id), self.sql(position)
+        return key < bound if newest_first else key > bound
+
+    def order(self, *, newest_first: bool) -> tuple[Any, Any]:
+        """ORDER BY terms of the order."""
+        if newest_first:
+            return self.time.desc(), self.id.desc()
+        return self.time.asc(), self.id.asc()
 
 
-def position_of(job: Job) -> Position:
-    """Where ``job`` stands in creation order."""
-    return job.created_at, job.id
+JOB_KEYS = Keys(Job.created_at, Job.id)
 
 
-def position_sql(position: Position) -> ColumnElement[Position]:
-    """``position`` as SQL values typed like the columns, to compare with ``(created_at, id)``."""
-    created, job_id = position
-    return tuple_(literal(created, Job.created_at.type), literal(job_id, Job.id.type))
-
-
-def encode_cursor(row: Positioned) -> str:
-    """An opaque cursor pointing just after ``row`` (in the order of the list that made it)."""
-    raw = json.dumps([row.created_at.isoformat(), str(row.id)]).encode()
+def encode_cursor(position: Position) -> str:
+    """An opaque cursor pointing just after ``position`` (in the order of the list that made it)."""
+    created, row_id = position
+    raw = json.dumps([created.isoformat(), str(row_id)]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -85,19 +99,20 @@ def after_cursor(cursor: str | None) -> Position | None:
     return decode_cursor(cursor) if cursor else None
 
 
-def page_of_jobs(
-    session: Session, query: Select[Job], *, after: Position | None, limit: int, newest_first: bool
-) -> tuple[list[Job], str | None]:
-    """Up to ``limit`` jobs of ``query`` (a ``select(Job)`` with the caller's filters) in creation
-    order from just after ``after`` (None: from the start); and the cursor of the next page, None
-    on the last one."""
+def page_of(
+    session: Session,
+    query: Select[T],
+    keys: Keys,
+    *,
+    after: Position | None,
+    limit: int,
+    newest_first: bool,
+) -> tuple[list[T], str | None]:
+    """Up to ``limit`` rows of ``query`` (a ``select`` of one entity with the caller's filters) in the
+    order of ``keys`` from just after ``after`` (None: from the start); and the cursor of the next
+    page, None on the last one."""
     if after is not None:
-        key, bound = tuple_(Job.created_at, Job.id), position_sql(after)
-        query = query.where(key < bound if newest_first else key > bound)
-    if newest_first:
-        query = query.order_by(Job.created_at.desc(), Job.id.desc())
-    else:
-        query = query.order_by(Job.created_at.asc(), Job.id.asc())
-    rows = list(session.scalars(query.limit(limit + 1)))
-    next_cursor = encode_cursor(rows[limit - 1]) if len(rows) > limit else None
+        query = query.where(keys.after(after, newest_first=newest_first))
+    rows = list(session.scalars(query.order_by(*keys.order(newest_first=newest_first)).limit(limit + 1)))
+    next_cursor = encode_cursor(keys.of(rows[limit - 1])) if len(rows) > limit else None
     return rows[:limit], next_cursor

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from jobservice.db.tables import Job, JobStatus
 from jobservice.fleet.eta import Eta, Stored, behind_of, eta_of, running_finish
 from jobservice.jobs import retries
-from jobservice.jobs.pages import after_cursor, page_of_jobs
+from jobservice.jobs.pages import JOB_KEYS, after_cursor, page_of
 from jobservice.jobs.previews import preview_of, without_preview
 from jobservice.jobs.views import ErrorView, EtaRevision, JobView, TryView, ValidationView
 
@@ -148,15 +148,15 @@ def list_jobs(
     tenant: str | None = None,
 ) -> tuple[list[Job], str | None]:
     """Jobs newest first with optional filters (``tenant``: only its jobs); the page and next cursor
-    (``jobservice.jobs.pages``)."""
-    query = select(Job)
+    (``jobservice.jobs.pages``); deleted jobs are left out."""
+    query = select(Job).where(Job.deleted_at.is_(None))
     if tenant is not None:
         query = query.where(Job.tenant == tenant)
     if statuses:
         query = query.where(Job.status.in_(statuses))
     if model:
         query = query.where(Job.model == model)
-    return page_of_jobs(session, query, after=after_cursor(cursor), limit=limit, newest_first=True)
+    return page_of(session, query, JOB_KEYS, after=after_cursor(cursor), limit=limit, newest_first=True)
 
 
 def batch_jobs_page(
@@ -165,4 +165,4 @@ def batch_jobs_page(
     """A batch's jobs oldest first, ``limit`` at a time from ``cursor`` (one range of the index
     ``(batch_id, created_at, id)``); the page and the cursor of the next one."""
     query = select(Job).where(Job.batch_id == batch_id)
-    return page_of_jobs(session, query, after=after_cursor(cursor), limit=limit, newest_first=False)
+    return page_of(session, query, JOB_KEYS, after=after_cursor(cursor), limit=limit, newest_first=False)

@@ -244,6 +244,12 @@ def _existing(services: Services, key: str, fingerprint: str, tenant: str) -> Jo
         raise Conflict(
             "idempotency_conflict", "This Idempotency-Key was already used for a different request."
         )
+    if job.deleted_at is not None:  # no replay of a job that is gone, and no second job either
+        raise Conflict(
+            "idempotency_key_deleted",
+            f"This Idempotency-Key made job {job.id}, deleted on {job.deleted_at:%Y-%m-%d %H:%M} UTC; "
+            "send a new key to submit it again.",
+        )
     return job
 
 
@@ -267,7 +273,7 @@ def submit_job(services: Services, sub: Submission, *, checked: Checked | None =
     if sub.stored_inputs is not None:
         input_keys = dict(sub.stored_inputs)
     else:
-        check_free_space(services.settings, services.store)  # 507 before anything is stored
+        check_free_space(services)  # 507 before anything is stored
         input_keys = _store_inputs(services, job_id, sub.uploads)
     job = new_job_row(
         services, sub, spec, params, job_id=job_id, input_keys=input_keys, fingerprint=fingerprint
@@ -356,7 +362,7 @@ def _record_admitted(services: Services, sub: Submission, job: Job) -> None:
     before it runs in parallel with the tenant's other submissions.
     """
     settings = services.settings
-    limits = recent_limits(services.db, settings, sub.principal)
+    limits = recent_limits(services, sub.principal)
     job.expires_at = job.created_at + timedelta(hours=limits.retention_hours)
     with services.db.session() as session:
         record_created(session, job, actor=sub.principal.actor)

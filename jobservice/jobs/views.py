@@ -188,3 +188,15 @@ class JobView(BaseModel):
         "null when queued or ended (links.video is then the validated video).",
     )
     links: dict[str, str]
+
+
+class JobDeleted(BaseModel):
+    """The answer of ``DELETE /jobs/<id>``: the job is deleted (its files gone, and it is gone from
+    every list and read: 404 ``job_deleted`` from now on)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    object: Literal["job.deleted"] = "job.deleted"
+    deleted: Literal[True] = True
+    deleted_at: datetime

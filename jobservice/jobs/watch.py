@@ -31,10 +31,10 @@ from typing import Any, Literal
 
 from sqlalchemy import func, select
 
-from jobservice.db.engine import Database
 from jobservice.db.tables import Batch, Job, JobGroup, JobStatus
 from jobservice.fleet.eta import Eta, Stored, behind_of, eta_of, latest, running_finish
 from jobservice.jobs.previews import preview_number
+from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
 
@@ -240,8 +240,9 @@ def read_group_states(session: Any, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID,
 class Watcher:
     """One per process: polls the watched jobs and batches together and wakes their waiters."""
 
-    def __init__(self, db: Database, *, interval: float = 0.25) -> None:
-        self._db = db
+    def __init__(self, services: Services, *, interval: float = 0.25) -> None:
+        self._services = services
+        self._db = services.db
         self.interval = interval
         # One lock; a condition per watched row (a change wakes only its waiters) and one for
         # the poller, which sleeps on it while nothing is watched.
@@ -356,7 +357,7 @@ class Watcher:
         out: dict[Key, State | None] = dict.fromkeys(keys)
         with self._db.session() as session:
             if jobs:
-                forecast = latest(self._db)
+                forecast = latest(self._services)
                 out.update(
                     {("job", i): s for i, s in read_job_states(session, jobs, forecast=forecast).items()}
                 )

@@ -24,18 +24,14 @@ from PIL import Image, UnidentifiedImageError
 
 from jobservice.errors import DomainError, Invalid, Malformed, TooLarge, Unavailable, Unsupported
 from jobservice.media.probe import MediaToolMissing, ProbeError, decoded_seconds, probe_media
+from jobservice.media.types import TYPE_BY_EXTENSION, of_kind
 from jobservice.media.wav import pcm_wav_facts
 from jobservice.settings import Settings
 
-IMAGE_FORMATS = {"PNG": ("png", "image/png"), "JPEG": ("jpg", "image/jpeg"), "WEBP": ("webp", "image/webp")}
-# ffprobe format_name -> (extension, mime). M4A shows up as the whole ISO-BMFF family.
-AUDIO_FORMATS = {
-    "wav": ("wav", "audio/wav"),
-    "mp3": ("mp3", "audio/mpeg"),
-    "flac": ("flac", "audio/flac"),
-    "ogg": ("ogg", "audio/ogg"),
-    "mov,mp4,m4a,3gp,3g2,mj2": ("m4a", "audio/mp4"),
-}
+# Pillow's format (images), ffprobe's format_name (audio) -> (a stored copy's extension, its type),
+# read from the one table of accepted types.
+IMAGE_FORMATS = {t.check_name: (t.extensions[0], t.mime) for t in of_kind("image")}
+AUDIO_FORMATS = {t.check_name: (t.extensions[0], t.mime) for t in of_kind("audio")}
 
 
 class Checkable(Protocol):
@@ -297,9 +293,6 @@ def _decoded_facts(path: Path, settings: Settings) -> tuple[str, str | None, int
 FILE_CHECKS = {"image": check_image, "audio": check_audio}
 """The content check of each file input, by form field name."""
 
-MIME_BY_EXTENSION = dict(IMAGE_FORMATS.values()) | dict(AUDIO_FORMATS.values())
-"""Content type of a stored input, by the extension the checks gave it."""
-
 
 def stored_upload(name: str, path: Path, meta: dict[str, Any]) -> CheckedUpload:
     """An input that passed its checks earlier (copied back from the object store) as an upload."""
@@ -308,6 +301,6 @@ def stored_upload(name: str, path: Path, meta: dict[str, Any]) -> CheckedUpload:
         name=name,
         path=path,
         extension=extension,
-        content_type=MIME_BY_EXTENSION.get(extension, "application/octet-stream"),
+        content_type=TYPE_BY_EXTENSION.get("." + extension, "application/octet-stream"),
         meta=dict(meta),
     )

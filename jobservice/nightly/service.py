@@ -184,7 +184,7 @@ def create_batch(
     batch_id = uuid.uuid4()
     with services.db.session() as session:  # refuse an oversized batch before storing anything
         admit_jobs(session, services.settings, principal, plan_size(plan), batch=True)
-    check_free_space(services.settings, services.store)
+    check_free_space(services)
     stored: dict[str, str] = {}
     try:
         cases = [case.describe(_store_inputs(services, batch_id, case, stored)) for case in plan.cases]

@@ -2,43 +2,53 @@
 
 Checked before anything is stored, so a refused submission leaves nothing behind; running jobs
 are not affected. An S3 store has no free space to measure; only the spool is watched then.
-``os.statvfs`` answers are cached for ``CACHE_SECONDS`` per folder (a submission burst needs one).
+``os.statvfs`` answers are kept in ``Services.caches`` for ``caches.FREE_SPACE_SECONDS`` per folder (a
+submission burst needs one).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
-import time
+from functools import partial
 from pathlib import Path
+from typing import Protocol
 
+from jobservice.caches import Caches
 from jobservice.errors import InsufficientStorage
 from jobservice.settings import Settings
 from jobservice.storage import ObjectStore
 
 log = logging.getLogger(__name__)
 
-CACHE_SECONDS = 1.0
-MB = 2**20
 
-_cache: dict[Path, tuple[float, float]] = {}
-_lock = threading.Lock()
+class Host(Protocol):
+    """What the floor reads of ``Services``: the settings, the store (None: the settings' own) and the
+    caches that keep a measurement briefly."""
+
+    @property
+    def settings(self) -> Settings:
+        """The floor and the folders."""
+        ...
+
+    @property
+    def store(self) -> ObjectStore | None:
+        """The object store, whose root is watched when it is local."""
+        ...
+
+    @property
+    def caches(self) -> Caches:
+        """Where a folder's free space is kept for ``caches.FREE_SPACE_SECONDS``."""
+        ...
+
+
+MB = 2**20
 
 
 def free_mb(folder: Path) -> float:
-    """Megabytes an unprivileged process may still write in ``folder``'s file system (cached)."""
-    folder = _existing(folder)
-    now = time.monotonic()
-    with _lock:
-        hit = _cache.get(folder)
-    if hit is not None and hit[0] > now:
-        return hit[1]
-    stats = os.statvfs(folder)
-    free = stats.f_bavail * stats.f_frsize / MB
-    with _lock:
-        _cache[folder] = (now + CACHE_SECONDS, free)
-    return free
+    """Megabytes an unprivileged process may still write in ``folder``'s file system."""
+    stats = os.statvfs(_existing(folder))
+    return stats.f_bavail * stats.f_frsize / MB
 
 
 def watched_folders(settings: Settings, store: ObjectStore | None = None) -> dict[str, Path]:
@@ -52,15 +62,16 @@ def watched_folders(settings: Settings, store: ObjectStore | None = None) -> dic
     return folders
 
 
-def storage_problems(settings: Settings, store: ObjectStore | None = None) -> list[str]:
-    """A sentence per watched folder under the floor (``[]`` when all is well), for ``/readyz``."""
-    floor = settings.min_free_mb
+def storage_problems(services: Host) -> list[str]:
+    """A sentence per watched folder under the floor (``[]`` when all is well), for ``/readyz``; each
+    folder measured at most every ``caches.FREE_SPACE_SECONDS``."""
+    floor = services.settings.min_free_mb
     if floor <= 0:
         return []
     problems = []
-    for name, folder in watched_folders(settings, store).items():
+    for name, folder in watched_folders(services.settings, services.store).items():
         try:
-            free = free_mb(folder)
+            free = services.caches.free_space.get(folder, partial(_measure, folder))
         except OSError as exc:
             log.warning("cannot measure the free space of %s (%s): %s", name, folder, exc)
             continue
@@ -72,9 +83,9 @@ def storage_problems(settings: Settings, store: ObjectStore | None = None) -> li
     return problems
 
 
-def check_free_space(settings: Settings, store: ObjectStore | None = None) -> None:
+def check_free_space(services: Host) -> None:
     """Raise InsufficientStorage (507 ``insufficient_storage``) when a watched folder is under the floor."""
-    problems = storage_problems(settings, store)
+    problems = storage_problems(services)
     if problems:
         raise InsufficientStorage(
             "insufficient_storage",
@@ -82,10 +93,8 @@ def check_free_space(settings: Settings, store: ObjectStore | None = None) -> No
         )
 
 
-def forget_cached() -> None:
-    """Drop cached measurements (tests)."""
-    with _lock:
-        _cache.clear()
+def _measure(folder: Path, _old: float | None) -> float:
+    return free_mb(folder)
 
 
 def _existing(folder: Path) -> Path:

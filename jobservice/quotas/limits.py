@@ -13,17 +13,15 @@ What 0 means, per limit (an operator who writes 0 gets the safe reading):
 from __future__ import annotations
 
 import logging
-import threading
-import time
-import weakref
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
 from jobservice.auth.keys import LIMIT_NAMES
 from jobservice.auth.principal import Principal
+from jobservice.caches import Caches
 from jobservice.db.engine import Database
 from jobservice.db.tables import Tenant
 from jobservice.settings import Settings
@@ -31,8 +29,6 @@ from jobservice.settings import Settings
 log = logging.getLogger(__name__)
 
 UNLIMITED_RATE = 1_000_000_000  # requests per minute at or above this are not counted at all
-OVERRIDES_SECONDS = 5.0  # how long a process keeps a tenant's overrides (as it keeps verified keys)
-OVERRIDES_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -96,34 +92,36 @@ def effective_limits(session: Session, settings: Settings, principal: Principal)
     return resolve_limits(settings, tenant=tenant_overrides(session, principal.tenant), key=principal.limits)
 
 
-_kept: weakref.WeakKeyDictionary[Database, dict[str, tuple[float, dict[str, Any]]]] = (
-    weakref.WeakKeyDictionary()
-)
-_kept_lock = threading.Lock()
+class Host(Protocol):
+    """What ``recent_limits`` reads of ``Services``."""
+
+    @property
+    def db(self) -> Database:
+        """Where the overrides are."""
+        ...
+
+    @property
+    def settings(self) -> Settings:
+        """The defaults."""
+        ...
+
+    @property
+    def caches(self) -> Caches:
+        """Where a tenant's overrides are kept for ``caches.OVERRIDES_SECONDS``."""
+        ...
 
 
-def recent_limits(db: Database, settings: Settings, principal: Principal) -> Limits:
-    """``effective_limits`` with the tenant's overrides read at most every ``OVERRIDES_SECONDS``
-    per process (a submission or a rate check then needs no read of its own), so a change made
-    with ``jobservice tenants set`` applies everywhere within that time."""
-    now = time.monotonic()
-    with _kept_lock:
-        kept = _kept.setdefault(db, {})
-        hit = kept.get(principal.tenant)
-    if hit is None or hit[0] <= now:
-        with db.session() as session:
-            hit = (now + OVERRIDES_SECONDS, tenant_overrides(session, principal.tenant))
-        with _kept_lock:
-            if len(kept) >= OVERRIDES_KEPT:
-                kept.clear()
-            kept[principal.tenant] = hit
-    return resolve_limits(settings, tenant=hit[1], key=principal.limits)
+def recent_limits(services: Host, principal: Principal) -> Limits:
+    """``effective_limits`` with the tenant's overrides read at most every ``caches.OVERRIDES_SECONDS`` per
+    process (``Services.caches``: a submission or a rate check then needs no read of its own), so a
+    change made with ``jobservice tenants set`` applies everywhere within that time."""
 
+    def read(_old: dict[str, Any] | None) -> dict[str, Any]:
+        with services.db.session() as session:
+            return tenant_overrides(session, principal.tenant)
 
-def forget_recent_limits() -> None:
-    """Drop every kept tenant override (after a change in this process)."""
-    with _kept_lock:
-        _kept.clear()
+    overrides = services.caches.tenant_overrides.get(principal.tenant, read)
+    return resolve_limits(services.settings, tenant=overrides, key=principal.limits)
 
 
 def _usable(name: str, value: Any) -> int | float | None:

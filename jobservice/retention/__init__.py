@@ -1,6 +1,8 @@
 """Retention and garbage collection: expired jobs' files, orphans, and log rotation.
 
 - ``sweep``: finished jobs past ``expires_at`` lose their files; their rows stay, marked.
+- ``deletion``: a job deleted on request (``DELETE /jobs/<id>``, ``/v1/videos``) loses its files and
+  is gone from lists and reads; its row stays, marked ``deleted_at``.
 - ``orphans``: what dead processes and failed submissions left in the spool, scratch and store.
 - ``logs``: copy-truncate rotation of the ``*.log`` files under ``var/``.
 - ``gc``: all of it at once (``jobservice gc``) and the beat's periodic task.

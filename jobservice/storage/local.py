@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+from jobservice.media.types import TYPE_BY_EXTENSION
 from jobservice.storage.base import (
     ObjectInfo,
     ObjectNotFound,
@@ -40,17 +41,9 @@ _TMP_PREFIX = ".~jobservice-tmp-"
 _CONTENT_TYPES = {
     ".mp4": "video/mp4",
     ".json": "application/json",
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".webp": "image/webp",
-    ".wav": "audio/wav",
-    ".mp3": "audio/mpeg",
-    ".flac": "audio/flac",
-    ".ogg": "audio/ogg",
-    ".m4a": "audio/mp4",
     ".txt": "text/plain",
     ".html": "text/html",
+    **TYPE_BY_EXTENSION,  # the inputs jobs accept (jobservice.media.types)
 }
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 # Unfinished multipart uploads: <root>/<this>/<upload id>/<part number>, outside every key (the

@@ -34,14 +34,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 from sqlalchemy import delete, select, update
 
+from jobservice.auth.owned import load_owned
 from jobservice.auth.principal import Principal
 from jobservice.db.tables import Upload, utcnow
 from jobservice.errors import Conflict, DomainError, Gone, Invalid, NotFound, TooLarge, Unsupported
+from jobservice.media.types import KIND_BY_NAME, listed
 from jobservice.media.uploads import FILE_CHECKS, CheckedUpload
 from jobservice.media.wav import pcm_wav_facts
 from jobservice.quotas.admit import admit_upload
@@ -59,22 +62,6 @@ MAX_PART_BYTES = 5 * 2**30  # S3's largest part
 MAX_PARTS = 10_000  # S3's most parts
 MAX_NAME = 255
 WAV_HEAD_BYTES = 64 * 1024
-# Declared content type -> the input it can be. The check decides what the file really is.
-KINDS = {
-    "image/png": "image",
-    "image/jpeg": "image",
-    "image/webp": "image",
-    "audio/wav": "audio",
-    "audio/x-wav": "audio",
-    "audio/wave": "audio",
-    "audio/vnd.wave": "audio",
-    "audio/mpeg": "audio",
-    "audio/flac": "audio",
-    "audio/x-flac": "audio",
-    "audio/ogg": "audio",
-    "audio/mp4": "audio",
-    "audio/x-m4a": "audio",
-}
 FIELDS = {"filename", "size", "content_type", "part_size"}
 
 
@@ -122,12 +109,12 @@ def parse_declaration(body: dict[str, Any], settings: Settings) -> Declaration:
     ctype = body.get("content_type")
     if not isinstance(ctype, str):
         raise Invalid("invalid_content_type", "'content_type' must be a string.", field="content_type")
-    kind = KINDS.get(ctype.strip().lower())
+    kind = KIND_BY_NAME.get(ctype.strip().lower())  # what it claims; the check decides what it is
     if kind is None:
         raise Unsupported(
             "unsupported_content_type",
-            "An upload is an image (image/png, image/jpeg, image/webp) or speech audio (audio/wav, "
-            f"audio/mpeg, audio/flac, audio/ogg, audio/mp4), not '{ctype[:100]}'.",
+            f"An upload is an image ({listed('image')}) or speech audio ({listed('audio')}), "
+            f"not '{ctype[:100]}'.",
             field="content_type",
         )
     size = _whole(body, "size")
@@ -205,7 +192,7 @@ def declare(services: Services, principal: Principal, decl: Declaration) -> Uplo
     """Record the upload if the tenant's quotas allow it, and answer where to PUT its bytes (a
     refusal, 429 ``quota_exceeded``, leaves nothing behind)."""
     settings, store = services.settings, services.store
-    limits = recent_limits(services.db, settings, principal)
+    limits = recent_limits(services, principal)
     upload_id = uuid.uuid4()
     key = f"uploads/{upload_id}/{decl.kind}"
     part_size, count = plan_parts(decl, settings)
@@ -258,24 +245,11 @@ def _abort_quietly(services: Services, row: Upload) -> None:
         log.exception("upload %s: could not abort the multipart upload of a refused declaration", row.id)
 
 
-def _parse_id(raw: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(raw)
-    except (ValueError, TypeError, AttributeError):
-        raise NotFound("upload_not_found", f"There is no upload '{str(raw)[:64]}'.") from None
-
-
 def _owned_upload(services: Services, principal: Principal, raw_id: str) -> Upload:
     """The upload named ``raw_id`` if ``principal`` may see it (another tenant's is a 404 too),
     expired or not."""
-    upload_id = _parse_id(raw_id)
-    with services.db.session() as session:
-        row = session.get(Upload, upload_id)
-        if row is not None:
-            session.expunge(row)
-    if row is None or not principal.owns(row.tenant):
-        raise NotFound("upload_not_found", f"There is no upload '{raw_id}'.")
-    return row
+    missing = NotFound("upload_not_found", f"There is no upload '{str(raw_id)[:64]}'.")
+    return load_owned(raw_id, principal, partial(services.db.get, Upload), missing=missing)
 
 
 def load_upload(services: Services, principal: Principal, raw_id: str) -> Upload:

@@ -10,7 +10,6 @@ import pytest
 from flask import Flask
 
 from jobservice.auth.keys import create_key
-from jobservice.http.api.policy import auth
 from jobservice.http.app import create_app
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
@@ -30,11 +29,9 @@ def bearer(secret: str) -> dict[str, str]:
 
 @pytest.fixture
 def keyed_services(settings: Settings) -> Iterator[Services]:
-    auth.forget_cached()
     svc = build_services(settings.model_copy(update={"auth": "keys"}))
     yield svc
     svc.db.dispose()
-    auth.forget_cached()
 
 
 @pytest.fixture

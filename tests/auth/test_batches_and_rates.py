@@ -7,9 +7,9 @@ from typing import Any
 from sqlalchemy import func, select
 
 from jobservice.db.tables import ApiKey, Batch, Job
-from jobservice.http.api.policy import auth
 from tests.auth.conftest import Keys, bearer
 from tests.auth.test_keys_and_tenants import assert_refused
+from tests.conftest import caches_expired
 from tests.nightly.helpers import spec, t2v_case
 
 
@@ -36,7 +36,7 @@ def test_a_batch_over_the_cap_is_refused_before_anything_is_stored(
 ) -> None:
     with keyed_services.db.session() as session:
         session.get(ApiKey, keys.ids["alice"]).limits = {"batch_jobs": 4}
-    auth.forget_cached()
+    caches_expired(keyed_services)
     refused = kclient.post(
         "/batches",
         json={"spec": spec(t2v_case("a", repeat=3), t2v_case("b", repeat=2))},
@@ -55,7 +55,7 @@ def test_request_rate_per_key_is_a_429_with_retry_after(
 ) -> None:
     with keyed_services.db.session() as session:
         session.get(ApiKey, keys.ids["alice"]).limits = {"requests_per_minute": 3}
-    auth.forget_cached()
+    caches_expired(keyed_services)
     answers = [kclient.get("/jobs", headers=bearer(keys.alice)) for _ in range(5)]
     assert [a.status_code for a in answers[:3]] == [200, 200, 200]
     assert_refused(answers[3], 429, "rate_limited")

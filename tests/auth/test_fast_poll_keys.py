@@ -9,8 +9,8 @@ from flask import Flask
 
 from jobservice.db.tables import ApiKey
 from jobservice.http.api.policy import auth
-from jobservice.quotas.rate import requests_this_minute
 from tests.auth.conftest import Keys, bearer
+from tests.conftest import caches_expired
 from tests.factories import new_job
 from tests.unit.test_fast_poll import STATES, Counted, set_row
 
@@ -34,7 +34,7 @@ def test_keys_tenants_rates_and_metrics_hold_on_the_fast_path(
 
     with keyed_services.db.session() as session:
         session.get(ApiKey, keys.ids["alice"]).limits = {"requests_per_minute": 4}
-    auth.forget_cached()
+    caches_expired(keyed_services)
     answers = [client.get(path, headers=bearer(keys.alice)) for _ in range(6)]
     # One request earlier this minute: three more fit, each counted once, then the refusal.
     assert [a.status_code for a in answers] == [200, 200, 200, 429, 429, 429]
@@ -69,7 +69,6 @@ def test_a_poll_flask_answers_after_the_fast_path_is_counted_once(
     set_row(keyed_services.db, running, tenant="acme", **STATES["running"])
     queued = new_job(keyed_services.db)
     set_row(keyed_services.db, queued, tenant="acme")
-    settings = keyed_services.settings
     alice = auth.principal_for_secret(keyed_services, keys.alice)
     bob = auth.principal_for_secret(keyed_services, keys.bob)
     assert alice is not None and bob is not None
@@ -78,9 +77,9 @@ def test_a_poll_flask_answers_after_the_fast_path_is_counted_once(
         (keys.bob, bob, f"/jobs/{running}", 404),
         (keys.alice, alice, f"/jobs/{running}", 200),  # beneath Flask
     ):
-        before = requests_this_minute(settings, who) or 0
+        before = keyed_services.rate_counter.this_minute(who) or 0
         assert client.get(path, headers=bearer(secret)).status_code == status
-        assert requests_this_minute(settings, who) == before + 1, path
+        assert keyed_services.rate_counter.this_minute(who) == before + 1, path
     assert calls.calls == 2
 
 
@@ -93,7 +92,7 @@ def test_the_fast_paths_refusal_carries_what_every_answer_does(
     set_row(keyed_services.db, job_id, tenant="acme", **STATES["running"])
     with keyed_services.db.session() as session:
         session.get(ApiKey, keys.ids["alice"]).limits = {"requests_per_minute": 1}
-    auth.forget_cached()
+    caches_expired(keyed_services)
     answers = [client.get(f"/jobs/{job_id}", headers=bearer(keys.alice)) for _ in range(2)]
     assert [a.status_code for a in answers] == [200, 429] and calls.calls == 0
     assert all(a.headers["X-Content-Type-Options"] == "nosniff" for a in answers)

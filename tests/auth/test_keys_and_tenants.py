@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import func, select, text, update
 
 from jobservice.db.tables import ApiKey, Job
-from jobservice.http.api.policy import auth
 from tests.auth.conftest import Keys, bearer, t2v
+from tests.conftest import caches_expired
 
 
 def assert_refused(response: Any, status: int, code: str) -> dict[str, Any]:
@@ -32,7 +32,7 @@ def test_no_wrong_malformed_or_revoked_key_is_a_401(kclient: Any, keys: Keys, ke
         from jobservice.auth.keys import revoke_key
 
         revoke_key(session, keys.ids["alice"])
-    auth.forget_cached()  # other processes notice within auth.CACHE_SECONDS
+    caches_expired(keyed_services)  # a revoked key stops working within caches.PRINCIPAL_SECONDS
     assert_refused(kclient.get("/jobs", headers=bearer(keys.alice)), 401, "unauthorized")
     # Liveness and the API document need no key; readiness answers without details.
     assert kclient.get("/healthz").status_code == 200
@@ -133,7 +133,7 @@ def test_quota_over_active_jobs_is_a_429_and_creates_nothing(
 ) -> None:
     with keyed_services.db.session() as session:
         session.get(ApiKey, keys.ids["alice"]).limits = {"active_jobs": 1}
-    auth.forget_cached()
+    caches_expired(keyed_services)
     assert t2v(kclient, keys.alice).status_code == 202
     refused = t2v(kclient, keys.alice)
     assert_refused(refused, 429, "quota_exceeded")
@@ -147,10 +147,8 @@ def test_quota_over_active_jobs_is_a_429_and_creates_nothing(
 
 def test_disk_floor_is_a_507_and_stores_nothing(settings: Any, keys: Keys) -> None:
     from jobservice.http.app import create_app
-    from jobservice.quotas import disk
     from jobservice.wiring import build_services
 
-    disk.forget_cached()
     svc = build_services(settings.model_copy(update={"auth": "keys", "min_free_mb": 10**9}))
     client = create_app(services=svc).test_client()
     try:
@@ -160,4 +158,3 @@ def test_disk_floor_is_a_507_and_stores_nothing(settings: Any, keys: Keys) -> No
         assert ready["accepting_jobs"] is False and ready["storage_problems"]
     finally:
         svc.db.dispose()
-        disk.forget_cached()

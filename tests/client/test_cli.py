@@ -82,3 +82,21 @@ def test_submit_asks_for_retries_and_the_summary_lists_each_try() -> None:
     )
     refused = CliRunner().invoke(cli, ["submit", "--url", "http://x", "--retry-on-validation-failure", "11"])
     assert refused.exit_code == 2 and "0<=x<=10" in refused.output
+
+
+def test_delete_sends_delete_and_a_refusal_is_one_line() -> None:
+    def respond(seen: Seen, index: int) -> Reply:
+        if seen.path == "/jobs/running":
+            return error_reply(409, "cancel_pending", "Job running was running and is being stopped.")
+        return json_reply(
+            {"id": "j1", "object": "job.deleted", "deleted": True, "deleted_at": "2026-12-06T09:00:00Z"}
+        )
+
+    with fake_api(respond) as api:
+        runner = CliRunner()
+        deleted = runner.invoke(cli, ["delete", "j1", "--url", api.url], env={})
+        refused = runner.invoke(cli, ["delete", "running", "--url", api.url], env={})
+    assert deleted.exit_code == 0, deleted.output
+    assert "deleted j1 at 2026-12-06T09:00:00Z" in deleted.stdout
+    assert api.paths() == ["DELETE /jobs/j1", "DELETE /jobs/running"]
+    assert refused.exit_code == 1 and "409 cancel_pending" in refused.stderr

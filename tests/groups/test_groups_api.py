@@ -18,11 +18,10 @@ from sqlalchemy import func, select, update
 
 from jobservice.db.tables import Job, JobEvent, JobGroup, JobStatus, Tenant, TenantUsageCount, utcnow
 from jobservice.jobs.queries import get_job
-from jobservice.quotas.limits import forget_recent_limits
 from jobservice.retention.orphans import OrphanResult, sweep_store_orphans
 from jobservice.retention.sweep import sweep_expired
 from jobservice.wiring import Services
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, caches_expired
 from tests.factories import new_job
 from tests.groups.conftest import T2V, bearer, group_jobs, post_csv, post_form, t2v_csv
 from tests.unit.hostile import leftovers
@@ -263,7 +262,7 @@ def test_quotas_apply_to_the_whole_group_and_group_jobs_are_not_interactive(grou
     client, services = group_app
     with services.db.session() as session:
         session.add(Tenant(name="default", limits={"group_jobs": 3, "active_jobs": 1, "jobs_per_hour": 5}))
-    forget_recent_limits()
+    caches_expired(services)
     too_big = post_csv(client, t2v_csv(4))
     assert too_big.status_code == 429
     error = too_big.get_json()["error"]
@@ -286,7 +285,6 @@ def test_quotas_apply_to_the_whole_group_and_group_jobs_are_not_interactive(grou
     quota = client.get("/quota").get_json()
     assert quota["limits"]["group_jobs"] == 3 and quota["usage"]["active_batch_jobs"] == 3
     assert quota["usage"]["active_jobs"] == 1
-    forget_recent_limits()
 
 
 def test_an_idempotency_key_replays_the_group_and_refuses_another_manifest(group_app: App) -> None:

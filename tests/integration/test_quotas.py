@@ -27,6 +27,7 @@ from jobservice.quotas.admit import admit_jobs
 from jobservice.settings import Settings
 from jobservice.storage import LocalStore
 from jobservice.wiring import Services, build_services
+from tests.unit.test_quotas_rate_disk import Host
 
 pytestmark = pytest.mark.integration
 
@@ -91,37 +92,39 @@ def test_concurrent_submissions_on_postgresql_admit_exactly_the_cap(pg_url: str,
 
 # --- Redis: the rate limiter every API process shares ----------------------------------------------
 @pytest.fixture
-def rate_settings(clean_redis: str) -> Iterator[Settings]:
-    rate.reset()
-    yield Settings(_env_file=None, broker_url=clean_redis, quota_requests_per_minute=3)  # type: ignore[call-arg]
-    rate.reset()
+def rate_settings(clean_redis: str) -> Settings:
+    return Settings(_env_file=None, broker_url=clean_redis, quota_requests_per_minute=3)  # type: ignore[call-arg]
 
 
 def test_the_rate_limit_refuses_past_the_limit_until_the_window_ends(rate_settings: Settings) -> None:
     now = 1_000_000 * 60 + 45.0  # 15 s before a window ends
+    counter = rate.RateCounter(rate_settings)
     for _ in range(3):
-        rate.check_rate(rate_settings, key(), now=now)
+        counter.check(key(), now=now)
     with pytest.raises(TooMany) as exc:
-        rate.check_rate(rate_settings, key(), now=now)
+        counter.check(key(), now=now)
     assert exc.value.status == 429 and exc.value.code == "rate_limited"
     assert exc.value.retry_after == pytest.approx(15.0)
     assert exc.value.headers["Retry-After"] == "15"
     assert "3 requests per minute" in exc.value.message
-    rate.check_rate(rate_settings, key("key_other0000000"), now=now)  # another key has its own count
-    rate.check_rate(rate_settings, key(), now=now + 15.0)  # the next window
-    assert rate.requests_this_minute(rate_settings, key(), now=now) == 4
+    counter.check(key("key_other0000000"), now=now)  # another key has its own count
+    counter.check(key(), now=now + 15.0)  # the next window
+    assert counter.this_minute(key(), now=now) == 4
+    counter.close()
     ttl = redis.Redis.from_url(rate_settings.broker_url).ttl(rate.window_key(key(), now))
     assert 0 < ttl <= 2 * rate.WINDOW_SECONDS  # windows clean themselves up
 
 
 def test_two_processes_share_one_count(rate_settings: Settings) -> None:
     now = 2_000_000 * 60 + 1.0
-    rate.check_rate(rate_settings, key(), now=now)
-    rate.reset()  # a second process: a fresh client, the same Redis
-    rate.check_rate(rate_settings, key(), now=now)
-    rate.check_rate(rate_settings, key(), now=now)
+    one, two = rate.RateCounter(rate_settings), rate.RateCounter(rate_settings)  # two processes
+    one.check(key(), now=now)
+    two.check(key(), now=now)
+    two.check(key(), now=now)
     with pytest.raises(TooMany):
-        rate.check_rate(rate_settings, key(), now=now)
+        one.check(key(), now=now)
+    one.close()
+    two.close()
 
 
 # --- the disk floor on a real, small file system ---------------------------------------------------
@@ -135,11 +138,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     )
     if mounted.returncode != 0:
         pytest.fail(f"mounting a tmpfs needs root: {mounted.stderr.strip()}")
-    disk.forget_cached()
     try:
         yield folder
     finally:
-        disk.forget_cached()
         subprocess.run(["umount", str(folder)], check=True)
 
 
@@ -147,14 +148,13 @@ def test_a_filling_disk_turns_submissions_away_with_507(small_disk: Path) -> Non
     settings = Settings(  # type: ignore[call-arg]
         _env_file=None, var_dir=small_disk, min_free_mb=2, spool_dir=small_disk / "spool"
     )
-    store = LocalStore(small_disk / "objects")
-    disk.check_free_space(settings, store)  # 4 MB free
+    host = Host(settings, LocalStore(small_disk / "objects"))
+    disk.check_free_space(host)  # 4 MB free
     (small_disk / "ballast").write_bytes(b"\0" * (3 * 2**20))
-    disk.forget_cached()
     with pytest.raises(InsufficientStorage) as exc:
-        disk.check_free_space(settings, store)
+        disk.check_free_space(Host(settings, host.store))  # a process measuring afresh
     assert exc.value.status == 507 and "under the floor of 2 MB" in exc.value.message
-    assert len(disk.storage_problems(settings, store)) == 2  # spool and store share the tmpfs
+    assert len(disk.storage_problems(Host(settings, host.store))) == 2  # spool and store share the tmpfs
 
 
 # --- GET /quota ------------------------------------------------------------------------------------

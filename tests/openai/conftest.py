@@ -14,7 +14,6 @@ from werkzeug.datastructures import FileStorage, MultiDict
 from werkzeug.test import encode_multipart
 
 from jobservice.auth.keys import create_key
-from jobservice.http.api.policy import auth
 from jobservice.http.app import create_app
 from jobservice.jobs.transitions import Owner, claim_job, mark_succeeded
 from jobservice.settings import Settings
@@ -38,7 +37,6 @@ def data_url(path: Path, mime: str) -> str:
 @pytest.fixture
 def keyed_client(settings: Settings) -> Iterator[tuple[Any, dict[str, str]]]:
     """A test client of an app with keys on, and the secrets of two tenants' keys."""
-    auth.forget_cached()
     svc = build_services(settings.model_copy(update={"auth": "keys"}))
     secrets: dict[str, str] = {}
     with svc.db.session() as session:
@@ -48,7 +46,6 @@ def keyed_client(settings: Settings) -> Iterator[tuple[Any, dict[str, str]]]:
     app.config["TESTING"] = True
     yield app.test_client(), secrets
     svc.db.dispose()
-    auth.forget_cached()
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from typing import Any
 from PIL import Image
 
 from jobservice.db.tables import JobStatus
-from jobservice.jobs.queries import get_job
+from jobservice.jobs.queries import events_of, get_job
 from jobservice.jobs.transitions import claim_job
 from tests.conftest import ffmpeg
 from tests.openai.conftest import bearer, data_url, finish, post_multipart
@@ -151,7 +151,7 @@ def test_delete_cancels_then_deletes_the_files_and_the_video_is_gone(
     client: Any, services: Any, tiny_video: Path
 ) -> None:
     """As with OpenAI's API, a deleted video is gone from /v1/videos (retrieve, list, content and a
-    second delete answer 404); the native API keeps the job, marked expired, for its history."""
+    second delete answer 404); it is the native DELETE /jobs/<id>, so the job is gone there too."""
     queued = client.post("/v1/videos", json=T2V).get_json()["id"]
     deleted = client.delete(f"/v1/videos/{queued}")
     assert deleted.get_json() == {"id": queued, "object": "video.deleted", "deleted": True}
@@ -168,9 +168,11 @@ def test_delete_cancels_then_deletes_the_files_and_the_video_is_gone(
     openai_error(client.get(f"/v1/videos/{done}"), 404, "video_not_found", "video_id")
     openai_error(client.delete(f"/v1/videos/{done}"), 404, "video_not_found", "video_id")
     assert [v["id"] for v in client.get("/v1/videos").get_json()["data"]] == [kept]
-    assert client.get(f"/jobs/{done}").get_json()["expired"] is True
-    events = client.get(f"/jobs/{done}/events").get_json()["events"]
-    assert [e["detail"] for e in events].count("files deleted on request (DELETE /v1/videos)") == 1
+    gone = client.get(f"/jobs/{done}")
+    assert gone.status_code == 404 and gone.get_json()["error"]["code"] == "job_deleted"
+    with services.db.session() as session:
+        events = [e.detail for e in events_of(session, uuid.UUID(done))]
+    assert events.count("deleted on request") == 1 and job_of(services, done).deleted_at is not None
 
     running = client.post("/v1/videos", json=T2V).get_json()["id"]
     with services.db.session() as session:

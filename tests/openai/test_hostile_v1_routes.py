@@ -143,7 +143,8 @@ def test_delete_twice_and_a_running_video(hostile: tuple[FlaskClient, Services])
     # Deleted is gone from this API, as from OpenAI's: a second delete and a retrieve are 404s.
     assert_v1_refusal(client.delete(f"/v1/videos/{queued}"), 404, "video_not_found", "video_id")
     assert_v1_refusal(client.get(f"/v1/videos/{queued}"), 404, "video_not_found", "video_id")
-    assert client.get(f"/jobs/{queued}").get_json()["status"] == "canceled"  # the native API keeps it
+    native = client.get(f"/jobs/{queued}")  # one deletion (DELETE /jobs/<id>): gone there too
+    assert native.status_code == 404 and native.get_json()["error"]["code"] == "job_deleted"
     with services.db.session() as session:
         assert claim_job(session, uuid.UUID(running), worker_id="w@h8", lease_seconds=30) is not None
     for _ in range(2):

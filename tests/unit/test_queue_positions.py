@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import random
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from jobservice.caches import Caches
 from jobservice.db.engine import Database
 from jobservice.db.tables import Job, JobStatus
 from jobservice.families.deployment import default_catalog
@@ -18,6 +20,15 @@ from jobservice.jobs.queries import get_job
 from jobservice.jobs.transitions import claim_job, mark_canceled
 from jobservice.settings import Settings
 from tests.factories import new_job, online_group, sqlite_copy
+
+
+@dataclass
+class Reader:
+    """What ``eta.latest`` reads of ``Services``: a database and a fresh process's caches."""
+
+    db: Database
+    caches: Caches = field(default_factory=Caches)
+
 
 MODELS = ("reference-t2v", "reference-talking-head")
 
@@ -49,8 +60,7 @@ def _check(db: Database) -> None:
     ids = _mixed_queue(db)
     settings = Settings(_env_file=None, database_url="sqlite://", auth="off")  # type: ignore[call-arg]
     assert eta.refresh(db, default_catalog(), settings, force=True)
-    eta.forget()
-    forecast = eta.latest(db)
+    forecast = eta.latest(Reader(db))
     with db.session() as s:
         jobs: list[Job] = [j for j in (get_job(s, i) for i in ids) if j is not None]
         one_by_one = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from sqlalchemy import func, select, update
 
 from jobservice.auth.principal import Principal, anonymous
+from jobservice.caches import Caches
 from jobservice.db.engine import Database
 from jobservice.db.tables import Batch, Job, JobStatus, Tenant, utcnow
 from jobservice.errors import TooMany
@@ -137,29 +139,38 @@ def test_effective_limits_read_the_tenant_row(db: Database) -> None:
     assert other == default_limits(quota_settings())
 
 
-def test_recent_limits_reread_a_tenants_overrides_after_a_few_seconds_per_database(
-    db: Database, tmp_path: Path, migrated_sqlite: Path, monkeypatch: pytest.MonkeyPatch
+@dataclass
+class Host:
+    """What ``recent_limits`` reads of ``Services``: one process's database, settings and caches."""
+
+    db: Database
+    settings: Settings
+    caches: Caches
+
+
+def test_recent_limits_reread_a_tenants_overrides_after_a_few_seconds_per_process(
+    db: Database, tmp_path: Path, migrated_sqlite: Path
 ) -> None:
-    from jobservice.quotas import limits as limits_module
+    from jobservice.caches import OVERRIDES_SECONDS
+    from jobservice.quotas.limits import recent_limits
 
     clock = [1000.0]
-    monkeypatch.setattr(limits_module.time, "monotonic", lambda: clock[0])
     settings = quota_settings()
-    assert limits_module.recent_limits(db, settings, user()).active_jobs == 3  # no row: the default
+    one = Host(db, settings, Caches.on_clock(lambda: clock[0]))
+    assert recent_limits(one, user()).active_jobs == 3  # no row: the default
     with db.session() as session:
         session.add(Tenant(name="acme", limits={"active_jobs": 9}))
-    assert limits_module.recent_limits(db, settings, user()).active_jobs == 3  # kept for a while
-    other = sqlite_copy(migrated_sqlite, tmp_path / "other")  # another database keeps its own
+    assert recent_limits(one, user()).active_jobs == 3  # kept for a while
+    other = sqlite_copy(migrated_sqlite, tmp_path / "other")  # another process keeps its own
     with other.session() as session:
         session.add(Tenant(name="acme", limits={"active_jobs": 4}))
-    assert limits_module.recent_limits(other, settings, user()).active_jobs == 4
-    clock[0] += limits_module.OVERRIDES_SECONDS + 0.1
-    assert limits_module.recent_limits(db, settings, user()).active_jobs == 9  # read again
-    assert limits_module.recent_limits(db, settings, user(active_jobs=2)).active_jobs == 2  # the key's own
+    assert recent_limits(Host(other, settings, Caches()), user()).active_jobs == 4
+    clock[0] += OVERRIDES_SECONDS + 0.1
+    assert recent_limits(one, user()).active_jobs == 9  # read again
+    assert recent_limits(one, user(active_jobs=2)).active_jobs == 2  # the key's own
     with db.session() as session:
         session.get(Tenant, "acme").limits = {"active_jobs": 1}  # type: ignore[union-attr]
-    limits_module.forget_recent_limits()
-    assert limits_module.recent_limits(db, settings, user()).active_jobs == 1
+    assert recent_limits(Host(db, settings, Caches()), user()).active_jobs == 1  # a fresh process
     other.dispose()
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jobservice.auth.principal import Principal, anonymous
+from jobservice.caches import Caches
 from jobservice.errors import InsufficientStorage
 from jobservice.quotas import disk, rate
 from jobservice.quotas.limits import UNLIMITED_RATE
@@ -20,13 +21,14 @@ from jobservice.storage import LocalStore, ObjectStore
 CLOSED = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 
 
-@pytest.fixture(autouse=True)
-def fresh_state() -> Iterator[None]:
-    rate.reset()
-    disk.forget_cached()
-    yield
-    rate.reset()
-    disk.forget_cached()
+@dataclass
+class Host:
+    """What the disk floor reads of ``Services``: settings, a store (None: the settings' own) and one
+    process's caches."""
+
+    settings: Settings
+    store: ObjectStore | None = None
+    caches: Caches = field(default_factory=Caches)
 
 
 def key(**limits: Any) -> Principal:
@@ -36,24 +38,25 @@ def key(**limits: Any) -> Principal:
 # --- rate ---------------------------------------------------------------------------------------
 def test_an_unreachable_redis_lets_requests_pass_and_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     settings = Settings(_env_file=None, broker_url=CLOSED, quota_requests_per_minute=1)  # type: ignore[call-arg]
+    counter = rate.RateCounter(settings)
     with caplog.at_level(logging.WARNING, logger="jobservice.quotas.rate"):
         for _ in range(5):
-            rate.check_rate(settings, key())  # a limit of 1, five requests: none refused
-        assert rate.requests_this_minute(settings, key()) is None
+            counter.check(key())  # a limit of 1, five requests: none refused
+        assert counter.this_minute(key()) is None
     warnings = [r for r in caplog.records if "Redis unreachable" in r.getMessage()]
     assert len(warnings) == 1
 
 
 def test_an_unlimited_rate_never_asks_redis(monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_redis(url: str, key: str) -> int:
+    def no_redis(self: rate.RateCounter, key: str) -> int:
         raise AssertionError("Redis was asked")
 
-    monkeypatch.setattr(rate, "_count", no_redis)
-    settings = Settings(_env_file=None, broker_url=CLOSED)  # type: ignore[call-arg]
-    rate.check_rate(settings, key(requests_per_minute=0))
-    rate.check_rate(settings, key(requests_per_minute=UNLIMITED_RATE))
+    monkeypatch.setattr(rate.RateCounter, "_count", no_redis)
+    counter = rate.RateCounter(Settings(_env_file=None, broker_url=CLOSED))  # type: ignore[call-arg]
+    counter.check(key(requests_per_minute=0))
+    counter.check(key(requests_per_minute=UNLIMITED_RATE))
     with pytest.raises(AssertionError):
-        rate.check_rate(settings, key(requests_per_minute=10))
+        counter.check(key(requests_per_minute=10))
 
 
 def test_callers_are_counted_per_key_or_per_tenant_without_a_key() -> None:
@@ -89,21 +92,20 @@ def test_under_the_floor_submissions_get_507_naming_free_space_and_floor(
     monkeypatch.setattr(disk.os, "statvfs", FakeStatvfs(40))
     settings = floor_settings(tmp_path)
     with pytest.raises(InsufficientStorage) as exc:
-        disk.check_free_space(settings, LocalStore(tmp_path / "objects"))
+        disk.check_free_space(Host(settings, LocalStore(tmp_path / "objects")))
     assert exc.value.status == 507 and exc.value.code == "insufficient_storage"
     assert "has 40 MB free, under the floor of 100 MB" in exc.value.message
     assert "spool" in exc.value.message and "object store" in exc.value.message
-    assert len(disk.storage_problems(settings)) == 2
+    assert len(disk.storage_problems(Host(settings))) == 2
 
 
 def test_above_the_floor_or_with_no_floor_nothing_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(disk.os, "statvfs", FakeStatvfs(150))
-    disk.check_free_space(floor_settings(tmp_path))
+    disk.check_free_space(Host(floor_settings(tmp_path)))
     monkeypatch.setattr(disk.os, "statvfs", FakeStatvfs(0))
-    disk.forget_cached()
-    disk.check_free_space(floor_settings(tmp_path, min_free_mb=0))
+    disk.check_free_space(Host(floor_settings(tmp_path, min_free_mb=0)))
 
 
 def test_a_remote_store_has_no_free_space_only_the_spool_is_watched(tmp_path: Path) -> None:
@@ -121,6 +123,7 @@ def test_measurements_are_cached_briefly(tmp_path: Path, monkeypatch: pytest.Mon
     fake = FakeStatvfs(500)
     monkeypatch.setattr(disk.os, "statvfs", fake)
     settings = floor_settings(tmp_path, storage_root=tmp_path / "var" / "spool")  # one folder twice
+    host = Host(settings)
     for _ in range(10):
-        disk.check_free_space(settings)
+        disk.check_free_space(host)
     assert fake.calls == 1

@@ -17,7 +17,6 @@ from schemathesis import checks
 from jobservice.auth.keys import create_key
 from jobservice.broker import redis_client
 from jobservice.db.tables import Base
-from jobservice.http.api.policy import auth
 from jobservice.http.app import create_app
 from tests.auth.conftest import bearer
 from tests.unit.hostile import hostile_services
@@ -94,7 +93,6 @@ STATEFUL_STEPS = 10
 @pytest.fixture
 def keyed_schema(tmp_path: Path, clean_redis: str, migrated_sqlite: Path) -> Iterator[tuple[Any, str, Any]]:
     """The served document, bound to an app with API keys on, and an admin's key."""
-    auth.forget_cached()
     services = hostile_services(tmp_path, migrated_sqlite, auth="keys", stream_max_seconds=0.5)
     with services.db.session() as session:
         _, secret = create_key(session, name="fuzz", tenant="fuzz", role="admin")
@@ -103,7 +101,6 @@ def keyed_schema(tmp_path: Path, clean_redis: str, migrated_sqlite: Path) -> Ite
     schema = schemathesis.openapi.from_wsgi("/openapi.json", app, headers=bearer(secret))
     yield schema, secret, services
     services.db.dispose()
-    auth.forget_cached()
 
 
 def test_stateful_sequences_with_keys_follow_the_links_and_never_fail(

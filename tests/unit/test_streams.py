@@ -16,7 +16,6 @@ from jobservice.auth.keys import create_key
 from jobservice.fleet import eta
 from jobservice.http.api.native.prefer import MAX_WAIT_SECONDS, parse_prefer_wait, watcher_of
 from jobservice.http.api.native.streams import format_event, job_event_name
-from jobservice.http.api.policy import auth
 from jobservice.http.app import create_app
 from jobservice.jobs.presenters import job_view
 from jobservice.jobs.queries import get_job
@@ -110,9 +109,8 @@ def test_the_watchers_states_agree_with_the_job_views(services: Services) -> Non
     ids.append(new_job(services.db, priority=-1, created_offset=1.0))  # interactive before them
     ids.append(new_job(services.db, model="other-model"))  # no group may run it
     assert eta.refresh(services.db, services.catalog, services.settings, force=True)
-    eta.forget()
     ids.append(new_job(services.db, created_offset=2.0))  # after the forecast: its tenant's what-if
-    forecast = eta.latest(services.db)
+    forecast = eta.latest(services)
     with services.db.session() as session:
         states = read_job_states(session, ids, forecast=forecast)
         for job_id in ids:
@@ -211,7 +209,6 @@ def test_streams_past_the_limit_are_refused_until_one_closes(quick: Any) -> None
 
 
 def test_another_tenants_job_has_no_stream_and_no_wait(settings: Settings) -> None:
-    auth.forget_cached()
     svc = build_services(settings.model_copy(update={"auth": "keys"}))
     try:
         with svc.db.session() as session:
@@ -230,4 +227,3 @@ def test_another_tenants_job_has_no_stream_and_no_wait(settings: Settings) -> No
             assert own.status_code == 200 and own.mimetype == "text/event-stream"
     finally:
         svc.db.dispose()
-        auth.forget_cached()

@@ -18,7 +18,6 @@ from sqlalchemy import func, select
 from jobservice.auth.principal import Principal
 from jobservice.db.tables import Tenant, Upload, utcnow
 from jobservice.errors import TooMany
-from jobservice.quotas.limits import forget_recent_limits
 from jobservice.settings import Settings
 from jobservice.uploads.service import declare as declare_upload
 from jobservice.uploads.service import parse_declaration
@@ -33,14 +32,12 @@ IMAGE = {"content_type": "image/png", "size": 1000}
 def capped(request: pytest.FixtureRequest, settings: Settings) -> Any:
     """The app on each store, with room for 2 pending uploads of 10 MiB in all (parts of 5 MiB
     from 6 MiB on, so that a refused declaration would have started a multipart upload)."""
-    forget_recent_limits()
     capped = settings.model_copy(
         update={"quota_pending_uploads": 2, "quota_pending_upload_mb": 10, "upload_multipart_threshold_mb": 5}
     )
     built = build_api(capped, request.param, request)
     yield built
     built.services.db.dispose()
-    forget_recent_limits()
 
 
 def refusal(response: Any) -> dict[str, Any]:
@@ -114,7 +111,6 @@ def test_tenant_and_key_overrides_and_other_tenants(
     keyed_services: Any,  # noqa: F811
     portrait: Path,
 ) -> None:
-    forget_recent_limits()
     with keyed_services.db.session() as session:
         session.add(Tenant(name="acme", limits={"pending_uploads": 1}))
     body = {"filename": "a.png", **IMAGE}
@@ -124,16 +120,13 @@ def test_tenant_and_key_overrides_and_other_tenants(
     assert "jobservice tenants set acme --pending-uploads N" in error["message"]
     for _ in range(3):  # tenant beta has the default, and acme's upload is not in its count
         assert kclient.post("/uploads", json=body, headers=bob).status_code == 201
-    forget_recent_limits()
 
 
 def test_a_tenant_with_no_room_for_uploads(client: FlaskClient, services: Any) -> None:
-    forget_recent_limits()
     with services.db.session() as session:
         session.add(Tenant(name="default", limits={"pending_uploads": 0}))
     error = refusal(client.post("/uploads", json={"filename": "a.png", **IMAGE}))
     assert error["message"].startswith("Tenant 'default' may have 0 uploads declared")
-    forget_recent_limits()
 
 
 # --- two declarations at once ------------------------------------------------------------------
@@ -167,7 +160,6 @@ def declare_at_once(settings: Settings, tenants: list[str]) -> dict[str, list[bo
 
 
 def concurrency(settings: Settings) -> None:
-    forget_recent_limits()
     capped = settings.model_copy(update={"quota_pending_uploads": 4})
     got = declare_at_once(capped, ["acme"] * 10 + ["beta"] * 6)
     assert sorted(got["acme"]) == [False] * 6 + [True] * 4

@@ -38,6 +38,7 @@ from jobservice.http.api.native.uploads import UPLOAD_MODELS
 from jobservice.http.api.openai import videos as openai_videos
 from jobservice.http.api.openai.doc import OPENAI_MODELS
 from jobservice.jobs.presenters import JobView
+from jobservice.jobs.views import JobDeleted
 from jobservice.reports.run_report import RunReport
 
 ERROR: Schema = {
@@ -57,6 +58,7 @@ ERROR: Schema = {
 }
 MODELS: tuple[type[BaseModel], ...] = (
     JobView,
+    JobDeleted,
     RunReport,
     JobCreate,
     *BATCH_MODELS,

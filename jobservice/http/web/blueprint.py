@@ -23,10 +23,17 @@ from jobservice.http.api.errors import OUTAGES, refusal_of
 from jobservice.http.api.native.jobs import services
 from jobservice.http.web.charts import format_ms, format_value
 from jobservice.http.web.security import CsrfError, csrf_token, harden
+from jobservice.media.types import ACCEPTED
 
 log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).parent / "static"
+# The accepted media types, for app.js (its file checks and direct uploads): the one table, handed
+# to the script as a data attribute of its <script> tag rather than copied into it.
+MEDIA_TYPES = [
+    {"kind": t.kind, "mime": t.mime, "aliases": list(t.aliases), "extensions": list(t.extensions)}
+    for t in ACCEPTED
+]
 
 bp = Blueprint("web", __name__, static_folder="static", static_url_path="/ui/static")
 
@@ -59,6 +66,7 @@ def _helpers() -> dict[str, Any]:
         # Who is signed in (a key; None when auth is off or nobody is), for the top bar.
         "signed_in": principal if principal is not None and principal.key_id else None,
         "auth_keys": current_app.extensions["jobservice"].settings.auth == "keys",
+        "media_types": MEDIA_TYPES,
     }
 
 

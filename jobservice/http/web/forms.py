@@ -19,6 +19,7 @@ from jobservice.http.api.native.submission import FormRules, read_form
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs import retries
 from jobservice.jobs.submit import Checked, Submission, check_submission
+from jobservice.media.types import accept_attribute
 from jobservice.settings import Settings
 from jobservice.wiring import Services
 
@@ -31,22 +32,8 @@ TASKS = {
     "audio2video": "Talking head (audio2video)",
     "text2video": "Text to video (text2video)",
 }
-IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp")
-AUDIO_TYPES = (
-    "audio/wav",
-    "audio/x-wav",
-    "audio/wave",
-    "audio/mpeg",
-    "audio/mp3",
-    "audio/flac",
-    "audio/x-flac",
-    "audio/ogg",
-    "audio/mp4",
-    "audio/x-m4a",
-    "audio/aac",
-)
-IMAGE_ACCEPT = ".png,.jpg,.jpeg,.webp," + ",".join(IMAGE_TYPES)
-AUDIO_ACCEPT = ".wav,.mp3,.flac,.ogg,.oga,.m4a," + ",".join(AUDIO_TYPES)
+IMAGE_ACCEPT = accept_attribute("image")  # jobservice.media.types: the one table
+AUDIO_ACCEPT = accept_attribute("audio")
 # Error codes that belong to one field of the form.
 CODE_FIELDS = {
     "unknown_model": "model",

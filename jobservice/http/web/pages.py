@@ -32,7 +32,7 @@ from jobservice.jobs.presenters import job_view, job_views, list_jobs
 from jobservice.jobs.queries import events_of
 from jobservice.jobs.submit import resubmit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
-from jobservice.media.uploads import MIME_BY_EXTENSION
+from jobservice.media.types import TYPE_BY_EXTENSION
 from jobservice.reports.run_report import RunReport
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 
@@ -84,7 +84,7 @@ def _rows(query: ListQuery) -> tuple[list[dict[str, Any]], str | None]:
             cursor=query.cursor,
             tenant=current_principal().scope(),
         )
-        views = job_views(session, jobs, forecast=latest_forecast(services().db))
+        views = job_views(session, jobs, forecast=latest_forecast(services()))
         rows = [_row(job, view.model_dump()) for job, view in zip(jobs, views, strict=True)]
     return rows, next_cursor
 
@@ -155,7 +155,7 @@ def job_page(job_id: str) -> str:
     """One job: live progress while it runs; then its video, validation, timings and report."""
     job = load_job(job_id)
     with services().db.session() as session:
-        forecast = latest_forecast(services().db)
+        forecast = latest_forecast(services())
         view = job_view(job, forecast=forecast, behind=behind_of(session, forecast, job))
         events = events_of(session, job.id)
     report, report_json, report_problem = _report(job)
@@ -233,7 +233,7 @@ def job_input(job_id: str, name: str) -> Any:
     if path is not None:
         if not path.exists():
             raise NotFound("input_missing", "The input is recorded but missing from the object store.")
-        mimetype = MIME_BY_EXTENSION.get(path.suffix.lstrip("."), "application/octet-stream")
+        mimetype = TYPE_BY_EXTENSION.get(path.suffix.lower(), "application/octet-stream")
         return send_file(path, mimetype=mimetype, conditional=True, max_age=3600)
     url = store.presigned_url(key)
     if url is None:

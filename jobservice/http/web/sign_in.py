@@ -13,7 +13,7 @@ from flask import Flask, Request, flash, g, redirect, render_template, request, 
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 
 from jobservice.http.api.native.jobs import services
-from jobservice.http.api.policy.auth import SESSION_KEY_ID, forget_cached, principal_for_secret
+from jobservice.http.api.policy.auth import SESSION_KEY_ID, principal_for_secret, session_token
 from jobservice.http.web.blueprint import bp
 from jobservice.http.web.security import check_csrf
 
@@ -82,8 +82,9 @@ def sign_in_submit() -> Any:
 def sign_out() -> Any:
     """Forget the key in this browser."""
     check_csrf()
-    session.pop(SESSION_KEY_ID, None)
+    key_id = session.pop(SESSION_KEY_ID, None)
     g.principal = None
-    forget_cached()
+    if isinstance(key_id, str):
+        services().caches.principals.drop(session_token(key_id))
     flash("Signed out.", "success")
     return redirect(url_for("web.sign_in"), code=303)

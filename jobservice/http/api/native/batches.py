@@ -7,12 +7,13 @@ per-field details, an unknown batch a 404, an action that does not fit its state
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel, Field, ValidationError, model_validator
-from sqlalchemy import select
 
+from jobservice.auth.owned import load_owned
 from jobservice.catalog import Catalog
 from jobservice.db.tables import Batch
 from jobservice.errors import Conflict, DomainError, Invalid, Malformed, NotFound, TooLarge, Unsupported
@@ -38,7 +39,7 @@ from jobservice.nightly.finalize import refresh_batch
 from jobservice.nightly.plan import plan_batch, private_paths
 from jobservice.nightly.presenters import BatchView, batch_jobs, batch_view, list_batches, list_views
 from jobservice.nightly.render import render_csv, render_json, render_markdown
-from jobservice.nightly.service import cancel_batch, create_batch, parse_batch_id, pin_batch, resume_batch
+from jobservice.nightly.service import cancel_batch, create_batch, pin_batch, resume_batch
 from jobservice.nightly.spec import (
     MAX_SPEC_BYTES,
     LoadedSpec,
@@ -173,13 +174,9 @@ def _render(batch: Batch, status: int = 200) -> Response:
 
 def load_batch(raw_id: str) -> Batch:
     """The batch named in the URL if the caller may see it (another tenant's batch is a 404)."""
-    svc = services()
-    batch_id = parse_batch_id(raw_id)
-    with svc.db.session() as session:
-        tenant = session.scalar(select(Batch.tenant).where(Batch.id == batch_id))
-    if tenant is None or not current_principal().owns(tenant):
-        raise NotFound("batch_not_found", f"There is no batch '{raw_id}'.")
-    return refresh_batch(svc, batch_id)
+    missing = NotFound("batch_not_found", f"There is no batch '{raw_id}'.")
+    batch = load_owned(raw_id, current_principal(), partial(services().db.get, Batch), missing=missing)
+    return refresh_batch(services(), batch.id)
 
 
 @api.route(
@@ -329,7 +326,7 @@ def jobs(batch_id: str) -> Response:
             cursor = request.args.get("cursor") or None
             rows, next_cursor = batch_jobs_page(session, batch.id, limit=int(raw_limit), cursor=cursor)
         views: list[dict[str, Any]] = []
-        forecast = latest_forecast(services().db)
+        forecast = latest_forecast(services())
         for job, view in zip(rows, job_views(session, rows, forecast=forecast), strict=True):
             place = {"batch": {"case": job.batch_case, "repeat": job.batch_repeat}}
             views.append(view.model_dump(mode="json") | place)

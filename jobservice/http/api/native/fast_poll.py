@@ -128,7 +128,7 @@ class FastPoll:
         """The answer for ``row``: the one kept for this job when neither the row nor the fleet's
         forecast changed since it was rendered (a running job's ETA changes with the forecast), else
         rendered now (``shown_of``)."""
-        forecast = latest_forecast(self.services.db)
+        forecast = latest_forecast(self.services)
         job_id: uuid.UUID = row.id
         kept = self.shown.get(job_id)
         if kept is not None and kept.forecast is forecast and kept.values == tuple(row):

@@ -11,12 +11,13 @@ tenant's group is a 404, as another tenant's job is.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import PurePosixPath
 
 from flask import Blueprint, Response, request
-from sqlalchemy import select
 from werkzeug.datastructures import FileStorage
 
+from jobservice.auth.owned import load_owned
 from jobservice.catalog import Catalog
 from jobservice.db.tables import JobGroup
 from jobservice.errors import Invalid, NotFound, TooLarge, Unsupported
@@ -28,8 +29,6 @@ from jobservice.groups.service import (
     admit_group,
     cancel_group,
     create_group,
-    get_group,
-    parse_group_id,
     refresh_etas,
     replay_of,
 )
@@ -80,12 +79,8 @@ def _manifest_body(_catalog: Catalog) -> Schema:
 
 def load_group(raw_id: str) -> JobGroup:
     """The group named in the URL if the caller may see it (another tenant's group is a 404)."""
-    group_id = parse_group_id(raw_id)
-    with services().db.session() as session:
-        tenant = session.scalar(select(JobGroup.tenant).where(JobGroup.id == group_id))
-        if tenant is None or not current_principal().owns(tenant):
-            raise NotFound("group_not_found", f"There is no job group '{raw_id}'.")
-        return get_group(session, group_id)
+    missing = NotFound("group_not_found", f"There is no job group '{raw_id}'.")
+    return load_owned(raw_id, current_principal(), partial(services().db.get, JobGroup), missing=missing)
 
 
 def render(group: JobGroup, status: int = 200) -> Response:

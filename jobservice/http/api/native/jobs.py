@@ -1,15 +1,17 @@
-"""``/jobs``: submit, poll, list, cancel, and fetch a job's video and report."""
+"""``/jobs``: submit, poll, list, cancel, delete, and fetch a job's video and report."""
 
 from __future__ import annotations
 
 import json
 import logging
 import uuid
+from functools import partial
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, redirect, request, send_file
 from sqlalchemy import Row
 
+from jobservice.auth.owned import load_owned
 from jobservice.auth.principal import Principal
 from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
@@ -37,7 +39,9 @@ from jobservice.jobs.presenters import JobList, job_view, job_views, list_jobs
 from jobservice.jobs.queries import events_of
 from jobservice.jobs.submit import submit_job
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
+from jobservice.jobs.views import JobDeleted
 from jobservice.reports.visibility import tenant_view
+from jobservice.retention.deletion import delete_job
 from jobservice.storage import ObjectNotFound, StoreUnavailable
 from jobservice.wiring import Services
 
@@ -99,35 +103,42 @@ def services() -> Services:
     return current_app.extensions["jobservice"]
 
 
-def parse_job_id(raw: str) -> uuid.UUID:
-    """A job id from the URL; anything that is not a UUID names no job."""
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise NotFound("job_not_found", f"There is no job '{raw}'.") from None
+def owned_row(
+    db: Database, raw_id: str | uuid.UUID, principal: Principal, *, missing: NotFound | None = None
+) -> Row[Any]:
+    """The job's row if ``principal`` may see it (``auth.owned``: another tenant's job is no job, a 404
+    ``job_not_found`` unless ``missing`` says otherwise), read without an ORM session
+    (``jobservice.jobs.lookup``); deleted or not."""
+    missing = missing or NotFound("job_not_found", f"There is no job '{raw_id}'.")
+    return load_owned(raw_id, principal, partial(read_job_row, db), missing=missing)
 
 
 def visible_row(db: Database, job_id: uuid.UUID, principal: Principal) -> Row[Any] | None:
-    """The job's row if ``principal`` may see it, else None (another tenant's job is no job): the
-    poll path's read, without an ORM session (``jobservice.jobs.lookup``)."""
-    row = read_job_row(db, job_id)
-    return row if row is not None and principal.owns(row.tenant) else None
+    """The job's row if ``principal`` may see it and it is not deleted, else None: the poll path's
+    read."""
+    try:
+        row = owned_row(db, job_id, principal)
+    except NotFound:
+        return None
+    return row if row.deleted_at is None else None
 
 
 def load_job(raw_id: str, principal: Principal | None = None) -> Job:
-    """The job named in the URL if the caller may see it (another tenant's job is a 404 too)."""
-    row = visible_row(services().db, parse_job_id(raw_id), principal or current_principal())
-    if row is None:
-        raise NotFound("job_not_found", f"There is no job '{raw_id}'.")
+    """The job named in the URL if the caller may see it (another tenant's job is a 404 too); a
+    deleted one is a 404 ``job_deleted``."""
+    row = owned_row(services().db, raw_id, principal or current_principal())
+    if row.deleted_at is not None:
+        raise NotFound("job_deleted", f"Job {row.id} was deleted on {row.deleted_at:%Y-%m-%d %H:%M} UTC.")
     return job_of(row)
 
 
-def files_of(job: Job) -> Job:
-    """``job`` if its files still exist; 410 ``expired`` once retention deleted them."""
+def files_of(job: Job, *, noun: str = "Job") -> Job:
+    """``job`` if its files still exist; 410 ``expired`` once retention deleted them (a job deleted on
+    request is a 404 before this)."""
     if job.expired_at is not None:
         raise Gone(
             "expired",
-            f"Job {job.id}'s files were deleted on {job.expired_at:%Y-%m-%d %H:%M} UTC (retention); "
+            f"{noun} {job.id}'s files were deleted on {job.expired_at:%Y-%m-%d %H:%M} UTC (retention); "
             "its record stays.",
         )
     return job
@@ -155,7 +166,7 @@ def files_of_try(job: Job) -> tuple[str | None, str | None]:
 def render(job: Job, status: int = 200) -> Response:
     """A job view response, with a polling hint while the job is unfinished; a queued job submitted
     after the forecast needs one query (``behind_of``: its tenant's jobs submitted since, before it)."""
-    forecast = latest_forecast(services().db)
+    forecast = latest_forecast(services())
     behind = 0
     if JobStatus(job.status) == JobStatus.QUEUED:
         with services().db.reading() as conn:  # a kept autocommit connection: no pool round trip
@@ -186,7 +197,10 @@ def view_response(job: Job, forecast: Stored | None, *, behind: int = 0, status:
         "200": {**answer("Idempotent replay of an earlier submission.", "JobView"), **JOB_LINKS},
         "400": refused("Malformed request."),
         "404": refused("Unknown model."),
-        "409": refused("Idempotency-Key reused for a different request."),
+        "409": refused(
+            "Idempotency-Key reused for a different request, or for a job since deleted "
+            "(idempotency_key_deleted)."
+        ),
         "413": refused("Upload too large."),
         "415": refused("Unsupported content or file type."),
         "422": refused("Invalid parameters or input files."),
@@ -263,7 +277,7 @@ def index_jobs() -> Response:
             tenant=tenant,
         )
         page = JobList(
-            jobs=job_views(session, rows, forecast=latest_forecast(services().db)), next_cursor=next_cursor
+            jobs=job_views(session, rows, forecast=latest_forecast(services())), next_cursor=next_cursor
         )
     return Response(page.model_dump_json() + "\n", mimetype="application/json")  # one pydantic pass
 
@@ -289,6 +303,32 @@ def cancel_job(job_id: str) -> Response:
         state = exc.current.value if exc.current else "gone"
         raise Conflict("job_finished", f"The job is already {state}; there is nothing to cancel.") from None
     return render(load_job(job_id), 202)
+
+
+@api.route(
+    "delete",
+    JOB,
+    "Delete a job: cancel it if queued, delete its files; then it is gone (404 job_deleted)",
+    parameters=(in_path("job_id"),),
+    responses={
+        "200": answer("Deleted.", "JobDeleted"),
+        "404": refused("No such job (job_not_found), or already deleted (job_deleted)."),
+        "409": refused(
+            "Running: asked to stop, delete again once it ended (cancel_pending); or part of a batch "
+            "(in_batch) or a job group (in_group)."
+        ),
+        "503": refused("The object store is unavailable."),
+    },
+)
+def remove_job(job_id: str) -> Response:
+    """Delete the job: a queued one is canceled first, a running one is asked to stop (409 until it
+    has); its files are deleted and it is gone from lists and reads (``retention.deletion``)."""
+    job = load_job(job_id)
+    deleted_at = delete_job(services(), job, actor=current_principal().actor)
+    return Response(
+        JobDeleted(id=str(job.id), deleted_at=deleted_at).model_dump_json() + "\n",
+        mimetype="application/json",
+    )
 
 
 @api.route(

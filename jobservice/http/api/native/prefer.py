@@ -89,7 +89,7 @@ def install_watcher(app: Flask, services: Services) -> Watcher:
     """Give ``app`` its watcher (its polling thread starts when something is first watched) and
     its count of held requests."""
     settings = services.settings
-    watcher = Watcher(services.db, interval=settings.watch_interval_seconds)
+    watcher = Watcher(services, interval=settings.watch_interval_seconds)
     app.extensions[WATCHER] = watcher
     app.extensions[HOLDS] = Holds(settings.stream_limit or max(1, settings.api_threads * 3 // 4))
     return watcher

@@ -66,5 +66,5 @@ def get_quota() -> Response:
     svc = services()
     principal = current_principal()
     with svc.db.session() as session:
-        summary = quota_summary(session, svc.settings, principal)
+        summary = quota_summary(session, svc.settings, principal, svc.rate_counter)
     return jsonify(QuotaView.model_validate(summary).model_dump(mode="json"))

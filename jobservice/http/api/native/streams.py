@@ -189,7 +189,7 @@ def job_feed(svc: Services, job_id: uuid.UUID) -> Feed:
             job = get_job(session, job_id)
             if job is None:
                 return None
-            forecast = latest_forecast(svc.db)
+            forecast = latest_forecast(svc)
             view = job_view(job, forecast=forecast, behind=behind_of(session, forecast, job))
         return job_state_of(view), view.model_dump(mode="json")
 

@@ -105,7 +105,7 @@ def readyz() -> Response:
         workers = _workers()
     ready = all(c["ok"] for c in checks.values())
     # Low disk does not make the service unready (reads and running jobs go on): it refuses new jobs.
-    low = storage_problems(svc.settings, svc.store)
+    low = storage_problems(svc)
     body: dict[str, Any] = {
         "ready": ready,
         "version": __version__,

@@ -5,37 +5,35 @@ quotas, tenants and keys), with the id usable on both surfaces. Requests are rea
 ``openai_mapping``, jobs rendered by ``openai_view``; refusals on these routes use OpenAI's error
 shape, with 400 (not 422) for a value the model refuses.
 
-``DELETE`` cancels a queued video and deletes a finished one's files (its row stays, marked
-expired, as retention leaves it); a running video is asked to stop and answered 409 until it has.
+``DELETE`` is the native ``DELETE /jobs/<id>`` (``jobservice.retention.deletion.delete_job``): it
+cancels a queued video and deletes its files, and the video is gone from both APIs; a running video
+is asked to stop and answered 409 until it has.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from jobservice.db.tables import Job, JobEvent, JobStatus, utcnow
-from jobservice.errors import Conflict, DomainError, Gone, Invalid, NotFound, TooLarge, Unsupported
+from jobservice.db.tables import Job, JobEvent, JobStatus
+from jobservice.errors import DomainError, Invalid, NotFound, TooLarge, Unsupported
 from jobservice.fleet.eta import behind_of
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.doc import RouteTable, answer, idempotency_key, in_path, in_query, refused
 from jobservice.http.api.errors import HTTP_CODES, refusal_of
-from jobservice.http.api.native.jobs import POLL_AFTER_MS, job_video, services
+from jobservice.http.api.native.jobs import POLL_AFTER_MS, files_of, job_video, owned_row, services
 from jobservice.http.api.native.submission import FORM_TYPES
 from jobservice.http.api.openai.doc import NO_VIDEO, VIDEO, VIDEO_REFUSALS, create_body, remix_body
 from jobservice.http.api.openai.mapping import check_inputs, model_params, read_video_request, resolve_spec
 from jobservice.http.api.openai.thumbnail import thumbnail_of
 from jobservice.http.api.openai.view import (
-    DELETED_DETAIL,
     REMIX_DETAIL,
     VideoDeleted,
     VideoList,
-    deleted_on_request,
     openai_error_body,
     page_of_videos,
     quoted,
@@ -44,10 +42,9 @@ from jobservice.http.api.openai.view import (
 )
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
-from jobservice.jobs.queries import get_job
+from jobservice.jobs.lookup import job_of
 from jobservice.jobs.submit import Submission, resubmit_job, submit_job
-from jobservice.jobs.transitions import InvalidTransition, request_cancel
-from jobservice.retention.sweep import job_prefix, mark_expired
+from jobservice.retention.deletion import delete_job
 from jobservice.storage import ObjectNotFound
 from jobservice.uploads.service import checked_upload
 
@@ -103,26 +100,15 @@ def _routing_refusal_in_openai_shape(response: Response) -> Response:
 def load_video(raw_id: str) -> Job:
     """The job named in the URL if the caller may see it (another tenant's is a 404 too)."""
     missing = NotFound("video_not_found", f"There is no video '{quoted(raw_id)}'.", field="video_id")
-    try:
-        job_id = uuid.UUID(raw_id)
-    except ValueError:
-        raise missing from None
-    with services().db.session() as session:
-        job = get_job(session, job_id)
-        if job is None or not current_principal().owns(job.tenant) or deleted_on_request(session, job):
-            raise missing
-    return job
+    row = owned_row(services().db, raw_id, current_principal(), missing=missing)
+    if row.deleted_at is not None:  # gone, as from OpenAI's API (the native API says job_deleted)
+        raise missing
+    return job_of(row)
 
 
 def files_of_video(job: Job) -> Job:
-    """``job`` if its files still exist; 410 ``expired`` once DELETE or retention removed them."""
-    if job.expired_at is not None:
-        raise Gone(
-            "expired",
-            f"Video {job.id}'s files were deleted on {job.expired_at:%Y-%m-%d %H:%M} UTC (on request by "
-            "DELETE /v1/videos, or by retention); its record stays.",
-        )
-    return job
+    """``job`` if its files still exist; 410 ``expired`` once retention removed them."""
+    return files_of(job, noun="Video")
 
 
 def render(job: Job, *, remixed_from: str | None = None, look_up: bool = True) -> Response:
@@ -131,7 +117,7 @@ def render(job: Job, *, remixed_from: str | None = None, look_up: bool = True) -
     if remixed_from is None and look_up:
         with services().db.session() as session:
             remixed_from = remix_sources(session, [job.id]).get(job.id)
-    forecast = latest_forecast(services().db)
+    forecast = latest_forecast(services())
     with services().db.reading() as conn:
         behind = behind_of(conn, forecast, job)
     view = video_view(job, remixed_from=remixed_from, forecast=forecast, behind=behind)
@@ -235,7 +221,7 @@ def list_videos() -> Response:
             session, tenant=current_principal().scope(), after=after, limit=limit, order=order
         )
         sources = remix_sources(session, [job.id for job in rows])
-        forecast = latest_forecast(services().db)
+        forecast = latest_forecast(services())
         data = [
             video_view(
                 job,
@@ -262,38 +248,17 @@ def list_videos() -> Response:
     responses={
         "200": answer("Deleted.", "VideoDeleted"),
         "404": NO_VIDEO,
-        "409": refused("Still stopping (cancel_pending), or part of a batch (in_batch)."),
+        "409": refused(
+            "Still stopping (cancel_pending), or part of a batch (in_batch) or a group (in_group)."
+        ),
         "503": refused("The object store is unavailable."),
     },
 )
 def delete_video(video_id: str) -> Response:
-    """Cancel the video if it is unfinished, and delete its files once it has ended."""
+    """Delete the video as ``DELETE /jobs/<id>`` does: a later retrieve, list, content, remix or
+    delete answers 404, as OpenAI's API does."""
     job = load_video(video_id)
-    svc = services()
-    if job.batch_id is not None:
-        raise Conflict(
-            "in_batch", f"Video {job.id} belongs to batch {job.batch_id}; its files go with the batch."
-        )
-    if not JobStatus(job.status).is_terminal:
-        try:
-            with svc.db.session() as session:
-                now = request_cancel(session, job.id, actor=current_principal().actor)
-        except InvalidTransition:
-            now = JobStatus.SUCCEEDED  # it ended meanwhile: a finished job, deleted below
-        if not now.is_terminal:
-            raise Conflict(
-                "cancel_pending", f"Video {job.id} is being stopped; DELETE it again once it has ended."
-            )
-    svc.store.delete_prefix(job_prefix(job.id))
-    with svc.db.session() as session:
-        # Expired (the row stays for the native API) and, by this event, gone from /v1/videos: a later
-        # retrieve, list, content, remix or delete answers 404, as OpenAI's API does.
-        mark_expired(session, job.id, at=utcnow())
-        session.add(
-            JobEvent(
-                job_id=job.id, attempt=job.attempts, detail=DELETED_DETAIL, actor=current_principal().actor
-            )
-        )
+    delete_job(services(), job, actor=current_principal().actor)
     return jsonify(VideoDeleted(id=str(job.id), deleted=True).model_dump(mode="json"))
 
 

@@ -13,14 +13,14 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from sqlalchemy import exists, or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from jobservice.catalog import Catalog
 from jobservice.db.tables import Job, JobEvent, JobStatus
 from jobservice.errors import DomainError
 from jobservice.fleet.eta import Eta, Stored, eta_of, running_finish
-from jobservice.jobs.pages import page_of_jobs, position_of
+from jobservice.jobs.pages import JOB_KEYS, page_of
 
 STATUS = {
     JobStatus.QUEUED: "queued",
@@ -207,28 +207,17 @@ def openai_error_body(error: DomainError, status: int) -> dict[str, Any]:
     return {"error": body}
 
 
-DELETED_DETAIL = "files deleted on request (DELETE /v1/videos)"  # the event that says so
-
-
-def deleted_on_request(session: Session, job: Job) -> bool:
-    """Whether ``job``'s video was deleted through ``DELETE /v1/videos`` (then it is gone from this
-    API, as from OpenAI's; the native API keeps the job as expired)."""
-    if job.expired_at is None:
-        return False
-    found = select(JobEvent.id).where(JobEvent.job_id == job.id, JobEvent.detail == DELETED_DETAIL)
-    return session.scalar(found.limit(1)) is not None
-
-
 def page_of_videos(
     session: Session, *, tenant: str | None, after: Job | None, limit: int, order: str
 ) -> tuple[list[Job], bool]:
     """One page of jobs by creation time (``order`` asc or desc), those after ``after``, without the
-    videos deleted on request; and whether more follow. ``tenant`` None: every tenant's (an admin).
-    Paged as the native lists are (``jobservice.jobs.pages``)."""
-    deleted = exists().where(JobEvent.job_id == Job.id, JobEvent.detail == DELETED_DETAIL)
-    query = select(Job).where(or_(Job.expired_at.is_(None), ~deleted))
+    deleted jobs; and whether more follow. ``tenant`` None: every tenant's (an admin). Paged as the
+    native lists are (``jobservice.jobs.pages``)."""
+    query = select(Job).where(Job.deleted_at.is_(None))
     if tenant is not None:
         query = query.where(Job.tenant == tenant)
-    position = position_of(after) if after is not None else None
-    rows, next_cursor = page_of_jobs(session, query, after=position, limit=limit, newest_first=order != "asc")
+    position = JOB_KEYS.of(after) if after is not None else None
+    rows, next_cursor = page_of(
+        session, query, JOB_KEYS, after=position, limit=limit, newest_first=order != "asc"
+    )
     return rows, next_cursor is not None

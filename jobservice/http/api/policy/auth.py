@@ -5,15 +5,13 @@ for a web page a redirect to the sign-in page); with ``off`` the caller is the a
 default tenant. The verified caller is ``g.principal`` (``current_principal()``). These checks are
 steps of the request policy (``jobservice.http.api.policy.steps``), which runs them on every request.
 
-Verified keys are cached per process for ``CACHE_SECONDS``, so a revoked key stops working within
-that time everywhere (at once in the process that revoked it).
+Verified keys are kept in the process's ``Services.caches`` for ``caches.PRINCIPAL_SECONDS``, so a
+revoked key stops working within that time everywhere.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any
 
 from flask import g
@@ -23,19 +21,13 @@ from jobservice.auth.principal import Principal, anonymous
 from jobservice.db.tables import ApiKey
 from jobservice.errors import Unauthorized
 from jobservice.quotas.limits import Limits, recent_limits
-from jobservice.quotas.rate import check_rate
 from jobservice.wiring import Services
 
-CACHE_SECONDS = 5.0
-CACHE_SIZE = 4096
 SESSION_KEY_ID = "key_id"
 # Endpoints anyone may call: liveness, readiness (details for admins only), the API document,
 # static files and the sign-in page itself.
 PUBLIC = {"system.healthz", "system.readyz", "openapi.openapi", "web.sign_in", "web.sign_in_submit"}
 WEB_BLUEPRINTS = {"web", "batches_web"}
-
-_cache: dict[str, tuple[float, Principal | None]] = {}
-_cache_lock = threading.Lock()
 
 
 def current_principal() -> Principal:
@@ -46,24 +38,9 @@ def current_principal() -> Principal:
     return principal
 
 
-def forget_cached() -> None:
-    """Drop every cached verification (after a revocation in this process)."""
-    with _cache_lock:
-        _cache.clear()
-
-
-def _cached(token: str, load: Callable[[], Principal | None]) -> Principal | None:
-    now = time.monotonic()
-    with _cache_lock:
-        hit = _cache.get(token)
-    if hit is not None and hit[0] > now:
-        return hit[1]
-    principal = load()
-    with _cache_lock:
-        if len(_cache) >= CACHE_SIZE:
-            _cache.clear()
-        _cache[token] = (now + CACHE_SECONDS, principal)
-    return principal
+def session_token(key_id: str) -> str:
+    """Where a browser session's key is kept in ``caches.principals``."""
+    return "k:" + key_id
 
 
 def principal_for_secret(services: Services, secret: str) -> Principal | None:
@@ -74,7 +51,7 @@ def principal_for_secret(services: Services, secret: str) -> Principal | None:
             key = verify(db, secret)
             return principal_of(key) if key is not None else None
 
-    return _cached("s:" + hash_secret(secret), load)
+    return services.caches.principals.get("s:" + hash_secret(secret), lambda _old: load())
 
 
 def principal_for_key_id(services: Services, key_id: str) -> Principal | None:
@@ -85,12 +62,12 @@ def principal_for_key_id(services: Services, key_id: str) -> Principal | None:
             key = db.get(ApiKey, key_id)
             return principal_of(key) if key is not None and key.revoked_at is None else None
 
-    return _cached("k:" + key_id, load)
+    return services.caches.principals.get(session_token(key_id), lambda _old: load())
 
 
 def limits_for(services: Services, principal: Principal) -> Limits:
     """``principal``'s limits, the tenant's overrides read at most every few seconds."""
-    return recent_limits(services.db, services.settings, principal)
+    return recent_limits(services, principal)
 
 
 def is_public(endpoint: str | None) -> bool:
@@ -159,4 +136,4 @@ def count_rate(services: Services, principal: Principal | None, endpoint: str | 
     """Count one request of a key's caller (not of a public endpoint); 429 ``rate_limited`` over
     its rate (``jobservice.quotas.rate``)."""
     if principal is not None and principal.key_id is not None and not is_public(endpoint):
-        check_rate(services.settings, principal, limits_for(services, principal))
+        services.rate_counter.check(principal, limits_for(services, principal))

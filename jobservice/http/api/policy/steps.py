@@ -15,8 +15,9 @@ too) and of what the steps before it found (``CheckedRequest``):
 7. ``count_rate``: one request of the caller's key counted, a 429 over its rate (``quotas.rate``).
 
 and on the answer: ``echo_request_id`` (``X-Request-Id``), ``nosniff`` (browsers never guess a type)
-and ``observe`` (the HTTP metrics, by method, URL rule and status). The tenant rule (a job is seen
-only by its tenant and admins) is ``jobs.visible_row``, which every read of a job by id goes through.
+and ``observe`` (the HTTP metrics, by method, URL rule and status). The tenant rule (a job, group,
+batch or upload is seen only by its tenant and admins) is ``auth.owned.load_owned``, which every read
+of one by id goes through (the fast path's too, by ``jobs.visible_row``).
 
 ``install`` makes the policy the app's request hooks (``create_app`` calls it first, so its clock
 wraps every other hook); ``fast_poll`` runs the same steps on the environ for the one request it

@@ -19,9 +19,13 @@
     done: "Done",
   };
   const TERMINAL = ["succeeded", "failed", "canceled"];
-  const IMAGE_TYPES = ["image/png", "image/jpeg", "image/webp"];
-  const IMAGE_EXT = ["png", "jpg", "jpeg", "webp"];
-  const AUDIO_EXT = ["wav", "mp3", "flac", "ogg", "oga", "m4a"];
+  // The accepted media types: the server's one table (jobservice.media.types), handed over as the
+  // data-media-types attribute of this script's tag.
+  const MEDIA = JSON.parse((document.querySelector("script[data-media-types]") || { dataset: {} }).dataset.mediaTypes || "[]");
+  function mediaOf(kind) { return MEDIA.filter(function (t) { return t.kind === kind; }); }
+  const IMAGE_TYPES = mediaOf("image").flatMap(function (t) { return [t.mime].concat(t.aliases); });
+  const IMAGE_EXT = mediaOf("image").flatMap(function (t) { return t.extensions; });
+  const AUDIO_EXT = mediaOf("audio").flatMap(function (t) { return t.extensions; });
 
   function $(sel, root) { return (root || document).querySelector(sel); }
   function $all(sel, root) { return Array.from((root || document).querySelectorAll(sel)); }
@@ -262,8 +266,8 @@
     });
   }
 
-  const TYPES = { png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", webp: "image/webp", wav: "audio/wav",
-    mp3: "audio/mpeg", flac: "audio/flac", ogg: "audio/ogg", m4a: "audio/mp4" };
+  const TYPES = {};  // extension -> the type a direct upload declares
+  MEDIA.forEach(function (t) { t.extensions.forEach(function (e) { TYPES[e] = t.mime; }); });
 
   // One file as a direct upload: declared, its parts PUT (onProgress(bytes of the part so far),
   // onPart(part) once a part is in), then completed; resolves to the ready upload's view. The job

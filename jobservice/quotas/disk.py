@@ -22,7 +22,7 @@ from jobservice.storage import ObjectStore
 log = logging.getLogger(__name__)
 
 
-class Host(Protocol):
+class FloorHost(Protocol):
     """What the floor reads of ``Services``: the settings, the store (None: the settings' own) and the
     caches that keep a measurement briefly."""
 
@@ -62,7 +62,7 @@ def watched_folders(settings: Settings, store: ObjectStore | None = None) -> dic
     return folders
 
 
-def storage_problems(services: Host) -> list[str]:
+def storage_problems(services: FloorHost) -> list[str]:
     """A sentence per watched folder under the floor (``[]`` when all is well), for ``/readyz``; each
     folder measured at most every ``caches.FREE_SPACE_SECONDS``."""
     floor = services.settings.min_free_mb
@@ -83,7 +83,7 @@ def storage_problems(services: Host) -> list[str]:
     return problems
 
 
-def check_free_space(services: Host) -> None:
+def check_free_space(services: FloorHost) -> None:
     """Raise InsufficientStorage (507 ``insufficient_storage``) when a watched folder is under the floor."""
     problems = storage_problems(services)
     if problems:

@@ -92,7 +92,7 @@ def effective_limits(session: Session, settings: Settings, principal: Principal)
     return resolve_limits(settings, tenant=tenant_overrides(session, principal.tenant), key=principal.limits)
 
 
-class Host(Protocol):
+class LimitsHost(Protocol):
     """What ``recent_limits`` reads of ``Services``."""
 
     @property
@@ -111,7 +111,7 @@ class Host(Protocol):
         ...
 
 
-def recent_limits(services: Host, principal: Principal) -> Limits:
+def recent_limits(services: LimitsHost, principal: Principal) -> Limits:
     """``effective_limits`` with the tenant's overrides read at most every ``caches.OVERRIDES_SECONDS`` per
     process (``Services.caches``: a submission or a rate check then needs no read of its own), so a
     change made with ``jobservice tenants set`` applies everywhere within that time."""

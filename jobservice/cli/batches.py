@@ -228,7 +228,8 @@ def compare(baseline: str, candidate: str, verbose: bool, as_json: bool) -> None
 def pin(batch_id: str, unpin: bool) -> None:
     """Accept a finished batch as the new normal: its cases' history restarts at it (and until they
     have 5 runs again, it is their baseline)."""
-    from jobservice.nightly.service import parse_batch_id, pin_batch
+    from jobservice.nightly.pins import pin_batch
+    from jobservice.nightly.service import parse_batch_id
 
     services = cli_services()
     with clear_errors():

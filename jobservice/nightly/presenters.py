@@ -12,7 +12,8 @@ from sqlalchemy.orm import Session, defer
 from jobservice.db.tables import Batch, Job, JobStatus
 from jobservice.errors import Invalid
 from jobservice.nightly.compare import false_alarm_sentence
-from jobservice.nightly.service import BATCH_STATUSES, latest_jobs, plan_of, slots
+from jobservice.nightly.service import BATCH_STATUSES
+from jobservice.nightly.slots import latest_jobs, plan_of, slots
 from jobservice.nightly.states import BatchStatus
 from jobservice.nightly.views import BatchView, CaseView, EpisodeView, Progress
 

@@ -35,10 +35,11 @@ from jobservice.jobs.idempotency import parse_idempotency_key
 from jobservice.jobs.presenters import batch_jobs_page, job_views
 from jobservice.nightly.compare import Night, compare_results
 from jobservice.nightly.finalize import refresh_batch
+from jobservice.nightly.pins import pin_batch
 from jobservice.nightly.plan import plan_batch, private_paths
 from jobservice.nightly.presenters import BatchView, batch_jobs, batch_view, list_batches, list_views
 from jobservice.nightly.render import render_csv, render_json, render_markdown
-from jobservice.nightly.service import cancel_batch, create_batch, parse_batch_id, pin_batch, resume_batch
+from jobservice.nightly.service import cancel_batch, create_batch, parse_batch_id, resume_batch
 from jobservice.nightly.spec import (
     MAX_SPEC_BYTES,
     LoadedSpec,

@@ -152,6 +152,8 @@ def resume_batch(services: Services, batch_id: uuid.UUID) -> Batch:
         batch = get_batch(session, batch_id)
     if batch.status == BatchStatus.FINISHED:
         raise Conflict("batch_finished", f"Batch {batch.id} is finished; there is nothing to resume.")
+    if not slots(batch.spec or {}):  # a creation interrupted before 0.2.0 (migration 0018)
+        raise Conflict("batch_incomplete", f"Batch {batch.id} cannot be resumed: {batch.error}")
     for case, _ in slots(batch.spec, plan_of(batch)):
         for entry in (case.get("inputs") or {}).values():
             if not services.store.exists(str(entry["key"])):

@@ -1,0 +1,140 @@
+"""Batches are job groups: every nightly run gets its job group, and its jobs carry it
+
+Revision ID: 0018_batches_are_job_groups
+Revises: 0015_group_lifecycle
+Create Date: 2026-12-06
+
+A nightly run is a job group with a spec (``jobservice.nightly.service``): its ``job_groups`` row
+has the batch's id, ``manifest_format`` ``spec`` and the spec's digest, and its jobs carry
+``group_id`` beside ``batch_id``, so that progress, cancel, job pages and retention are the group's.
+This migration makes existing batches so, without loss:
+
+- one ``job_groups`` row per batch that has none: its id, name, tenant, key, source and creation
+  time, ``total_jobs`` and ``models`` counted from its jobs, ``canceled_at`` for a canceled batch;
+- ``jobs.group_id`` set to ``batch_id`` where it is empty;
+- a batch left ``creating`` by an interrupted creation (that state is gone: a batch is now created
+  with all its jobs in one transaction) becomes ``canceled`` with the reason, so ``POST
+  /batches/<id>/resume`` queues its missing slots (one without a spec has nothing to queue, and
+  says so).
+
+The objects stay where they are: a batch made before this release keeps its inputs and reports
+under ``batches/<id>/`` and its rows keep naming them (jobs read their ``input_keys``), and the
+retention sweep deletes that prefix with the group's. Downgrading removes the ``spec`` groups and
+the jobs' links to them; ``creating`` rows stay canceled.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0018_batches_are_job_groups"
+down_revision: str | Sequence[str] | None = "0015_group_lifecycle"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+SPEC_FORMAT = "spec"  # jobservice.nightly.service.SPEC_FORMAT
+INTERRUPTED = "Its creation was interrupted (before this release); resume it to queue its missing runs."
+NO_SPEC = (
+    "Its creation was interrupted before its spec was stored, so it has nothing to run; run the spec again."
+)
+
+batches = sa.table(
+    "batches",
+    sa.column("id", sa.Uuid),
+    sa.column("name", sa.String),
+    sa.column("spec_digest", sa.String),
+    sa.column("spec", sa.JSON),
+    sa.column("source", sa.String),
+    sa.column("status", sa.String),
+    sa.column("error", sa.Text),
+    sa.column("tenant", sa.String),
+    sa.column("submitted_by", sa.String),
+    sa.column("created_at", sa.DateTime(timezone=True)),
+    sa.column("finished_at", sa.DateTime(timezone=True)),
+    sa.column("updated_at", sa.DateTime(timezone=True)),
+)
+jobs = sa.table(
+    "jobs",
+    sa.column("batch_id", sa.Uuid),
+    sa.column("group_id", sa.Uuid),
+    sa.column("model", sa.String),
+)
+groups = sa.table(
+    "job_groups",
+    sa.column("id", sa.Uuid),
+    sa.column("name", sa.String),
+    sa.column("tenant", sa.String),
+    sa.column("submitted_by", sa.String),
+    sa.column("source", sa.String),
+    sa.column("manifest_format", sa.String),
+    sa.column("manifest_sha256", sa.String),
+    sa.column("columns", sa.JSON),
+    sa.column("total_jobs", sa.Integer),
+    sa.column("models", sa.JSON),
+    sa.column("idempotency_key", sa.String),
+    sa.column("created_at", sa.DateTime(timezone=True)),
+    sa.column("canceled_at", sa.DateTime(timezone=True)),
+)
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
+    now = datetime.now(UTC)
+    for batch_id, spec in bind.execute(
+        sa.select(batches.c.id, batches.c.spec).where(batches.c.status == "creating")
+    ):
+        error = INTERRUPTED if (spec or {}).get("cases") else NO_SPEC
+        bind.execute(
+            batches.update()
+            .where(batches.c.id == batch_id)
+            .values(status="canceled", error=error, finished_at=now, updated_at=now)
+        )
+    counts: dict[object, dict[str, int]] = {}
+    for batch_id, model, count in bind.execute(
+        sa.select(jobs.c.batch_id, jobs.c.model, sa.func.count())
+        .where(jobs.c.batch_id.is_not(None))
+        .group_by(jobs.c.batch_id, jobs.c.model)
+    ):
+        counts.setdefault(batch_id, {})[model] = count
+    known = set(bind.scalars(sa.select(groups.c.id)))
+    rows = []
+    for batch in bind.execute(sa.select(batches)):
+        if batch.id in known:
+            continue
+        models = dict(sorted(counts.get(batch.id, {}).items(), key=lambda item: (-item[1], item[0])))
+        rows.append(
+            {
+                "id": batch.id,
+                "name": batch.name or "",
+                "tenant": batch.tenant or "default",
+                "submitted_by": batch.submitted_by,
+                "source": (batch.source or "cli")[:16],
+                "manifest_format": SPEC_FORMAT,
+                "manifest_sha256": batch.spec_digest,
+                "columns": [],
+                "total_jobs": sum(models.values()),
+                "models": json.loads(json.dumps(models)),
+                "idempotency_key": None,
+                "created_at": batch.created_at,
+                "canceled_at": batch.finished_at if batch.status == "canceled" else None,
+            }
+        )
+    if rows:
+        bind.execute(groups.insert(), rows)
+    bind.execute(
+        jobs.update()
+        .where(jobs.c.batch_id.is_not(None), jobs.c.group_id.is_(None))
+        .values(group_id=jobs.c.batch_id)
+    )
+
+
+def downgrade() -> None:
+    bind = op.get_bind()
+    spec_groups = sa.select(groups.c.id).where(groups.c.manifest_format == SPEC_FORMAT)
+    bind.execute(jobs.update().where(jobs.c.group_id.in_(spec_groups)).values(group_id=None))
+    bind.execute(groups.delete().where(groups.c.manifest_format == SPEC_FORMAT))

@@ -176,6 +176,7 @@ def run_scheduled(
     now: float | None = None,
 ) -> str | None:
     """Create the batch of schedule ``name``; returns its id (None when the spec is unusable)."""
+    from jobservice.groups.service import refresh_etas
     from jobservice.nightly.plan import plan_batch
     from jobservice.nightly.service import create_batch
     from jobservice.nightly.spec import SpecError, load_spec_file, resolve_under
@@ -190,6 +191,8 @@ def run_scheduled(
             batch, created = create_batch(
                 services, plan, source="beat", idempotency_key=scheduled_key(name, slot)
             )
+            if created:
+                refresh_etas(services, batch.id)
     except SpecError as exc:
         log.error("schedule %s: the spec %s cannot be run: %s", name, spec, exc.message)
         return None

@@ -109,7 +109,8 @@ def create_batch(
     principal: Principal | None = None,
 ) -> tuple[Batch, bool]:
     """Record a checked plan as a batch with all its jobs queued; (batch, created). Replays return
-    the old one. ``on_recorded`` is called once the batch exists (the CLI prints its id there)."""
+    the old one. ``on_recorded`` is called once the batch exists (the CLI prints its id there).
+    The caller gives the new jobs their ETAs (``refresh_etas``), after answering if it can."""
     principal = principal or anonymous("default")
     key = scoped_key(idempotency_key, principal.tenant)
     if key and (existing := _by_key(services, key)) is not None:
@@ -143,7 +144,7 @@ def create_batch(
     if on_recorded is not None:
         on_recorded(batch)
     log.info("batch %s (%s): %d jobs queued", batch.id, batch.name, len(jobs))
-    return _started(services, batch_id, jobs), True
+    return _started(services, batch_id, jobs, etas=False), True
 
 
 def resume_batch(services: Services, batch_id: uuid.UUID) -> Batch:
@@ -182,10 +183,12 @@ def _grow(services: Services, batch_id: uuid.UUID, move: Callable[[Session], boo
     return _started(services, batch_id, jobs)
 
 
-def _started(services: Services, batch_id: uuid.UUID, jobs: list[Job]) -> Batch:
-    """Wake the dispatcher and give the new jobs their ETAs now; the batch as it is."""
+def _started(services: Services, batch_id: uuid.UUID, jobs: list[Job], *, etas: bool = True) -> Batch:
+    """Wake the dispatcher and (``etas``) give the new jobs their ETAs now; the batch as it is. A
+    new batch's caller runs ``refresh_etas`` itself (the API once it has answered, as for a group)."""
     if jobs:
         request_round(services, sorted({job.model for job in jobs}))
+    if jobs and etas:
         refresh_etas(services, batch_id)
     with services.db.session() as session:
         return get_batch(session, batch_id)

@@ -17,6 +17,7 @@ from jobservice.catalog import Catalog
 from jobservice.db.tables import Batch
 from jobservice.errors import Conflict, DomainError, Invalid, Malformed, NotFound, TooLarge, Unsupported
 from jobservice.fleet.eta import latest as latest_forecast
+from jobservice.groups.service import refresh_etas
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.doc import (
     RouteTable,
@@ -218,6 +219,8 @@ def create() -> Response:
     except SpecError as exc:
         raise _spec_error(exc) from None
     response = _render(batch, 202 if created else 200)
+    if created:  # the forecast plays the whole queue forward: once the answer has been sent
+        response.call_on_close(lambda: refresh_etas(svc, batch.id))
     response.headers["Location"] = f"/batches/{batch.id}"
     if not created:
         response.headers["Idempotent-Replayed"] = "true"

@@ -46,6 +46,7 @@ from jobservice.jobs.transitions import (
     record_created_many,
     request_cancel,
 )
+from jobservice.jobs.webhook_events import group_may_have_ended, on_set_move
 from jobservice.media.uploads import CheckedUpload
 from jobservice.quotas.admit import admit_jobs
 from jobservice.quotas.disk import check_free_space
@@ -127,6 +128,7 @@ def create_group(
     source: str,
     name: str = "",
     idempotency_key: str | None = None,
+    webhook: tuple[str | None, str | None] = (None, None),
 ) -> tuple[JobGroup, bool]:
     """Record a checked plan as a group and queue all its jobs; (group, created). A replayed
     ``idempotency_key`` returns the group it created (409 for another manifest)."""
@@ -150,6 +152,7 @@ def create_group(
         manifest=(plan.manifest.format, plan.manifest.sha256),
         columns=plan.manifest.columns,
         idempotency_key=key,
+        webhook=webhook,
     )
     for planned in plan.rows:
         sub = planned.submission
@@ -194,9 +197,11 @@ def new_set(
     columns: Sequence[str] = (),
     idempotency_key: str | None = None,
     created_at: datetime | None = None,
+    webhook: tuple[str | None, str | None] = (None, None),
 ) -> JobGroup:
     """A set's row, not yet recorded (``record_set`` counts its jobs and models): ``manifest`` is
-    the format and sha256 of what it was made from (a manifest, or a nightly run's spec)."""
+    the format and sha256 of what it was made from (a manifest, or a nightly run's spec);
+    ``webhook``: the checked URL and event filter of its ``group.*`` events."""
     return JobGroup(
         id=set_id,
         name=name[:128],
@@ -208,6 +213,8 @@ def new_set(
         columns=list(columns),
         idempotency_key=idempotency_key,
         created_at=created_at or utcnow(),
+        webhook_url=webhook[0],
+        webhook_events=webhook[1],
     )
 
 
@@ -276,6 +283,7 @@ def record_set(
                 limits=limits,
             )
             _start_competing(services, session, principal, count)
+            on_set_move(session, group.id, kind="start")  # the webhook outbox, same transaction
             if then is not None:
                 then(session)
     except BaseException:
@@ -377,6 +385,7 @@ def cancel_set_jobs(services: Services, group_id: uuid.UUID, *, actor: str | Non
             .execution_options(synchronize_session=False)
         )
         canceled = cancel_queued_jobs(session, Job.group_id == group_id, detail=CANCELED_DETAIL, actor=actor)
+        group_may_have_ended(session, group_id)  # nothing was running: it ended now
     with services.db.session() as session:
         running = list(
             session.scalars(select(Job.id).where(Job.group_id == group_id, Job.status == JobStatus.RUNNING))

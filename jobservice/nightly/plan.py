@@ -11,18 +11,23 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobservice.auth.principal import Principal
+from jobservice.db.tables import Batch, utcnow
 from jobservice.errors import DomainError
 from jobservice.groups.inputs import check_local_file, input_identity, key_owner
 from jobservice.jobs.submit import resolve_model, validate_params
 from jobservice.media.uploads import CheckedUpload, SpoolFile
+from jobservice.nightly.environment import creator_environment
 from jobservice.nightly.spec import CaseSpec, LoadedSpec, SpecError, resolve_under
+from jobservice.nightly.states import BatchStatus
 from jobservice.settings import Settings
 from jobservice.storage import ObjectNotFound
-from jobservice.webhooks.targets import check_webhook
+from jobservice.webhooks.targets import check_webhook, event_filter
 from jobservice.wiring import Services
 
 
@@ -95,6 +100,36 @@ class Plan:
                 for case in self.cases
             ],
         }
+
+    def batch_row(
+        self, batch_id: uuid.UUID, *, spec: dict[str, Any], source: str, key: str | None, principal: Principal
+    ) -> Batch:
+        """The new batch's row, running, with its resolved ``spec`` (``resolved``: inputs stored)."""
+        loaded, now = self.loaded, utcnow()
+        return Batch(
+            id=batch_id,
+            name=loaded.spec.name,
+            spec_digest=loaded.digest,
+            spec=spec,
+            spec_text=loaded.text,
+            origin=loaded.origin[:512],
+            source=source,
+            status=BatchStatus.RUNNING.value,
+            pinned=False,
+            total_jobs=self.size,
+            idempotency_key=key,
+            environment={"created_by": creator_environment()},
+            results={},
+            tenant=principal.tenant,
+            submitted_by=principal.key_id,
+            created_at=now,
+            submitted_at=now,
+            # Checked by plan_batch (jobservice.webhooks.targets).
+            webhook_url=loaded.spec.webhook or None,
+            webhook_events=event_filter(loaded.spec.webhook_events_filter or "start,completed")
+            if loaded.spec.webhook
+            else None,
+        )
 
     def close(self) -> None:
         """Delete the spooled copies of the inputs."""

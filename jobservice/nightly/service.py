@@ -37,13 +37,11 @@ from jobservice.groups.service import (
     store_inputs,
 )
 from jobservice.jobs.idempotency import scoped_key
-from jobservice.nightly.environment import creator_environment
 from jobservice.nightly.plan import Plan
 from jobservice.nightly.slots import missing_slot_jobs, owner_of, plan_of, slots
 from jobservice.nightly.states import BatchStatus, mark_canceled, record_plan, reopen
 from jobservice.nightly.webhook_events import on_batch_move
 from jobservice.quotas.limits import recent_limits
-from jobservice.webhooks.targets import event_filter
 from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
@@ -60,43 +58,6 @@ def parse_batch_id(raw: str) -> uuid.UUID:
 def get_batch(session: Session, raw_id: str | uuid.UUID) -> Batch:
     """The batch, freshly read, or a 404."""
     return get_set(session, Batch, raw_id, code="batch_not_found", noun="batch")
-
-
-def _batch_row(
-    *,
-    batch_id: uuid.UUID,
-    plan: Plan,
-    spec: dict[str, Any],
-    source: str,
-    key: str | None,
-    principal: Principal,
-) -> Batch:
-    """The new batch's row, running, with its resolved ``spec`` (inputs already stored)."""
-    loaded, now = plan.loaded, utcnow()
-    return Batch(
-        id=batch_id,
-        name=loaded.spec.name,
-        spec_digest=loaded.digest,
-        spec=spec,
-        spec_text=loaded.text,
-        origin=loaded.origin[:512],
-        source=source,
-        status=BatchStatus.RUNNING.value,
-        pinned=False,
-        total_jobs=plan.size,
-        idempotency_key=key,
-        environment={"created_by": creator_environment()},
-        results={},
-        tenant=principal.tenant,
-        submitted_by=principal.key_id,
-        created_at=now,
-        submitted_at=now,
-        # Checked by plan_batch (jobservice.webhooks.targets).
-        webhook_url=loaded.spec.webhook or None,
-        webhook_events=event_filter(loaded.spec.webhook_events_filter or "start,completed")
-        if loaded.spec.webhook
-        else None,
-    )
 
 
 def create_batch(
@@ -120,11 +81,14 @@ def create_batch(
     stored = store_inputs(services, batch_id, plan.inputs())
     spec = plan.resolved(stored)
     plan.close()  # the store has them now: free the spool copies
-    batch = _batch_row(batch_id=batch_id, plan=plan, spec=spec, source=source, key=key, principal=principal)
+    batch = plan.batch_row(batch_id, spec=spec, source=source, key=key, principal=principal)
     with services.db.session() as session:
         jobs = missing_slot_jobs(services, session, batch, start=batch.created_at)
     manifest = (SPEC_FORMAT, batch.spec_digest)
-    group = new_set(set_id=batch_id, name=batch.name, principal=principal, source=source, manifest=manifest)
+    hook = (batch.webhook_url, batch.webhook_events)
+    group = new_set(
+        set_id=batch_id, name=batch.name, principal=principal, source=source, manifest=manifest, webhook=hook
+    )
     limits = recent_limits(services.db, services.settings, principal)
     try:
         record_set(

@@ -22,6 +22,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Batch, utcnow
+from jobservice.jobs.webhook_events import on_set_move
 from jobservice.nightly.webhook_events import on_batch_move
 
 
@@ -103,6 +104,7 @@ def mark_finished(
     )
     if moved:
         on_batch_move(session, batch_id, kind="completed")
+        on_set_move(session, batch_id, kind="completed")
     return moved
 
 
@@ -116,7 +118,7 @@ def mark_canceled(session: Session, batch_id: uuid.UUID, *, error: str | None = 
         values={"finished_at": utcnow(), "error": error},
     )
     if moved:
-        on_batch_move(session, batch_id, kind="completed")
+        on_batch_move(session, batch_id, kind="completed")  # group.completed: once its jobs ended
     return moved
 
 

@@ -7,7 +7,9 @@ Create Date: 2026-12-06
 A nightly run is a job group with a spec (``jobservice.nightly.service``): its ``job_groups`` row
 has the batch's id, ``manifest_format`` ``spec`` and the spec's digest, and its jobs carry
 ``group_id`` beside ``batch_id``, so that progress, cancel, job pages and retention are the group's.
-This migration makes existing batches so, without loss:
+Every set may have a webhook for ``group.started`` / ``group.completed`` (``job_groups`` gains the
+nullable ``webhook_url`` and ``webhook_events``; a batch's are its spec's). This migration makes
+existing batches so, without loss:
 
 - one ``job_groups`` row per batch that has none: its id, name, tenant, key, source and creation
   time, ``total_jobs`` and ``models`` counted from its jobs, ``canceled_at`` for a canceled batch;
@@ -57,6 +59,8 @@ batches = sa.table(
     sa.column("created_at", sa.DateTime(timezone=True)),
     sa.column("finished_at", sa.DateTime(timezone=True)),
     sa.column("updated_at", sa.DateTime(timezone=True)),
+    sa.column("webhook_url", sa.Text),
+    sa.column("webhook_events", sa.String),
 )
 jobs = sa.table(
     "jobs",
@@ -79,10 +83,14 @@ groups = sa.table(
     sa.column("idempotency_key", sa.String),
     sa.column("created_at", sa.DateTime(timezone=True)),
     sa.column("canceled_at", sa.DateTime(timezone=True)),
+    sa.column("webhook_url", sa.Text),
+    sa.column("webhook_events", sa.String),
 )
 
 
 def upgrade() -> None:
+    op.add_column("job_groups", sa.Column("webhook_url", sa.Text(), nullable=True))
+    op.add_column("job_groups", sa.Column("webhook_events", sa.String(64), nullable=True))
     bind = op.get_bind()
     now = datetime.now(UTC)
     for batch_id, spec in bind.execute(
@@ -122,6 +130,8 @@ def upgrade() -> None:
                 "idempotency_key": None,
                 "created_at": batch.created_at,
                 "canceled_at": batch.finished_at if batch.status == "canceled" else None,
+                "webhook_url": batch.webhook_url,
+                "webhook_events": batch.webhook_events,
             }
         )
     if rows:
@@ -138,3 +148,6 @@ def downgrade() -> None:
     spec_groups = sa.select(groups.c.id).where(groups.c.manifest_format == SPEC_FORMAT)
     bind.execute(jobs.update().where(jobs.c.group_id.in_(spec_groups)).values(group_id=None))
     bind.execute(groups.delete().where(groups.c.manifest_format == SPEC_FORMAT))
+    with op.batch_alter_table("job_groups") as table:
+        table.drop_column("webhook_events")
+        table.drop_column("webhook_url")

@@ -31,7 +31,9 @@ def create_set(client: Any, kind: str, *, jobs: int, webhook: bool = False) -> s
             "/job-groups", data=manifest, headers={"Content-Type": "text/csv"}, query_string=query
         )
     else:
-        hook = {"webhook": HOOK, "webhook_events_filter": ["start", "completed"]} if webhook else {}
+        hook: dict[str, Any] = (
+            {"webhook": HOOK, "webhook_events_filter": ["start", "completed"]} if webhook else {}
+        )
         response = client.post("/batches", json={"spec": spec(t2v_case(repeat=jobs), **hook)})
     assert response.status_code == 202, response.get_data(as_text=True)
     return str(response.get_json()["id"])

@@ -39,7 +39,8 @@ from jobservice.fleet.eta import refresh as refresh_forecast
 from jobservice.groups.inputs import input_identity
 from jobservice.groups.plan import GroupPlan
 from jobservice.jobs.idempotency import scoped_key
-from jobservice.jobs.submit import Submission, new_job_row, request_fingerprint, store_input
+from jobservice.jobs.submit import Submission, new_job_row, request_fingerprint
+from jobservice.jobs.submit import store_inputs as store_job_inputs
 from jobservice.jobs.transitions import (
     InvalidTransition,
     cancel_queued_jobs,
@@ -324,16 +325,7 @@ def store_inputs(services: Services, group_id: uuid.UUID, inputs: dict[str, Chec
     if not inputs:
         return {}
     check_free_space(services.settings, services.store)  # 507 before anything is stored
-    stored: dict[str, str] = {}
-    try:
-        for identity, upload in inputs.items():
-            key = f"{group_prefix(group_id)}inputs/{identity}.{upload.extension}"
-            store_input(services, key, upload)
-            stored[identity] = key
-    except BaseException:
-        discard_inputs(services, group_id)
-        raise  # an outage is answered as 503 storage_unavailable by jobservice.http.api.errors
-    return stored
+    return store_job_inputs(services, group_prefix(group_id), inputs)
 
 
 def discard_inputs(services: Services, group_id: uuid.UUID) -> None:

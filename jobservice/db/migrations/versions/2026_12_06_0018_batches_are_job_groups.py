@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -45,46 +46,36 @@ NO_SPEC = (
     "Its creation was interrupted before its spec was stored, so it has nothing to run; run the spec again."
 )
 
-batches = sa.table(
+# The columns this migration reads or writes, by name (the tables' own types, enough to bind values).
+TYPES: dict[str, Any] = {
+    "id": sa.Uuid,
+    "batch_id": sa.Uuid,
+    "group_id": sa.Uuid,
+    "spec": sa.JSON,
+    "columns": sa.JSON,
+    "models": sa.JSON,
+    "total_jobs": sa.Integer,
+    "created_at": sa.DateTime(timezone=True),
+    "finished_at": sa.DateTime(timezone=True),
+    "updated_at": sa.DateTime(timezone=True),
+    "canceled_at": sa.DateTime(timezone=True),
+}
+
+
+def _table(name: str, columns: str) -> sa.TableClause:
+    return sa.table(name, *(sa.column(c, TYPES.get(c, sa.String)) for c in columns.split()))
+
+
+batches = _table(
     "batches",
-    sa.column("id", sa.Uuid),
-    sa.column("name", sa.String),
-    sa.column("spec_digest", sa.String),
-    sa.column("spec", sa.JSON),
-    sa.column("source", sa.String),
-    sa.column("status", sa.String),
-    sa.column("error", sa.Text),
-    sa.column("tenant", sa.String),
-    sa.column("submitted_by", sa.String),
-    sa.column("created_at", sa.DateTime(timezone=True)),
-    sa.column("finished_at", sa.DateTime(timezone=True)),
-    sa.column("updated_at", sa.DateTime(timezone=True)),
-    sa.column("webhook_url", sa.Text),
-    sa.column("webhook_events", sa.String),
+    "id name spec_digest spec source status error tenant submitted_by created_at finished_at updated_at"
+    " webhook_url webhook_events",
 )
-jobs = sa.table(
-    "jobs",
-    sa.column("batch_id", sa.Uuid),
-    sa.column("group_id", sa.Uuid),
-    sa.column("model", sa.String),
-)
-groups = sa.table(
+jobs = _table("jobs", "batch_id group_id model")
+groups = _table(
     "job_groups",
-    sa.column("id", sa.Uuid),
-    sa.column("name", sa.String),
-    sa.column("tenant", sa.String),
-    sa.column("submitted_by", sa.String),
-    sa.column("source", sa.String),
-    sa.column("manifest_format", sa.String),
-    sa.column("manifest_sha256", sa.String),
-    sa.column("columns", sa.JSON),
-    sa.column("total_jobs", sa.Integer),
-    sa.column("models", sa.JSON),
-    sa.column("idempotency_key", sa.String),
-    sa.column("created_at", sa.DateTime(timezone=True)),
-    sa.column("canceled_at", sa.DateTime(timezone=True)),
-    sa.column("webhook_url", sa.Text),
-    sa.column("webhook_events", sa.String),
+    "id name tenant submitted_by source manifest_format manifest_sha256 columns total_jobs models"
+    " idempotency_key created_at canceled_at webhook_url webhook_events",
 )
 
 

@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from jobservice.db.migrate import upgrade
 from jobservice.db.tables import Batch, Job, JobGroup, utcnow
+from jobservice.groups.relocate import move_legacy_batch_files
 from jobservice.http.app import create_app
 from jobservice.nightly.service import cancel_batch, resume_batch
 from jobservice.wiring import build_services
@@ -86,6 +87,8 @@ def test_batches_of_the_previous_release_become_job_groups_without_loss(
         assert keys and all(k.startswith(f"batches/{made.id}/inputs/") for k in keys)
 
         upgrade(settings.resolved_database_url())
+        assert move_legacy_batch_files(services.db, services.store) == 1  # what `db upgrade` runs next
+        assert move_legacy_batch_files(services.db, services.store) == 0, "moved once"
 
         with services.db.session() as s:
             groups = {g.id: g for g in s.scalars(select(JobGroup))}
@@ -99,9 +102,21 @@ def test_batches_of_the_previous_release_become_job_groups_without_loss(
             3,
         )
         assert group.models == {"reference-t2v": 2, "reference-talking-head": 1}
-        assert {j: (b, k) for j, (b, k, _) in after.items()} == before, "jobs and their inputs kept"
+        home = f"groups/{made.id}/"
+        moved = {
+            j: (b, {n: k.replace(f"batches/{made.id}/", home) for n, k in i.items()})
+            for j, (b, i) in before.items()
+        }
+        assert {j: (b, k) for j, (b, k, _) in after.items()} == moved, (
+            "jobs kept, their inputs in the group's home"
+        )
         assert all(g == b for b, _, g in after.values()), "each job carries its batch's group"
-        assert all(services.store.exists(k) for k in keys), "the stored inputs are where the rows say"
+        assert all(services.store.exists(k.replace(f"batches/{made.id}/", home)) for k in keys), "copied"
+        assert all(services.store.exists(k) for k in keys), "the old copies stay for the retention sweep"
+        with services.db.session() as s:
+            moved_spec = s.scalars(select(Batch.spec).where(Batch.id == made.id)).one()
+        spec_keys = [e["key"] for c in moved_spec["cases"] for e in (c.get("inputs") or {}).values()]
+        assert spec_keys and all(k.startswith(home) for k in spec_keys)
         assert (
             half_row is not None and half_row.status == "canceled" and "interrupted" in (half_row.error or "")
         )

@@ -19,9 +19,11 @@ existing batches so, without loss:
   /batches/<id>/resume`` queues its missing slots (one without a spec has nothing to queue, and
   says so).
 
-The objects stay where they are: a batch made before this release keeps its inputs and reports
-under ``batches/<id>/`` and its rows keep naming them (jobs read their ``input_keys``), and the
-retention sweep deletes that prefix with the group's. Downgrading removes the ``spec`` groups and
+A migration reaches the database, not the object store: ``jobservice db upgrade`` then copies a
+batch's objects from ``batches/<id>/`` to ``groups/<id>/`` and points its spec and jobs at the
+copies (``jobservice.groups.relocate``); until then the rows keep naming the old keys, which stay
+readable, and the retention sweep deletes both prefixes once every job of the set expired.
+Downgrading removes the ``spec`` groups and
 the jobs' links to them; ``creating`` rows stay canceled.
 """
 

@@ -103,14 +103,14 @@ def timed(call: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
-def accept(base: str, data: bytes) -> tuple[float, dict[str, Any]]:
+def accept(
+    base: str, data: bytes, *, path: str = "/job-groups", mime: str = "text/csv"
+) -> tuple[float, dict[str, Any]]:
     seconds, response = timed(
-        lambda: requests.post(
-            f"{base}/job-groups", data=data, headers={"Content-Type": "text/csv"}, timeout=600
-        )
+        lambda: requests.post(f"{base}{path}", data=data, headers={"Content-Type": mime}, timeout=600)
     )
     if response.status_code != 202:
-        raise SystemExit(f"POST /job-groups answered {response.status_code}: {response.text[:500]}")
+        raise SystemExit(f"POST {path} answered {response.status_code}: {response.text[:500]}")
     return seconds, response.json()
 
 
@@ -133,17 +133,6 @@ def batch_spec(rows: int) -> bytes:
         for n in range(max(rows // repeats, 1))
     ]
     return json.dumps({"spec": {"name": "bench-batch", "repeat": repeats, "cases": cases}}).encode()
-
-
-def accept_batch(base: str, data: bytes) -> tuple[float, dict[str, Any]]:
-    seconds, response = timed(
-        lambda: requests.post(
-            f"{base}/batches", data=data, headers={"Content-Type": "application/json"}, timeout=600
-        )
-    )
-    if response.status_code != 202:
-        raise SystemExit(f"POST /batches answered {response.status_code}: {response.text[:500]}")
-    return seconds, response.json()
 
 
 def median_ms(call: Callable[[], Any], times: int = 20) -> float:
@@ -208,7 +197,7 @@ def bench(url: str | None, *, rows: int, runs: int) -> dict[str, Any]:
                 result["t2v_accept_s"] = accepts
                 result["t2v_accept_median_s"] = statistics.median(accepts)
                 time.sleep(PAUSE_S)
-                seconds, batch = accept_batch(base, batch_spec(rows))
+                seconds, batch = accept(base, batch_spec(rows), path="/batches", mime="application/json")
                 result["batch_accept_s"] = round(seconds, 3)
                 result["batch_jobs"] = batch["progress"]["total"]
                 result["batch_vs_group"] = round(seconds / result["t2v_accept_median_s"], 2)

@@ -191,9 +191,13 @@ def test_a_canceled_batch_resumes_without_rerunning_finished_cases(batch_stack: 
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     final = wait_batch(batch_stack, str(batch.id))
     assert final.status == "finished" and final.verdict == "no_baseline"
-    jobs = batch_jobs(services, batch.id)
+    everything = batch_jobs(services, batch.id)
+    canceled = [j for j in everything if j.status == "canceled"]  # by the cancel: re-run on resume
+    jobs = [j for j in everything if j.status != "canceled"]
     slots = [(j.batch_case, j.batch_repeat) for j in jobs]
-    assert len(set(slots)) == len(slots), "one job per case and repeat"
+    assert len(set(slots)) == len(slots), "one live job per case and repeat"
+    assert {(j.batch_case, j.batch_repeat) for j in canceled} <= set(slots), "each canceled slot ran again"
+    assert not {j.id for j in canceled} & finished_before
     planned = {(f"c{i}", r) for i in range(3) for r in range(3)}
     extra = set(slots) - planned  # runs that replaced disturbed ones (at most 2 a case)
     assert planned <= set(slots) and all(repeat in (3, 4) for _, repeat in extra), slots

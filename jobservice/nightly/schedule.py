@@ -5,7 +5,7 @@ its own small process: Celery beat publishes, at each cron time of ``JOBSERVICE_
 a task on the ``jobservice.control`` queue, and the same process (a solo-pool Celery worker with an
 embedded beat) consumes it: it loads the spec from the batch root, plans and creates the batch.
 Every ``JOBSERVICE_BATCH_TICK_SECONDS`` a tick finishes batches whose jobs all ended (so reports
-exist without anyone asking) and resumes batches whose creation was interrupted.
+exist without anyone asking); a batch is created with all its jobs, so none is left half-made.
 
 A batch created by a schedule has the idempotency key ``beat:<schedule>:<fire time>``, where the
 fire time is the cron's own scheduled time (the latest at or before now, in the schedule's time
@@ -240,7 +240,7 @@ def make_control_app(settings: Settings | None = None) -> Celery:
 
     @app.task(name=TICK_TASK, ignore_result=True)
     def tick_task() -> dict[str, int]:
-        """Finish ended batches, resume interrupted ones."""
+        """Finish the batches whose jobs all ended."""
         return tick(services)
 
     register_webhook_tasks(app, services.db, settings)  # jobservice.deliver_webhook and the sweep

@@ -25,6 +25,7 @@ from jobservice.auth.principal import Principal, anonymous
 from jobservice.db.tables import Batch, Job, utcnow
 from jobservice.errors import Conflict
 from jobservice.fleet.dispatch import request_round
+from jobservice.groups.relocate import adopt_batch
 from jobservice.groups.service import (
     admit_group,
     cancel_set_jobs,
@@ -142,6 +143,7 @@ def _grow(services: Services, batch_id: uuid.UUID, move: Callable[[Session], boo
     with services.db.session() as session:
         if move(session):
             batch = get_batch(session, batch_id)
+            adopt_batch(session, batch)
             jobs = missing_slot_jobs(services, session, batch, start=utcnow())
             grow_set(services, session, batch_id, jobs, principal=owner_of(batch))
     return _started(services, batch_id, jobs)
@@ -162,6 +164,7 @@ def cancel_batch(services: Services, batch_id: uuid.UUID) -> Batch:
     """Stop a batch: queued jobs are canceled at once, running ones at their next step."""
     with services.db.session() as session:
         batch = get_batch(session, batch_id)
+        adopt_batch(session, batch)  # one an API of the previous release made during an upgrade
         if BatchStatus(batch.status).is_ended or not mark_canceled(session, batch_id):
             current = get_batch(session, batch_id).status
             raise Conflict("batch_finished", f"Batch {batch.id} is already {current}.")

@@ -135,5 +135,17 @@ def test_batches_of_the_previous_release_become_job_groups_without_loss(
         with services.db.session() as s:
             jobs: list[Any] = list(s.scalars(select(Job).where(Job.batch_id == half.id)))
         assert len(jobs) == 3 and {j.group_id for j in jobs} == {half.id}
+
+        # During the rollout the previous release's CLI (or API) still creates a batch: it has no
+        # job group until this release first cancels or grows it.
+        old_cli(previous, env, "batch", "run", str(root / "n.yaml"))
+        with services.db.session() as s:
+            late = s.scalars(select(Batch).where(Batch.id.not_in([made.id, half.id]))).one()
+            assert s.get(JobGroup, late.id) is None
+        assert cancel_batch(services, late.id).status == "canceled"
+        with services.db.session() as s:
+            late_jobs = list(s.scalars(select(Job).where(Job.batch_id == late.id)))
+            assert s.get(JobGroup, late.id) is not None
+        assert len(late_jobs) == 3 and {(j.status, j.group_id) for j in late_jobs} == {("canceled", late.id)}
     finally:
         services.db.dispose()

@@ -79,6 +79,7 @@ def run(spec: Path, wait: bool, timeout: float, as_json: bool) -> None:
     With --wait, the exit status is the batch's verdict: 0 passed (or no baseline yet), 1 regressed,
     failed or not finished, 3 inconclusive; 2 a spec that cannot be run.
     """
+    from jobservice.groups.service import refresh_etas
     from jobservice.nightly.plan import plan_batch
     from jobservice.nightly.service import create_batch
     from jobservice.nightly.spec import load_spec_file
@@ -94,14 +95,16 @@ def run(spec: Path, wait: bool, timeout: float, as_json: bool) -> None:
                     plan,
                     source="cli",
                     on_recorded=lambda b: click.echo(
-                        f"batch {b.id} ({b.name}): queueing {b.total_jobs} jobs "
-                        f"(if interrupted: jobservice batch resume {b.id})",
+                        f"batch {b.id} ({b.name}): queueing {b.total_jobs} jobs",
                         err=True,
                     ),
                 )
             except KeyboardInterrupt:
-                click.echo("\ninterrupted while queueing: `jobservice batch resume <id>` continues", err=True)
+                click.echo(
+                    "\ninterrupted: a batch exists only with all its jobs (`jobservice batch list`)", err=True
+                )
                 sys.exit(130)
+    refresh_etas(services, batch.id)
     _finish(services, batch.id, wait=wait, timeout=timeout, as_json=as_json)
 
 
@@ -228,7 +231,8 @@ def compare(baseline: str, candidate: str, verbose: bool, as_json: bool) -> None
 def pin(batch_id: str, unpin: bool) -> None:
     """Accept a finished batch as the new normal: its cases' history restarts at it (and until they
     have 5 runs again, it is their baseline)."""
-    from jobservice.nightly.service import parse_batch_id, pin_batch
+    from jobservice.nightly.pins import pin_batch
+    from jobservice.nightly.service import parse_batch_id
 
     services = cli_services()
     with clear_errors():

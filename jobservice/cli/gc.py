@@ -41,9 +41,11 @@ def describe(report: dict[str, Any]) -> str:
     lines = [
         f"retention: {verb} the files of {len(kept['expired'])} expired jobs "
         f"({kept['objects_deleted']} objects), shared inputs of {len(kept['batch_inputs'])} batches"
+        f" and {len(kept.get('group_inputs') or [])} job groups"
     ]
     lines += [f"  job {job_id}" for job_id in kept["expired"]]
     lines += [f"  batch {batch_id} inputs" for batch_id in kept["batch_inputs"]]
+    lines += [f"  job group {group_id} inputs" for group_id in kept.get("group_inputs") or []]
     orphans = report.get("orphans")
     if orphans:
         for label, name in (

@@ -335,9 +335,22 @@ def db_upgrade(revision: str) -> None:
     """Apply migrations to JOBSERVICE_DATABASE_URL (default SQLite under var/)."""
     from jobservice.db.migrate import upgrade
 
-    url = Settings().resolved_database_url()
+    settings = Settings()
+    url = settings.resolved_database_url()
     upgrade(url, revision)
     click.echo(f"database at {url.split('@')[-1]} is at {revision}")
+    if revision == "head":  # batches made before 0.2.0: their files into their job group's home
+        from jobservice.db.engine import Database
+        from jobservice.groups.relocate import move_legacy_batch_files
+        from jobservice.storage import make_store
+
+        database = Database(url)
+        try:
+            moved = move_legacy_batch_files(database, make_store(settings))
+        finally:
+            database.dispose()
+        if moved:
+            click.echo(f"moved the files of {moved} batches under groups/<id>/")
 
 
 @cli.command()

@@ -310,7 +310,8 @@ class Batch(Base):
 
 
 class JobGroup(Base):
-    """A job group: the jobs made from one manifest (``POST /job-groups``), one row of it each.
+    """A job group: a set of jobs made at once, from a manifest (``POST /job-groups``, one job per
+    row) or a nightly spec (its ``Batch`` row has the same id; ``manifest_format`` ``spec``).
 
     Its jobs carry ``group_id``; its progress and status are counted from them when read
     (``jobservice.groups.presenters``), so nothing here changes while they run. ``canceled_at`` is
@@ -332,6 +333,9 @@ class JobGroup(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(255), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     canceled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # group.started / group.completed go here (a nightly run's: its spec's webhook; migration 0018)
+    webhook_url: Mapped[str | None] = mapped_column(Text)
+    webhook_events: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (Index("ix_job_groups_tenant_created_at", "tenant", "created_at"),)
 

@@ -19,14 +19,19 @@ portrait download and decode it once.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy import select
+
 from jobservice.auth.principal import Principal
+from jobservice.db.tables import Batch, Job, JobGroup
 from jobservice.errors import DomainError, Invalid
 from jobservice.media.uploads import FILE_CHECKS, CheckedUpload, SpoolFile
-from jobservice.nightly.plan import check_local_file, key_owner
+from jobservice.settings import Settings
 from jobservice.storage import ObjectNotFound
 from jobservice.uploads.service import checked_upload
 from jobservice.wiring import Services
@@ -118,3 +123,39 @@ class Resolver:
             except ObjectNotFound:
                 raise missing from None
             return check_local_file(name, local, self.services.settings, keep=self.spools)
+
+
+def check_local_file(name: str, path: Path, settings: Settings, *, keep: list[SpoolFile]) -> CheckedUpload:
+    """Content-check a local file as if it had been uploaded as ``name`` ("image" or "audio").
+
+    The file is copied into a spool file first, so what is checked is exactly what is stored even if
+    the original changes meanwhile; the spool file is appended to ``keep`` and deleted by its owner.
+    """
+    check = FILE_CHECKS.get(name)
+    if check is None:
+        raise Invalid("unexpected_input", f"No model takes a file named '{name}'.")
+    ceiling = max(settings.max_image_mb, settings.max_audio_mb) * 2**20
+    spool = SpoolFile(settings.resolved_spool_dir(), ceiling)
+    keep.append(spool)
+    with path.open("rb") as source:
+        shutil.copyfileobj(source, spool, length=1 << 20)
+    spool.flush()
+    return check(name, spool, settings)
+
+
+def key_owner(services: Services, key: str) -> str | None:
+    """The tenant of the job, batch or job group whose folder ``key`` is in (``jobs/<id>/``,
+    ``batches/<id>/``, ``groups/<id>/``)."""
+    kind, _, rest = key.partition("/")
+    try:
+        owner_id = uuid.UUID(rest.split("/", 1)[0])
+    except ValueError:
+        return None
+    with services.db.session() as session:
+        if kind == "jobs":
+            return session.scalar(select(Job.tenant).where(Job.id == owner_id))
+        if kind == "batches":
+            return session.scalar(select(Batch.tenant).where(Batch.id == owner_id))
+        if kind == "groups":
+            return session.scalar(select(JobGroup.tenant).where(JobGroup.id == owner_id))
+    return None

@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import timedelta
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from jobservice.auth.principal import Principal
-from jobservice.db.tables import TERMINAL_STATUSES, Job, JobGroup, JobStatus, utcnow
+from jobservice.catalog import ModelSpec
+from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobGroup, JobStatus, utcnow
 from jobservice.errors import Conflict, NotFound
 from jobservice.fleet import shares
 from jobservice.fleet.dispatch import request_round
@@ -35,38 +39,60 @@ from jobservice.fleet.eta import refresh as refresh_forecast
 from jobservice.groups.inputs import input_identity
 from jobservice.groups.plan import GroupPlan
 from jobservice.jobs.idempotency import scoped_key
-from jobservice.jobs.submit import new_job_row, request_fingerprint, store_input
+from jobservice.jobs.submit import Submission, new_job_row, request_fingerprint
+from jobservice.jobs.submit import store_inputs as store_job_inputs
 from jobservice.jobs.transitions import (
     InvalidTransition,
     cancel_queued_jobs,
     record_created_many,
     request_cancel,
 )
+from jobservice.jobs.webhook_events import group_may_have_ended, on_set_move
+from jobservice.media.uploads import CheckedUpload
 from jobservice.quotas.admit import admit_jobs
 from jobservice.quotas.disk import check_free_space
-from jobservice.quotas.limits import recent_limits
+from jobservice.quotas.limits import Limits, recent_limits
 from jobservice.storage import StoreUnavailable
 from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
 
 CANCELED_DETAIL = "canceled with its job group"
+T = TypeVar("T", JobGroup, Batch)
+
+
+def parse_set_id(raw: str, *, code: str = "group_not_found", noun: str = "job group") -> uuid.UUID:
+    """A set's id from a URL or the command line; anything else names no set (404 ``code``)."""
+    try:
+        return uuid.UUID(str(raw))
+    except ValueError:
+        raise NotFound(code, f"There is no {noun} '{raw}'.") from None
+
+
+def get_set(
+    session: Session,
+    model: type[T],
+    raw_id: str | uuid.UUID,
+    *,
+    code: str = "group_not_found",
+    noun: str = "job group",
+) -> T:
+    """A set's row (a ``JobGroup``, or the ``Batch`` of a nightly run), freshly read, or a 404."""
+    set_id = raw_id if isinstance(raw_id, uuid.UUID) else parse_set_id(raw_id, code=code, noun=noun)
+    found = session.get(model, set_id, populate_existing=True)
+    if found is None:
+        raise NotFound(code, f"There is no {noun} '{raw_id}'.")
+    return found
 
 
 def parse_group_id(raw: str) -> uuid.UUID:
     """A group id from a URL or the command line; anything else names no group."""
-    try:
-        return uuid.UUID(str(raw))
-    except ValueError:
-        raise NotFound("group_not_found", f"There is no job group '{raw}'.") from None
+    return parse_set_id(raw)
 
 
 def get_group(session: Session, group_id: uuid.UUID) -> JobGroup:
     """The group, freshly read, or a 404."""
-    group = session.get(JobGroup, group_id, populate_existing=True)
-    if group is None:
-        raise NotFound("group_not_found", f"There is no job group '{group_id}'.")
-    return group
+    return get_set(session, JobGroup, group_id)
 
 
 def group_prefix(group_id: uuid.UUID | str) -> str:
@@ -87,12 +113,12 @@ def replay_of(
     return existing
 
 
-def admit_group(services: Services, *, principal: Principal, rows: int) -> None:
+def admit_group(services: Services, *, principal: Principal, rows: int, batch: bool = False) -> None:
     """Refuse (429 ``quota_exceeded``) a group of ``rows`` jobs the tenant's quotas do not allow,
     before its rows are checked or anything is stored (``create_group`` admits it again, in the
     transaction that inserts the jobs)."""
     with services.db.session() as session:
-        admit_jobs(session, services.settings, principal, rows, group=True)
+        admit_jobs(session, services.settings, principal, rows, group=not batch, batch=batch)
 
 
 def create_group(
@@ -103,6 +129,7 @@ def create_group(
     source: str,
     name: str = "",
     idempotency_key: str | None = None,
+    webhook: tuple[str | None, str | None] = (None, None),
 ) -> tuple[JobGroup, bool]:
     """Record a checked plan as a group and queue all its jobs; (group, created). A replayed
     ``idempotency_key`` returns the group it created (409 for another manifest)."""
@@ -111,63 +138,34 @@ def create_group(
         existing = _by_key(services, key)
         if existing is not None:
             return _replay(existing, plan), False
-    settings = services.settings
     count = len(plan.rows)
     admit_group(services, principal=principal, rows=count)  # refused before anything is stored
     group_id = uuid.uuid4()
-    stored = _store_inputs(services, group_id, plan)
+    stored = store_inputs(services, group_id, plan.inputs())
     plan.close()  # the store has them now
     limits = recent_limits(services, principal)
-    group = JobGroup(
-        id=group_id,
-        name=name[:128],
-        tenant=principal.tenant,
-        submitted_by=principal.key_id,
+    group = new_set(
+        set_id=group_id,
+        name=name,
+        principal=principal,
         source=source,
-        manifest_format=plan.manifest.format,
-        manifest_sha256=plan.manifest.sha256,
-        columns=list(plan.manifest.columns),
-        total_jobs=count,
-        models=plan.models(),
+        manifest=(plan.manifest.format, plan.manifest.sha256),
+        columns=plan.manifest.columns,
         idempotency_key=key,
-        created_at=utcnow(),
+        webhook=webhook,
     )
-    jobs = []
-    for index, planned in enumerate(plan.rows):
+    for planned in plan.rows:
         sub = planned.submission
-        sub.group_id, sub.priority = group_id, settings.batch_priority
         sub.stored_inputs = {n: stored[input_identity(up)] for n, up in sub.uploads.items()}
-        created = group.created_at + timedelta(microseconds=index)  # row order is creation order
-        job = new_job_row(
-            services,
-            sub,
-            planned.spec,
-            planned.params,
-            job_id=uuid.uuid4(),
-            input_keys=sub.stored_inputs,
-            fingerprint=request_fingerprint(sub, planned.spec),
-            now=created,
-        )
-        job.expires_at = created + timedelta(hours=limits.retention_hours)
-        jobs.append(job)
+    entries = [(planned.submission, planned.spec, planned.params) for planned in plan.rows]
+    jobs = job_rows(services, entries, group_id=group_id, start=group.created_at, limits=limits)
     try:
-        with services.db.session() as session:  # the group and all its jobs, or nothing
-            session.add(group)
-            session.flush()
-            record_created_many(session, jobs, actor=principal.actor)
-            admit_jobs(session, settings, principal, count, group=True, inserted=count, limits=limits)
-            shares.start_competing(
-                session, tenant=principal.tenant, inserted=count, catalog=services.catalog, settings=settings
-            )
-    except IntegrityError:
-        _discard_inputs(services, group_id)
+        record_set(services, group=group, jobs=jobs, principal=principal, limits=limits)
+    except IntegrityError:  # the same Idempotency-Key, at the same moment
         replay = _by_key(services, key) if key else None
         if replay is None:
             raise
         return _replay(replay, plan), False
-    except BaseException:
-        _discard_inputs(services, group_id)
-        raise
     log.info("group %s (%s): %d jobs queued (%s)", group_id, name or "unnamed", count, group.models)
     _dispatch(services, group)
     return group, True
@@ -189,25 +187,148 @@ def refresh_etas(services: Services, group_id: uuid.UUID) -> None:
         log.warning("group %s: its jobs' ETAs wait for the next forecast", group_id, exc_info=True)
 
 
-def _store_inputs(services: Services, group_id: uuid.UUID, plan: GroupPlan) -> dict[str, str]:
-    """Store each distinct input once for the group: its identity (``input_identity``) -> object key."""
-    inputs = plan.inputs()
+def new_set(
+    *,
+    set_id: uuid.UUID,
+    name: str,
+    principal: Principal,
+    source: str,
+    manifest: tuple[str, str],
+    columns: Sequence[str] = (),
+    idempotency_key: str | None = None,
+    created_at: datetime | None = None,
+    webhook: tuple[str | None, str | None] = (None, None),
+) -> JobGroup:
+    """A set's row, not yet recorded (``record_set`` counts its jobs and models): ``manifest`` is
+    the format and sha256 of what it was made from (a manifest, or a nightly run's spec);
+    ``webhook``: the checked URL and event filter of its ``group.*`` events."""
+    return JobGroup(
+        id=set_id,
+        name=name[:128],
+        tenant=principal.tenant,
+        submitted_by=principal.key_id,
+        source=source[:16],
+        manifest_format=manifest[0],
+        manifest_sha256=manifest[1],
+        columns=list(columns),
+        idempotency_key=idempotency_key,
+        created_at=created_at or utcnow(),
+        webhook_url=webhook[0],
+        webhook_events=webhook[1],
+    )
+
+
+def job_rows(
+    services: Services,
+    entries: Sequence[tuple[Submission, ModelSpec, dict[str, Any]]],
+    *,
+    group_id: uuid.UUID,
+    start: datetime,
+    limits: Limits,
+) -> list[Job]:
+    """The rows of a set's checked submissions (each with its ``stored_inputs``), not yet recorded:
+    queued at batch priority, ``created_at`` one microsecond apart from ``start`` in their order (the
+    dispatcher takes a set's jobs of one model in that order), kept as the tenant's retention says."""
+    jobs = []
+    for index, (sub, spec, params) in enumerate(entries):
+        sub.group_id, sub.priority = group_id, services.settings.batch_priority
+        created = start + timedelta(microseconds=index)
+        job = new_job_row(
+            services,
+            sub,
+            spec,
+            params,
+            job_id=uuid.uuid4(),
+            input_keys=dict(sub.stored_inputs or {}),
+            fingerprint=request_fingerprint(sub, spec),
+            now=created,
+        )
+        job.expires_at = created + timedelta(hours=limits.retention_hours)
+        jobs.append(job)
+    return jobs
+
+
+def record_set(
+    services: Services,
+    *,
+    group: JobGroup,
+    jobs: Sequence[Job],
+    principal: Principal,
+    limits: Limits,
+    batch: Batch | None = None,
+    then: Callable[[Session], None] | None = None,
+) -> None:
+    """The one way a set's jobs come to exist: ONE transaction inserts the group's row (and a nightly
+    run's ``batch`` row with its spec), every job and its first event, and admits them all against
+    the tenant's quotas under its lock: all the jobs exist, or none does (and the set's stored
+    inputs are deleted). ``then`` adds what else
+    belongs to the same transaction (a nightly run's webhook event)."""
+    count = len(jobs)
+    group.total_jobs, group.models = count, dict(Counter(job.model for job in jobs).most_common())
+    try:
+        with services.db.session() as session:
+            session.add(group)
+            if batch is not None:
+                session.add(batch)
+            session.flush()
+            record_created_many(session, jobs, actor=principal.actor)
+            admit_jobs(
+                session,
+                services.settings,
+                principal,
+                count,
+                batch=batch is not None,
+                group=batch is None,
+                inserted=count,
+                limits=limits,
+            )
+            _start_competing(services, session, principal, count)
+            on_set_move(session, group.id, kind="start")  # the webhook outbox, same transaction
+            if then is not None:
+                then(session)
+    except BaseException:
+        discard_inputs(services, group.id)  # nothing refers to them
+        raise
+
+
+def grow_set(
+    services: Services, session: Session, group_id: uuid.UUID, jobs: Sequence[Job], *, principal: Principal
+) -> None:
+    """Add ``jobs`` to an existing set, in the caller's transaction (a running nightly run's
+    re-runs and further repeats: the set was admitted as a whole, so they are not admitted again)."""
+    if not jobs:
+        return
+    record_created_many(session, jobs, actor=principal.actor)
+    group = get_group(session, group_id)
+    models = Counter(group.models or {})
+    models.update(job.model for job in jobs)
+    group.total_jobs, group.models = group.total_jobs + len(jobs), dict(models.most_common())
+    group.canceled_at = None  # a canceled set that is resumed runs again
+    _start_competing(services, session, principal, len(jobs))
+
+
+def _start_competing(services: Services, session: Session, principal: Principal, inserted: int) -> None:
+    """Fair share: a tenant with no other job waiting starts competing (its level is lifted)."""
+    shares.start_competing(
+        session,
+        tenant=principal.tenant,
+        inserted=inserted,
+        catalog=services.catalog,
+        settings=services.settings,
+    )
+
+
+def store_inputs(services: Services, group_id: uuid.UUID, inputs: dict[str, CheckedUpload]) -> dict[str, str]:
+    """Store each distinct input of a set once, under the group's prefix: its identity
+    (``input_identity``) -> object key. Nothing is left behind when it fails."""
     if not inputs:
         return {}
     check_free_space(services)  # 507 before anything is stored
-    stored: dict[str, str] = {}
-    try:
-        for identity, upload in inputs.items():
-            key = f"{group_prefix(group_id)}inputs/{identity}.{upload.extension}"
-            store_input(services, key, upload)
-            stored[identity] = key
-    except BaseException:
-        _discard_inputs(services, group_id)
-        raise  # an outage is answered as 503 storage_unavailable by jobservice.http.api.errors
-    return stored
+    return store_job_inputs(services, group_prefix(group_id), inputs)
 
 
-def _discard_inputs(services: Services, group_id: uuid.UUID) -> None:
+def discard_inputs(services: Services, group_id: uuid.UUID) -> None:
+    """Delete a set's stored inputs after its creation failed."""
     try:
         services.store.delete_prefix(group_prefix(group_id))
     except StoreUnavailable:
@@ -227,8 +348,7 @@ def _replay(group: JobGroup, plan: GroupPlan) -> JobGroup:
 
 
 def cancel_group(services: Services, group_id: uuid.UUID, *, actor: str | None = None) -> JobGroup:
-    """Cancel every unfinished job of the group: queued ones at once (one statement for all of
-    them), running ones at their next step. 409 ``group_finished`` when every job had ended."""
+    """Cancel every unfinished job of the group. 409 ``group_finished`` when every job had ended."""
     with services.db.session() as session:
         group = get_group(session, group_id)
         unfinished = session.scalar(
@@ -236,10 +356,19 @@ def cancel_group(services: Services, group_id: uuid.UUID, *, actor: str | None =
             .where(Job.group_id == group_id, Job.status.not_in(list(TERMINAL_STATUSES)))
             .limit(1)
         )
-        if unfinished is None:
-            raise Conflict(
-                "group_finished", f"Every job of group {group.id} has ended; there is nothing to cancel."
-            )
+    if unfinished is None:
+        raise Conflict(
+            "group_finished", f"Every job of group {group.id} has ended; there is nothing to cancel."
+        )
+    cancel_set_jobs(services, group_id, actor=actor)
+    with services.db.session() as session:
+        return get_group(session, group_id)
+
+
+def cancel_set_jobs(services: Services, group_id: uuid.UUID, *, actor: str | None = None) -> None:
+    """Cancel every unfinished job of a set (a group, or a nightly run's): queued ones at once (one
+    statement for all of them), running ones at their next step; the group records when."""
+    with services.db.session() as session:
         session.execute(
             update(JobGroup)
             .where(JobGroup.id == group_id, JobGroup.canceled_at.is_(None))
@@ -247,6 +376,7 @@ def cancel_group(services: Services, group_id: uuid.UUID, *, actor: str | None =
             .execution_options(synchronize_session=False)
         )
         canceled = cancel_queued_jobs(session, Job.group_id == group_id, detail=CANCELED_DETAIL, actor=actor)
+        group_may_have_ended(session, group_id)  # nothing was running: it ended now
     with services.db.session() as session:
         running = list(
             session.scalars(select(Job.id).where(Job.group_id == group_id, Job.status == JobStatus.RUNNING))
@@ -258,10 +388,8 @@ def cancel_group(services: Services, group_id: uuid.UUID, *, actor: str | None =
         except InvalidTransition:
             pass  # it ended meanwhile
     log.info(
-        "group %s: canceled %d queued jobs, asked %d running ones to stop",
+        "set %s: canceled %d queued jobs, asked %d running ones to stop",
         group_id,
         len(canceled),
         len(running),
     )
-    with services.db.session() as session:
-        return get_group(session, group_id)

@@ -274,7 +274,7 @@ def submit_job(services: Services, sub: Submission, *, checked: Checked | None =
         input_keys = dict(sub.stored_inputs)
     else:
         check_free_space(services)  # 507 before anything is stored
-        input_keys = _store_inputs(services, job_id, sub.uploads)
+        input_keys = store_inputs(services, prefix, sub.uploads)
     job = new_job_row(
         services, sub, spec, params, job_id=job_id, input_keys=input_keys, fingerprint=fingerprint
     )
@@ -393,25 +393,26 @@ def store_input(services: Services, key: str, upload: CheckedUpload) -> None:
         services.store.put_file(key, upload.path, content_type=upload.content_type)
 
 
-def _store_inputs(services: Services, job_id: uuid.UUID, uploads: dict[str, CheckedUpload]) -> dict[str, str]:
-    """Put the job's checked files in the object store; on an outage, delete what was put and re-raise."""
-    prefix = f"jobs/{job_id}/"
-    input_keys: dict[str, str] = {}
+def store_inputs(services: Services, prefix: str, inputs: dict[str, CheckedUpload]) -> dict[str, str]:
+    """Put checked input files under ``<prefix>inputs/``, each once (``inputs``: the name of its
+    object -> the file; a job names them by input, a set by content) -> their keys. On a failure
+    everything under ``prefix`` is deleted: a direct upload gone from the store is 409
+    ``upload_missing``, an outage is re-raised (503 ``storage_unavailable``)."""
+    keys: dict[str, str] = {}
     try:
-        for name, upload in uploads.items():
+        for name, upload in inputs.items():
             key = f"{prefix}inputs/{name}.{upload.extension}"
             store_input(services, key, upload)
-            input_keys[name] = key
+            keys[name] = key
     except ObjectNotFound:
         _cleanup(services, prefix)
-        raise Conflict(
-            "upload_missing", "An upload this job names is no longer in the object store."
-        ) from None
-    except StoreUnavailable as exc:
+        raise Conflict("upload_missing", "An upload this names is no longer in the object store.") from None
+    except BaseException as exc:
         _cleanup(services, prefix)
-        log.error("job %s: storing inputs failed: %s", job_id, exc)
-        raise  # answered as 503 storage_unavailable by jobservice.http.api.errors
-    return input_keys
+        if isinstance(exc, StoreUnavailable):
+            log.error("%s: storing inputs failed: %s", prefix, exc)
+        raise  # an outage is answered as 503 storage_unavailable by jobservice.http.api.errors
+    return keys
 
 
 def _cleanup(services: Services, prefix: str) -> None:

@@ -10,7 +10,9 @@ measure.py         how its jobs are measured: undisturbed by the worker's own fi
 stats.py           noise-aware comparison of repeated samples (medians, robust spread)
 plan.py            a spec checked against the catalog, with its inputs content-checked
 states.py          BatchStatus and the compare-and-swap moves: the only code that sets a run's status
-service.py         creating, resuming, canceling and pinning runs
+service.py         creating (as a job group with a spec), growing, resuming and canceling runs
+slots.py           the runs a spec asks for (case x repeat) and the job rows that queue them
+pins.py            accepting a run as the new normal (the pinned baseline)
 finalize.py        when every job ended: results, baseline, comparison, environment
 compare.py         the per-case verdicts of a candidate run against a baseline
 environment.py     what a run ran on (versions, host), for the report

@@ -5,8 +5,8 @@ final write is a compare-and-swap from ``running`` to ``finished``, so the beat'
 an API request and a waiting CLI may all call it. Before that write, a case may run more
 (``looks.py``: disturbed repeats again, the next look of adaptive repeats): the batch then stays
 running with the added jobs and is judged again when they end. The report files are also written
-to the object store (``batches/<id>/report.{json,csv,md}``) for people who read the store rather
-than the API.
+to the object store (``groups/<id>/report.{json,csv,md}``, beside its inputs) for people who read
+the store rather than the API.
 
 Each case is judged against its history of nights (``history.py`` reads the spec's earlier runs,
 ``verdicts.py`` states the error rates), or, until it has 5 reference runs, against the baseline
@@ -26,6 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobStatus
+from jobservice.groups.service import group_prefix
 from jobservice.nightly.compare import Night, compare_results, primary_metric, tracked_metrics
 from jobservice.nightly.environment import environment_changes, runs_environment
 from jobservice.nightly.figures import METRICS, RunFacts, figures_of, run_facts, samples_of, unavailable
@@ -40,15 +41,8 @@ from jobservice.nightly.looks import (
     used_runs,
 )
 from jobservice.nightly.render import render_csv, render_json, render_markdown
-from jobservice.nightly.service import (
-    abandon_if_incomplete,
-    add_runs,
-    get_batch,
-    has_finished_cases,
-    latest_jobs,
-    plan_of,
-    slots,
-)
+from jobservice.nightly.service import add_runs, get_batch
+from jobservice.nightly.slots import has_finished_cases, latest_jobs, plan_of, slots
 from jobservice.nightly.states import BatchStatus, mark_finished
 from jobservice.nightly.stats import summarize
 from jobservice.nightly.verdicts import MIN_REFERENCE
@@ -73,9 +67,6 @@ def refresh_batch(services: Services, batch_id: uuid.UUID) -> Batch:
         expected = {(case["name"], repeat) for case, repeat in slots(batch.spec or {}, plan_of(batch))}
         if not expected <= set(jobs) or any(j.status not in TERMINAL_STATUSES for j in jobs.values()):
             return batch
-    if abandon_if_incomplete(services, batch):
-        with services.db.session() as session:
-            return get_batch(session, batch_id)
     return finalize_batch(services, batch, jobs)
 
 
@@ -436,6 +427,6 @@ def _store_reports(services: Services, batch: Batch) -> None:
     }
     for name, (data, mime) in outputs.items():
         try:
-            services.store.put_bytes(f"batches/{batch.id}/{name}", data, content_type=mime)
+            services.store.put_bytes(f"{group_prefix(batch.id)}{name}", data, content_type=mime)
         except StoreUnavailable as exc:  # the row has everything; the files are a convenience
             log.warning("batch %s: could not store %s (%s)", batch.id, name, exc)

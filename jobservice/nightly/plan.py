@@ -10,23 +10,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-
-from jobservice.db.tables import Batch, Job, JobGroup
-from jobservice.errors import DomainError, Invalid
+from jobservice.auth.principal import Principal
+from jobservice.db.tables import Batch, utcnow
+from jobservice.errors import DomainError
+from jobservice.groups.inputs import check_local_file, input_identity, key_owner
 from jobservice.jobs.submit import resolve_model, validate_params
-from jobservice.media.uploads import FILE_CHECKS, CheckedUpload, SpoolFile
+from jobservice.media.uploads import CheckedUpload, SpoolFile
+from jobservice.nightly.environment import creator_environment
 from jobservice.nightly.spec import CaseSpec, LoadedSpec, SpecError, resolve_under
+from jobservice.nightly.states import BatchStatus
 from jobservice.settings import Settings
 from jobservice.storage import ObjectNotFound
-from jobservice.webhooks.targets import check_webhook
+from jobservice.webhooks.targets import check_webhook, event_filter
 from jobservice.wiring import Services
 
 
@@ -71,6 +72,64 @@ class Plan:
     cases: list[PlannedCase]
     tenant: str | None = None  # inputs given by store key must belong to it (None: an admin's)
     _spools: list[SpoolFile] = field(default_factory=list, repr=False)
+
+    @property
+    def size(self) -> int:
+        """How many jobs the plan queues (cases x repeats)."""
+        return sum(case.repeat for case in self.cases)
+
+    def inputs(self) -> dict[str, CheckedUpload]:
+        """Every distinct input file of the cases, by identity, to store once for the run."""
+        return {input_identity(up): up for case in self.cases for up in case.inputs.values()}
+
+    def resolved(self, stored: dict[str, str]) -> dict[str, Any]:
+        """The spec as stored with the batch (``stored``: each input's identity -> its object key)."""
+        spec = self.loaded.spec
+        return {
+            "name": spec.name,
+            "description": spec.description,
+            "baseline": spec.baseline,
+            "thresholds": spec.thresholds.model_dump(mode="json"),
+            "metrics": [m.model_dump(mode="json") for m in spec.metrics],
+            "primary": spec.primary,
+            "assumed_drift": spec.assumed_drift,
+            "time_budget_s": spec.time_budget_s,
+            "undisturbed": spec.undisturbed,  # read by workers (jobservice/nightly/measure.py)
+            "cases": [
+                case.describe({n: stored[input_identity(up)] for n, up in case.inputs.items()})
+                for case in self.cases
+            ],
+        }
+
+    def batch_row(
+        self, batch_id: uuid.UUID, *, spec: dict[str, Any], source: str, key: str | None, principal: Principal
+    ) -> Batch:
+        """The new batch's row, running, with its resolved ``spec`` (``resolved``: inputs stored)."""
+        loaded, now = self.loaded, utcnow()
+        return Batch(
+            id=batch_id,
+            name=loaded.spec.name,
+            spec_digest=loaded.digest,
+            spec=spec,
+            spec_text=loaded.text,
+            origin=loaded.origin[:512],
+            source=source,
+            status=BatchStatus.RUNNING.value,
+            pinned=False,
+            total_jobs=self.size,
+            idempotency_key=key,
+            environment={"created_by": creator_environment()},
+            results={},
+            tenant=principal.tenant,
+            submitted_by=principal.key_id,
+            created_at=now,
+            submitted_at=now,
+            # Checked by plan_batch (jobservice.webhooks.targets).
+            webhook_url=loaded.spec.webhook or None,
+            webhook_events=event_filter(loaded.spec.webhook_events_filter or "start,completed")
+            if loaded.spec.webhook
+            else None,
+        )
 
     def close(self) -> None:
         """Delete the spooled copies of the inputs."""
@@ -189,24 +248,6 @@ def private_paths(settings: Settings) -> list[Path]:
     return [path.resolve() for path in paths]
 
 
-def check_local_file(name: str, path: Path, settings: Settings, *, keep: list[SpoolFile]) -> CheckedUpload:
-    """Content-check a local file as if it had been uploaded as ``name`` ("image" or "audio").
-
-    The file is copied into a spool file first, so what is checked is exactly what is stored even if
-    the original changes meanwhile; the spool file is appended to ``keep`` and deleted by its owner.
-    """
-    check = FILE_CHECKS.get(name)
-    if check is None:
-        raise Invalid("unexpected_input", f"No model takes a file named '{name}'.")
-    ceiling = max(settings.max_image_mb, settings.max_audio_mb) * 2**20
-    spool = SpoolFile(settings.resolved_spool_dir(), ceiling)
-    keep.append(spool)
-    with path.open("rb") as source:
-        shutil.copyfileobj(source, spool, length=1 << 20)
-    spool.flush()
-    return check(name, spool, settings)
-
-
 def _check_file(plan: Plan, name: str, path: Path, settings: Settings, *, where: str) -> CheckedUpload:
     if not path.is_file():
         raise SpecError(f"{where} input '{name}': there is no file at {path}.")
@@ -218,24 +259,6 @@ def _check_file(plan: Plan, name: str, path: Path, settings: Settings, *, where:
         raise SpecError(f"{where} input '{name}' ({path.name}): {exc.message}") from None
     except OSError as exc:
         raise SpecError(f"{where} input '{name}': {path} cannot be read ({exc}).") from None
-
-
-def key_owner(services: Services, key: str) -> str | None:
-    """The tenant of the job, batch or job group whose folder ``key`` is in (``jobs/<id>/``,
-    ``batches/<id>/``, ``groups/<id>/``)."""
-    kind, _, rest = key.partition("/")
-    try:
-        owner_id = uuid.UUID(rest.split("/", 1)[0])
-    except ValueError:
-        return None
-    with services.db.session() as session:
-        if kind == "jobs":
-            return session.scalar(select(Job.tenant).where(Job.id == owner_id))
-        if kind == "batches":
-            return session.scalar(select(Batch.tenant).where(Batch.id == owner_id))
-        if kind == "groups":
-            return session.scalar(select(JobGroup.tenant).where(JobGroup.id == owner_id))
-    return None
 
 
 def _check_key(services: Services, plan: Plan, name: str, key: str, *, where: str) -> CheckedUpload:

@@ -12,7 +12,8 @@ from sqlalchemy.orm import Session, defer
 from jobservice.db.tables import Batch, Job, JobStatus
 from jobservice.errors import Invalid
 from jobservice.nightly.compare import false_alarm_sentence
-from jobservice.nightly.service import BATCH_STATUSES, latest_jobs, plan_of, slots
+from jobservice.nightly.service import BATCH_STATUSES
+from jobservice.nightly.slots import latest_slots, plan_of, slots
 from jobservice.nightly.states import BatchStatus
 from jobservice.nightly.views import BatchView, CaseView, EpisodeView, Progress
 
@@ -32,16 +33,19 @@ class _Tally:
 
 def batch_view(session: Session, batch: Batch) -> BatchView:
     """Summarise ``batch``: its jobs' progress, and once finished, each case's verdict."""
-    jobs = latest_jobs(session, batch.id)
+    jobs = latest_slots(session, batch.id)
     tally = _Tally()
     for job in jobs.values():
         tally.add(str(job.status), 1, float(job.progress or 0))
     comparison = (batch.results or {}).get("comparison") or {}
     verdicts = {c["case"]: c for c in comparison.get("cases") or []}
     own = {c["name"]: c for c in (batch.results or {}).get("cases") or []}
+    by_case: dict[str, list[Any]] = {}
+    for (name, _), job in sorted(jobs.items()):
+        by_case.setdefault(name, []).append(job)
     cases = []
     for case in (batch.spec or {}).get("cases") or []:
-        mine = [j for (name, _), j in sorted(jobs.items()) if name == case["name"]]
+        mine = by_case.get(case["name"], [])
         statuses: dict[str, int] = {}
         for job in mine:
             statuses[str(job.status)] = statuses.get(str(job.status), 0) + 1

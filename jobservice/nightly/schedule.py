@@ -5,7 +5,7 @@ its own small process: Celery beat publishes, at each cron time of ``JOBSERVICE_
 a task on the ``jobservice.control`` queue, and the same process (a solo-pool Celery worker with an
 embedded beat) consumes it: it loads the spec from the batch root, plans and creates the batch.
 Every ``JOBSERVICE_BATCH_TICK_SECONDS`` a tick finishes batches whose jobs all ended (so reports
-exist without anyone asking) and resumes batches whose creation was interrupted.
+exist without anyone asking); a batch is created with all its jobs, so none is left half-made.
 
 A batch created by a schedule has the idempotency key ``beat:<schedule>:<fire time>``, where the
 fire time is the cron's own scheduled time (the latest at or before now, in the schedule's time
@@ -30,7 +30,7 @@ from sqlalchemy import select
 
 from jobservice import tracing
 from jobservice.broker import make_celery
-from jobservice.db.tables import Batch, utcnow
+from jobservice.db.tables import Batch
 from jobservice.retention import PeriodicCollector
 from jobservice.settings import Settings
 from jobservice.webhooks.tasks import beat_entries as webhook_beat_entries
@@ -43,7 +43,6 @@ CONTROL_QUEUE = "jobservice.control"
 RUN_SCHEDULED_TASK = "jobservice.batch.run_scheduled"
 TICK_TASK = "jobservice.batch.tick"
 GC_TASK = "jobservice.retention.gc"  # expired files and orphans (jobservice.retention)
-STALE_CREATING_SECONDS = 60.0
 # A task may run a little "before" its fire time when a second beat's clock is ahead of this one's.
 CLOCK_SKEW_SECONDS = 5.0
 LOOKBACK_YEARS = 8  # a cron firing more rarely (29 February on Mondays) falls back to the minute
@@ -177,6 +176,7 @@ def run_scheduled(
     now: float | None = None,
 ) -> str | None:
     """Create the batch of schedule ``name``; returns its id (None when the spec is unusable)."""
+    from jobservice.groups.service import refresh_etas
     from jobservice.nightly.plan import plan_batch
     from jobservice.nightly.service import create_batch
     from jobservice.nightly.spec import SpecError, load_spec_file, resolve_under
@@ -191,6 +191,8 @@ def run_scheduled(
             batch, created = create_batch(
                 services, plan, source="beat", idempotency_key=scheduled_key(name, slot)
             )
+            if created:
+                refresh_etas(services, batch.id)
     except SpecError as exc:
         log.error("schedule %s: the spec %s cannot be run: %s", name, spec, exc.message)
         return None
@@ -200,49 +202,21 @@ def run_scheduled(
     return str(batch.id)
 
 
-def tick(services: Services, *, stale_after_seconds: float | None = None) -> dict[str, int]:
-    """Finish batches whose jobs all ended; resume batches whose creation stopped part-way.
-
-    A batch counts as interrupted when it has been ``creating`` without progress for
-    ``stale_after_seconds`` (default: a minute, or three ticks if that is longer). One that has
-    nothing to resume (no spec was stored) is canceled with that reason instead.
-    """
+def tick(services: Services) -> dict[str, int]:
+    """Finish the running batches whose jobs all ended (a batch is created with all its jobs, so
+    there is no half-made one to resume)."""
     from jobservice.nightly.finalize import refresh_batch
-    from jobservice.nightly.service import abandon_if_incomplete, get_batch, resume_batch
     from jobservice.nightly.states import BatchStatus
 
-    if stale_after_seconds is None:
-        stale_after_seconds = max(STALE_CREATING_SECONDS, 3 * services.settings.batch_tick_seconds)
-    stale_before = utcnow() - timedelta(seconds=stale_after_seconds)
     with services.db.session() as session:
         running = list(session.scalars(select(Batch.id).where(Batch.status == BatchStatus.RUNNING)))
-        stalled = list(
-            session.scalars(
-                select(Batch.id).where(Batch.status == BatchStatus.CREATING, Batch.updated_at < stale_before)
-            )
-        )
-    counts = {"finished": 0, "resumed": 0, "abandoned": 0}
+    finished = 0
     for batch_id in running:
         try:
-            status = refresh_batch(services, batch_id).status
+            finished += refresh_batch(services, batch_id).status == BatchStatus.FINISHED
         except Exception:  # noqa: BLE001 - one broken batch must not stop the others
             log.exception("batch %s: finishing failed", batch_id)
-            continue
-        counts["finished"] += status == BatchStatus.FINISHED
-        counts["abandoned"] += status == BatchStatus.CANCELED
-    for batch_id in stalled:
-        try:
-            with services.db.session() as session:
-                batch = get_batch(session, batch_id)
-            if abandon_if_incomplete(services, batch):
-                counts["abandoned"] += 1
-                continue
-            log.info("batch %s: creation was interrupted; resuming", batch_id)
-            resume_batch(services, batch_id)
-            counts["resumed"] += 1
-        except Exception:  # noqa: BLE001
-            log.exception("batch %s: resuming failed", batch_id)
-    return counts
+    return {"finished": finished}
 
 
 def make_control_app(settings: Settings | None = None) -> Celery:
@@ -266,7 +240,7 @@ def make_control_app(settings: Settings | None = None) -> Celery:
 
     @app.task(name=TICK_TASK, ignore_result=True)
     def tick_task() -> dict[str, int]:
-        """Finish ended batches, resume interrupted ones."""
+        """Finish the batches whose jobs all ended."""
         return tick(services)
 
     register_webhook_tasks(app, services.db, settings)  # jobservice.deliver_webhook and the sweep

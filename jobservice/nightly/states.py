@@ -5,9 +5,11 @@ status IN (...)``: the beat's tick, an API request and a CLI may race to finish,
 the same batch, and only one of them moves it. Each function returns whether it made the move
 (False: the batch was not in a state that move starts from; someone else moved it first).
 
-    creating ──all slots submitted──> running ──last job ended──> finished
-        │                               │  └──resume (a job was canceled)──> creating
-        └───────────cancel──────────────┴──> canceled ──resume──> creating
+    (created with all its jobs) running ──last job ended──> finished
+                                   │  ^
+                              cancel  resume (queues the slots whose job was canceled)
+                                   v  │
+                                 canceled
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Batch, utcnow
+from jobservice.jobs.webhook_events import on_set_move
 from jobservice.nightly.webhook_events import on_batch_move
 
 
 class BatchStatus(enum.StrEnum):
     """Where a batch is in its life."""
 
-    CREATING = "creating"  # its jobs are being queued (resumable if that stopped)
-    RUNNING = "running"  # every job is queued; finished once the last one ends
+    RUNNING = "running"  # created with every job queued; finished once the last one ends
     FINISHED = "finished"  # results, comparison and verdict recorded
     CANCELED = "canceled"  # stopped by someone, or abandoned (``Batch.error`` says why)
 
@@ -38,10 +40,9 @@ class BatchStatus(enum.StrEnum):
 
 
 ALLOWED: dict[BatchStatus, frozenset[BatchStatus]] = {
-    BatchStatus.CREATING: frozenset({BatchStatus.RUNNING, BatchStatus.CANCELED}),
-    BatchStatus.RUNNING: frozenset({BatchStatus.FINISHED, BatchStatus.CANCELED, BatchStatus.CREATING}),
+    BatchStatus.RUNNING: frozenset({BatchStatus.FINISHED, BatchStatus.CANCELED}),
     BatchStatus.FINISHED: frozenset(),
-    BatchStatus.CANCELED: frozenset({BatchStatus.CREATING}),
+    BatchStatus.CANCELED: frozenset({BatchStatus.RUNNING}),
 }
 
 
@@ -64,16 +65,6 @@ def _cas(
     return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
-def still_creating(session: Session, batch_id: uuid.UUID) -> bool:
-    """Show that creation is alive (the tick resumes stale ones); False once it was canceled."""
-    return _cas(session, batch_id, sources=frozenset({BatchStatus.CREATING}), target=BatchStatus.CREATING)
-
-
-def still_running(session: Session, batch_id: uuid.UUID) -> bool:
-    """Show that a running batch still is while runs are added to it; False once it was canceled."""
-    return _cas(session, batch_id, sources=frozenset({BatchStatus.RUNNING}), target=BatchStatus.RUNNING)
-
-
 def record_plan(session: Session, batch_id: uuid.UUID, plan: dict[str, Any]) -> bool:
     """Keep the runs a running batch adds before it is judged (jobservice/nightly/looks.py) in its
     ``results`` (``plan``), so that finishing, resuming and progress count them."""
@@ -84,20 +75,6 @@ def record_plan(session: Session, batch_id: uuid.UUID, plan: dict[str, Any]) -> 
         target=BatchStatus.RUNNING,
         values={"results": {"plan": plan}},
     )
-
-
-def mark_running(session: Session, batch_id: uuid.UUID) -> bool:
-    """Every slot has a job: the batch waits for them to end."""
-    moved = _cas(
-        session,
-        batch_id,
-        sources=frozenset({BatchStatus.CREATING}),
-        target=BatchStatus.RUNNING,
-        values={"submitted_at": utcnow()},
-    )
-    if moved:
-        on_batch_move(session, batch_id, kind="start")  # the webhook outbox, same transaction
-    return moved
 
 
 def mark_finished(
@@ -127,6 +104,7 @@ def mark_finished(
     )
     if moved:
         on_batch_move(session, batch_id, kind="completed")
+        on_set_move(session, batch_id, kind="completed")
     return moved
 
 
@@ -135,21 +113,22 @@ def mark_canceled(session: Session, batch_id: uuid.UUID, *, error: str | None = 
     moved = _cas(
         session,
         batch_id,
-        sources=frozenset({BatchStatus.CREATING, BatchStatus.RUNNING}),
+        sources=frozenset({BatchStatus.RUNNING}),
         target=BatchStatus.CANCELED,
         values={"finished_at": utcnow(), "error": error},
     )
     if moved:
-        on_batch_move(session, batch_id, kind="completed")
+        on_batch_move(session, batch_id, kind="completed")  # group.completed: once its jobs ended
     return moved
 
 
 def reopen(session: Session, batch_id: uuid.UUID) -> bool:
-    """Resume: a canceled or running batch goes back to creating, to queue its missing slots."""
+    """Resume: a canceled or running batch runs (again), its missing slots queued in the same
+    transaction (``jobservice.nightly.service.resume_batch``)."""
     return _cas(
         session,
         batch_id,
         sources=frozenset({BatchStatus.CANCELED, BatchStatus.RUNNING}),
-        target=BatchStatus.CREATING,
+        target=BatchStatus.RUNNING,
         values={"finished_at": None, "error": None},
     )

@@ -10,18 +10,14 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from jobservice.groups.views import GroupProgress
 
-class Progress(BaseModel):
-    """Jobs of a batch by status (the newest job of each case and repeat)."""
 
-    total: int
+class Progress(GroupProgress):
+    """Jobs of a batch by status (the newest job of each case and repeat): a set's progress, and
+    how many slots have a job."""
+
     created: int
-    queued: int = 0
-    running: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    canceled: int = 0
-    fraction: float = Field(description="0..1, counting the progress of running jobs.")
 
 
 class EpisodeView(BaseModel):

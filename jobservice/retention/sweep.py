@@ -16,9 +16,9 @@ A deletion that fails is logged and retried next pass; it never stops the pass (
 Direct uploads (``uploads/<id>/``, ``jobservice.uploads``) go, object and row, once their
 ``expires_at`` has passed: a job that used one holds its own copy.
 
-A batch's shared inputs (``batches/<id>/``) go once every job of the batch has expired and the
-batch is finished or canceled and not pinned; a job group's (``groups/<id>/``) once every job of
-the group has expired.
+A set's shared files (``groups/<id>/``: a job group's inputs, a nightly run's inputs and reports;
+``batches/<id>/`` too for a run made before 0.2.0) go once every job of the set has expired, and
+for a nightly run once it is finished or canceled and not pinned: one sweep for every set.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def job_prefix(job_id: uuid.UUID | str) -> str:
 
 
 def batch_prefix(batch_id: uuid.UUID | str) -> str:
-    """Where a batch's shared inputs live in the object store."""
+    """Where a batch made before 0.2.0 keeps its shared inputs and reports (later ones: ``groups/<id>/``)."""
     return f"batches/{batch_id}/"
 
 
@@ -98,10 +98,9 @@ def sweep_expired(
             return result
         if ok and dry_run:
             result.expired.append(str(job_id))
-    _sweep_batch_inputs(services, now=now, limit=limit, result=result)
+    _sweep_set_inputs(services, now=now, limit=limit, result=result)
     result.uploads = sweep_uploads(services, now=now, limit=limit, dry_run=dry_run)
-    _sweep_group_inputs(services, now=now, limit=limit, result=result)
-    if result.expired or result.failed or result.batch_inputs or result.uploads:
+    if result.expired or result.failed or result.batch_inputs or result.group_inputs or result.uploads:
         log.info(
             "retention%s: %d jobs expired, %d objects deleted, %d failed, %d batches' inputs deleted, "
             "%d uploads deleted",
@@ -214,90 +213,76 @@ def _preview(services: Services, prefix: str, result: SweepResult) -> bool:
     return True
 
 
-def spent_batches(session: Session, *, now: datetime, limit: int) -> list[uuid.UUID]:
-    """Ended, unpinned batches whose jobs have all expired, the last one within BATCH_INPUTS_WINDOW."""
-    unexpired = exists().where(Job.batch_id == Batch.id, Job.expired_at.is_(None))
-    recent = exists().where(Job.batch_id == Batch.id, Job.expired_at >= now - BATCH_INPUTS_WINDOW)
-    query = (
-        select(Batch.id)
-        .where(Batch.pinned.is_(False), Batch.status.in_(ENDED_BATCH_STATUSES), ~unexpired, recent)
-        .order_by(Batch.created_at)
-        .limit(limit)
-    )
-    return list(session.scalars(query))
-
-
-def _sweep_batch_inputs(services: Services, *, now: datetime, limit: int, result: SweepResult) -> None:
-    """Delete the shared inputs of batches whose every job expired (dry run: those that would)."""
-    with services.db.session() as session:
-        batch_ids = spent_batches(session, now=now, limit=limit)
-    if result.dry_run:  # the jobs this pass would expire are not marked yet: name those batches too
-        with services.db.session() as session:
-            batch_ids += _batches_completed_by(session, result.expired, set(batch_ids))
-    for batch_id in batch_ids:
-        prefix = batch_prefix(batch_id)
-        if result.dry_run:
-            if _preview(services, prefix, result):
-                result.batch_inputs.append(str(batch_id))
-            continue
-        try:
-            deleted = services.store.delete_prefix(prefix)
-        except Exception as exc:  # noqa: BLE001 - retried next pass (within the window)
-            log.warning("batch %s: deleting its inputs failed, retried next pass: %s", batch_id, exc)
-            result.failed.append(prefix)
-            continue
-        result.objects_deleted += deleted
-        if deleted:
-            log.info("batch %s: inputs deleted (every job expired)", batch_id)
-            result.batch_inputs.append(str(batch_id))
-
-
-def spent_groups(session: Session, *, now: datetime, limit: int) -> list[uuid.UUID]:
-    """Job groups whose jobs have all expired, the last one within BATCH_INPUTS_WINDOW."""
+def spent_sets(session: Session, *, now: datetime, limit: int) -> list[tuple[uuid.UUID, bool]]:
+    """Sets of jobs (job groups; a nightly run is one with a batch row) whose jobs have all expired,
+    the last one within BATCH_INPUTS_WINDOW, and, for a nightly run, ended and unpinned:
+    (id, is a batch), oldest first."""
     unexpired = exists().where(Job.group_id == JobGroup.id, Job.expired_at.is_(None))
     recent = exists().where(Job.group_id == JobGroup.id, Job.expired_at >= now - BATCH_INPUTS_WINDOW)
-    query = select(JobGroup.id).where(~unexpired, recent).order_by(JobGroup.created_at).limit(limit)
-    return list(session.scalars(query))
+    done = or_(Batch.id.is_(None), and_(Batch.pinned.is_(False), Batch.status.in_(ENDED_BATCH_STATUSES)))
+    query = (
+        select(JobGroup.id, Batch.id.is_not(None))
+        .outerjoin(Batch, Batch.id == JobGroup.id)
+        .where(~unexpired, recent, done)
+        .order_by(JobGroup.created_at)
+        .limit(limit)
+    )
+    return [(set_id, bool(is_batch)) for set_id, is_batch in session.execute(query)]
 
 
-def _sweep_group_inputs(services: Services, *, now: datetime, limit: int, result: SweepResult) -> None:
-    """Delete the shared inputs of job groups whose every job expired (dry run: count them)."""
+def set_prefixes(set_id: uuid.UUID | str, *, is_batch: bool) -> list[str]:
+    """Where a set's shared files live: ``groups/<id>/``, and for a nightly run made before 0.2.0
+    (migration 0018) also ``batches/<id>/``."""
+    return [f"groups/{set_id}/", *([batch_prefix(set_id)] if is_batch else [])]
+
+
+def _sweep_set_inputs(services: Services, *, now: datetime, limit: int, result: SweepResult) -> None:
+    """Delete the shared inputs (and a nightly run's reports) of sets whose every job expired (dry
+    run: those that would go, the sets this pass's jobs complete among them)."""
     with services.db.session() as session:
-        group_ids = spent_groups(session, now=now, limit=limit)
-    for group_id in group_ids:
-        prefix = f"groups/{group_id}/"
-        if result.dry_run:
-            if _preview(services, prefix, result):
-                result.group_inputs.append(str(group_id))
-            continue
-        try:
-            deleted = services.store.delete_prefix(prefix)
-        except Exception as exc:  # noqa: BLE001 - retried next pass (within the window)
-            log.warning("group %s: deleting its inputs failed, retried next pass: %s", group_id, exc)
-            result.failed.append(prefix)
-            continue
-        result.objects_deleted += deleted
-        if deleted:
-            log.info("group %s: inputs deleted (every job expired)", group_id)
-            result.group_inputs.append(str(group_id))
+        sets = spent_sets(session, now=now, limit=limit)
+        if result.dry_run:  # the jobs this pass would expire are not marked yet: name those sets too
+            sets += _sets_completed_by(session, result.expired, {set_id for set_id, _ in sets})
+    for set_id, is_batch in sets:
+        done = result.batch_inputs if is_batch else result.group_inputs
+        deleted, failed = 0, False
+        for prefix in set_prefixes(set_id, is_batch=is_batch):
+            if result.dry_run:
+                before = result.objects_deleted
+                failed |= not _preview(services, prefix, result)
+                deleted += result.objects_deleted - before
+                continue
+            try:
+                deleted += services.store.delete_prefix(prefix)
+            except Exception as exc:  # noqa: BLE001 - retried next pass (within the window)
+                log.warning("set %s: deleting %s failed, retried next pass: %s", set_id, prefix, exc)
+                result.failed.append(prefix)
+                failed = True
+        if not result.dry_run:
+            result.objects_deleted += deleted
+        if deleted and not failed:
+            log.info("set %s: inputs deleted (every job expired)%s", set_id, " (dry run)" * result.dry_run)
+            done.append(str(set_id))
 
 
-def _batches_completed_by(session: Session, job_ids: list[str], known: set[uuid.UUID]) -> list[uuid.UUID]:
-    """Ended, unpinned batches whose only unexpired jobs are among ``job_ids`` (for a dry run)."""
+def _sets_completed_by(
+    session: Session, job_ids: list[str], known: set[uuid.UUID]
+) -> list[tuple[uuid.UUID, bool]]:
+    """Sets whose only unexpired jobs are among ``job_ids`` (for a dry run), as ``spent_sets``."""
     ids = [uuid.UUID(j) for j in job_ids]
     if not ids:
         return []
-    candidates = set(session.scalars(select(Job.batch_id).where(Job.id.in_(ids), Job.batch_id.is_not(None))))
-    found: list[uuid.UUID] = []
-    for batch_id in sorted({c for c in candidates if c is not None} - known, key=str):
-        batch = session.get(Batch, batch_id)
-        if batch is None or batch.pinned or batch.status not in ENDED_BATCH_STATUSES:
+    candidates = set(session.scalars(select(Job.group_id).where(Job.id.in_(ids), Job.group_id.is_not(None))))
+    found: list[tuple[uuid.UUID, bool]] = []
+    for set_id in sorted({c for c in candidates if c is not None} - known, key=str):
+        batch = session.get(Batch, set_id)
+        if batch is not None and (batch.pinned or batch.status not in ENDED_BATCH_STATUSES):
             continue
         left = session.scalar(
             select(func.count())
             .select_from(Job)
-            .where(Job.batch_id == batch_id, Job.expired_at.is_(None), Job.id.not_in(ids))
+            .where(Job.group_id == set_id, Job.expired_at.is_(None), Job.id.not_in(ids))
         )
         if not left:
-            found.append(batch_id)
+            found.append((set_id, batch is not None))
     return found

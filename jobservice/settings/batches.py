@@ -27,6 +27,6 @@ class BatchSettings(BaseModel):
     )
     batch_timezone: str = Field(default="UTC", description="Time zone of the schedules' cron expressions.")
     batch_tick_seconds: float = Field(
-        default=30.0, gt=0, description="How often the beat finishes batches and resumes interrupted ones."
+        default=30.0, gt=0, description="How often the beat finishes batches whose jobs all ended."
     )
     batch_history: int = Field(default=14, ge=2, le=365, description="Runs in a batch report's trend charts.")

@@ -47,7 +47,7 @@ def test_a_batch_over_the_cap_is_refused_before_anything_is_stored(
     with keyed_services.db.session() as session:
         assert session.scalar(select(func.count()).select_from(Batch)) == 0
         assert session.scalar(select(func.count()).select_from(Job)) == 0
-    assert not list(keyed_services.store.list("batches/"))
+    assert not list(keyed_services.store.list("groups/"))
 
 
 def test_request_rate_per_key_is_a_429_with_retry_after(

@@ -208,7 +208,7 @@ def test_the_delivery_body_is_the_job_view(hooks: Hooks, tmp_path: Path) -> None
         receiver.stop()
 
 
-def test_a_batch_with_a_webhook_gets_batch_start_and_completed(hooks: Hooks) -> None:
+def test_a_batch_with_a_webhook_gets_batch_and_group_start_and_completed(hooks: Hooks) -> None:
     receiver = Receiver().start()
     try:
         spec = {
@@ -221,11 +221,15 @@ def test_a_batch_with_a_webhook_gets_batch_start_and_completed(hooks: Hooks) -> 
         assert response.status_code == 202, response.get_data(as_text=True)
         batch_id = response.get_json()["id"]
         deadline = time.monotonic() + DEADLINE
-        while len(receiver.received) < 2:
+        while len(receiver.received) < 4:  # its job group's group.* too (issue 37)
             assert time.monotonic() < deadline, hooks.beat.log()
             time.sleep(0.2)
         bodies = verified(hooks, receiver)
-        assert [b["type"] for b in bodies] == ["batch.start", "batch.completed"]
-        assert bodies[1]["data"]["id"] == batch_id and bodies[1]["data"]["status"] == "finished"
+        batch = [b for b in bodies if b["type"].startswith("batch.")]
+        assert [b["type"] for b in batch] == ["batch.start", "batch.completed"]
+        assert batch[1]["data"]["id"] == batch_id and batch[1]["data"]["status"] == "finished"
+        group = [b for b in bodies if b["type"].startswith("group.")]
+        assert [b["type"] for b in group] == ["group.started", "group.completed"]
+        assert group[1]["data"]["id"] == batch_id and group[1]["data"]["kind"] == "batch"
     finally:
         receiver.stop()

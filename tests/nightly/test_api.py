@@ -20,7 +20,6 @@ from sqlalchemy import func, select
 
 from jobservice.db.tables import Batch, Job, utcnow
 from jobservice.nightly.plan import plan_batch
-from jobservice.nightly.schedule import tick
 from jobservice.nightly.service import cancel_batch, create_batch
 from jobservice.nightly.spec import parse_spec
 from tests.nightly.helpers import a2v_case, batch_jobs, finish_jobs, spec, steady, t2v_case
@@ -58,11 +57,11 @@ def test_a_batch_queues_its_jobs_below_interactive_ones(bclient: Any, bservices:
     assert {(j.priority, j.source) for j in jobs} == {(6, "batch")}
     assert jobs[0].idempotency_key == f"batch:{body['id']}:t2v:0"
     assert jobs[1].input_meta["image"]["format"] == "PNG" and jobs[1].input_meta["audio"]["duration_s"] > 7
-    keys = sorted(o.key for o in bservices.store.list(f"batches/{body['id']}/inputs/"))
+    keys = sorted(o.key for o in bservices.store.list(f"groups/{body['id']}/inputs/"))
     digests = {name: jobs[1].input_meta[name]["sha256"] for name in ("audio", "image")}
     assert keys == [
-        f"batches/{body['id']}/inputs/sha256/{digests['image']}.png",
-        f"batches/{body['id']}/inputs/sha256/{digests['audio']}.wav",
+        f"groups/{body['id']}/inputs/sha256/{digests['image']}.png",
+        f"groups/{body['id']}/inputs/sha256/{digests['audio']}.wav",
     ] or keys == sorted(jobs[1].input_keys.values()), keys
     # The job refers to the batch's stored inputs: no copy under jobs/<id>/.
     assert sorted(jobs[1].input_keys.values()) == keys
@@ -117,7 +116,7 @@ def test_bad_specs_are_422_and_leave_nothing(
     error = response.get_json()["error"]
     assert error["code"] == code and says in json.dumps(error), error
     assert counts(bservices) == (0, 0)
-    assert not list(bservices.store.list("batches/"))
+    assert not list(bservices.store.list("groups/"))
 
 
 @pytest.mark.parametrize(
@@ -204,7 +203,7 @@ def test_finish_compare_report_and_pin(bclient: Any, bservices: Any) -> None:
     markdown = bclient.get(f"/batches/{second['id']}/report?format=md").get_data(as_text=True)
     assert "REGRESSED" in markdown.splitlines()[0] and "## Needs attention" in markdown
     assert markdown.index("**other**") < markdown.index("| t2v |")
-    stored = bservices.store.get_bytes(f"batches/{second['id']}/report.md").decode()
+    stored = bservices.store.get_bytes(f"groups/{second['id']}/report.md").decode()
     assert stored == markdown
 
     compared = bclient.get(f"/batches/compare?baseline={first['id']}&candidate={second['id']}").get_json()
@@ -403,29 +402,8 @@ def test_an_interrupted_creation_leaves_no_batch(bservices: Any, monkeypatch: py
     assert counts(bservices) == (0, 0), "no half-made batch for the tick to 'finish' empty"
 
 
-def test_a_batch_without_a_spec_is_canceled_and_never_a_baseline(bclient: Any, bservices: Any) -> None:
-    # What an interrupted creation of the previous version left: a row without its spec.
+def test_a_finished_batch_without_cases_is_never_a_baseline(bclient: Any, bservices: Any) -> None:
     stale = utcnow() - timedelta(minutes=10)
-    orphan = Batch(
-        id=uuid.uuid4(),
-        name="nightly-test",
-        spec_digest="0" * 64,
-        spec={},
-        status="creating",
-        total_jobs=3,
-        created_at=stale,
-        updated_at=stale,
-    )
-    with bservices.db.session() as s:
-        s.add(orphan)
-    assert tick(bservices) == {"finished": 0, "resumed": 0, "abandoned": 1}
-    view = show(bclient, str(orphan.id))
-    assert view["status"] == "canceled" and "interrupted before its spec was stored" in view["error"]
-    refused = bclient.post(f"/batches/{orphan.id}/resume")
-    assert refused.status_code == 409 and refused.get_json()["error"]["code"] == "batch_incomplete"
-    page = bclient.get(f"/ui/batches/{orphan.id}").get_data(as_text=True)
-    assert "interrupted before its spec was stored" in page
-
     # A finished batch with nothing in it (as such a row used to end) is no baseline, even pinned.
     empty = Batch(
         id=uuid.uuid4(),
@@ -448,9 +426,9 @@ def test_a_batch_without_a_spec_is_canceled_and_never_a_baseline(bclient: Any, b
     assert refused.status_code == 409 and refused.get_json()["error"]["code"] == "batch_empty"
 
 
-def test_cancel_while_a_job_is_being_submitted_cancels_that_job(bservices: Any) -> None:
-    # The racy order: cancel_batch lists the batch's jobs (none yet) and marks it canceled; then
-    # the submission it raced with commits its job and only afterwards sees the batch canceled.
+def test_a_batch_canceled_as_soon_as_it_exists_cancels_every_job(bservices: Any) -> None:
+    # A batch exists only with all its jobs (one transaction): a cancel right after creation, before
+    # the dispatcher is woken, finds every one of them.
     def cancel_now(batch: Batch) -> None:
         cancel_batch(bservices, batch.id)
 
@@ -458,7 +436,7 @@ def test_cancel_while_a_job_is_being_submitted_cancels_that_job(bservices: Any) 
         batch, created = create_batch(bservices, plan, source="cli", on_recorded=cancel_now)
     assert created and batch.status == "canceled"
     jobs = batch_jobs(bservices, batch.id)
-    assert [j.status for j in jobs] == ["canceled"], "submission stopped, and its one job was canceled"
+    assert [j.status for j in jobs] == ["canceled"] * 3
 
 
 def test_the_list_counts_retried_slots_once(bclient: Any, bservices: Any) -> None:

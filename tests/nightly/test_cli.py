@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner
 
 from jobservice.cli.main import cli
-from jobservice.db.tables import Batch
+from jobservice.db.tables import Batch, Job, JobGroup
 from jobservice.nightly.plan import plan_batch
 from jobservice.nightly.schedule import tick
 from jobservice.nightly.service import create_batch
@@ -153,32 +153,27 @@ def test_unmigrated_database_says_what_to_do(monkeypatch: pytest.MonkeyPatch, tm
     assert result.exit_code == 1 and "jobservice db upgrade" in result.output
 
 
-def test_the_tick_resumes_an_interrupted_creation_and_finishes_batches(bservices: Any) -> None:
-    import jobservice.nightly.service as service
+def test_an_interrupted_creation_leaves_nothing_and_the_tick_finishes_batches(
+    bservices: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import jobservice.groups.service as groups
 
-    original, calls = service.submit_job, []
+    def interrupted(*_: Any, **__: Any) -> None:
+        raise KeyboardInterrupt  # the process dies while the jobs are being inserted
 
-    def interrupted(svc: Any, sub: Any) -> Any:
-        calls.append(sub)
-        if len(calls) > 2:
-            raise KeyboardInterrupt
-        return original(svc, sub)
-
-    service.submit_job = interrupted  # type: ignore[assignment]
-    try:
-        with plan_batch(
-            bservices, parse_spec(spec(t2v_case(repeat=3), t2v_case(name="b", repeat=2)))
-        ) as plan:
+    two_cases = spec(t2v_case(repeat=3), t2v_case(name="b", repeat=2))
+    with monkeypatch.context() as patch:
+        patch.setattr(groups, "record_created_many", interrupted)
+        with plan_batch(bservices, parse_spec(two_cases)) as plan:
             with pytest.raises(KeyboardInterrupt):
                 create_batch(bservices, plan, source="beat")
-    finally:
-        service.submit_job = original
     with bservices.db.session() as s:
-        batch = s.query(Batch).one()
-    assert batch.status == "creating" and len(batch_jobs(bservices, batch.id)) == 2
-    assert tick(bservices) == {"finished": 0, "resumed": 0, "abandoned": 0}, "a fresh creation is not raced"
-    assert tick(bservices, stale_after_seconds=0) == {"finished": 0, "resumed": 1, "abandoned": 0}
-    assert len(batch_jobs(bservices, batch.id)) == 5
+        assert (s.query(Batch).count(), s.query(JobGroup).count(), s.query(Job).count()) == (0, 0, 0)
+    assert not list(bservices.store.list("groups/")), "its stored inputs went with it"
+    with plan_batch(bservices, parse_spec(two_cases)) as plan:
+        batch, _ = create_batch(bservices, plan, source="beat")
+    assert batch.status == "running" and len(batch_jobs(bservices, batch.id)) == 5
+    assert tick(bservices) == {"finished": 0}
     finish_jobs(bservices, batch.id, generate_ms=steady(200))
-    assert tick(bservices) == {"finished": 1, "resumed": 0, "abandoned": 0}
-    assert bservices.store.exists(f"batches/{batch.id}/report.csv")
+    assert tick(bservices) == {"finished": 1}
+    assert bservices.store.exists(f"groups/{batch.id}/report.csv")

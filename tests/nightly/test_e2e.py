@@ -23,7 +23,7 @@ from sqlalchemy import select
 from jobservice.db.tables import Batch, Job
 from jobservice.nightly.finalize import refresh_batch
 from jobservice.nightly.plan import plan_batch
-from jobservice.nightly.service import create_batch, resume_batch
+from jobservice.nightly.service import cancel_batch, create_batch, resume_batch
 from jobservice.nightly.spec import load_spec_file, parse_spec
 from tests.conftest import ROOT
 from tests.integration.conftest import Stack
@@ -165,7 +165,7 @@ def test_a_sequence_of_nights_on_the_real_stack(batch_stack: Stack) -> None:
     assert status.returncode == 1 and "REGRESSED" in status.stdout and "generate time +" in status.stdout
 
 
-def test_interrupted_batch_resumes_without_rerunning_finished_cases(batch_stack: Stack) -> None:
+def test_a_canceled_batch_resumes_without_rerunning_finished_cases(batch_stack: Stack) -> None:
     services = batch_stack.services
     body = {
         "name": "resume-test",
@@ -175,34 +175,15 @@ def test_interrupted_batch_resumes_without_rerunning_finished_cases(batch_stack:
             for i in range(3)
         ],
     }
-    calls = 0
-
-    # Creation is interrupted (as by Ctrl-C) after four of its nine jobs were queued.
-    import jobservice.nightly.service as service
-
-    original = service.submit_job
-
-    def flaky_submit(svc: Any, sub: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        if calls > 4:
-            raise KeyboardInterrupt
-        return original(svc, sub)
-
-    service.submit_job = flaky_submit  # type: ignore[assignment]
-    try:
-        with plan_batch(services, parse_spec(body)) as plan, pytest.raises(KeyboardInterrupt):
-            create_batch(services, plan, source="cli")
-    finally:
-        service.submit_job = original
-    with services.db.session() as s:
-        batch = s.scalars(select(Batch)).one()
-    assert batch.status == "creating" and len(batch_jobs(services, batch.id)) == 4
+    with plan_batch(services, parse_spec(body)) as plan:
+        batch, _ = create_batch(services, plan, source="cli")
+    assert batch.status == "running" and len(batch_jobs(services, batch.id)) == 9, "created with every job"
 
     worker = batch_stack.start_worker("first")
     batch_stack.wait(str(batch_jobs(services, batch.id)[0].id), timeout=60)
     finished_before = {j.id for j in batch_jobs(services, batch.id) if j.status == "succeeded"}
     assert finished_before
+    cancel_batch(services, batch.id)  # stopped part-way (its unfinished jobs canceled)
     worker.kill(signal.SIGKILL)  # and the worker dies too: the reaper of the next one requeues
     batch_stack.start_worker("second")
 
@@ -210,9 +191,13 @@ def test_interrupted_batch_resumes_without_rerunning_finished_cases(batch_stack:
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     final = wait_batch(batch_stack, str(batch.id))
     assert final.status == "finished" and final.verdict == "no_baseline"
-    jobs = batch_jobs(services, batch.id)
+    everything = batch_jobs(services, batch.id)
+    canceled = [j for j in everything if j.status == "canceled"]  # by the cancel: re-run on resume
+    jobs = [j for j in everything if j.status != "canceled"]
     slots = [(j.batch_case, j.batch_repeat) for j in jobs]
-    assert len(set(slots)) == len(slots), "one job per case and repeat"
+    assert len(set(slots)) == len(slots), "one live job per case and repeat"
+    assert {(j.batch_case, j.batch_repeat) for j in canceled} <= set(slots), "each canceled slot ran again"
+    assert not {j.id for j in canceled} & finished_before
     planned = {(f"c{i}", r) for i in range(3) for r in range(3)}
     extra = set(slots) - planned  # runs that replaced disturbed ones (at most 2 a case)
     assert planned <= set(slots) and all(repeat in (3, 4) for _, repeat in extra), slots

@@ -111,7 +111,7 @@ def _insert_job(conn: sqlite3.Connection, job_id: str, *, expired: str | None) -
 def test_migration_0019_keeps_the_videos_deleted_by_the_old_event_and_back(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     url = f"sqlite:///{path}"
-    upgrade(url, "0015_group_lifecycle")
+    upgrade(url, "0018_batches_are_job_groups")
     gone, expired, live = (uuid.uuid4().hex for _ in range(3))
     with sqlite3.connect(path) as conn:
         _insert_job(conn, gone, expired="2026-12-02 10:00:00.000000")
@@ -127,7 +127,7 @@ def test_migration_0019_keeps_the_videos_deleted_by_the_old_event_and_back(tmp_p
         marked = dict(conn.execute("SELECT id, deleted_at FROM jobs").fetchall())
         assert marked == {gone: "2026-12-02 10:00:01.000000", expired: None, live: None}
         conn.execute("UPDATE jobs SET deleted_at = expired_at WHERE id = ?", (expired,))  # deleted since
-    command.downgrade(alembic_config(url), "0015_group_lifecycle")
+    command.downgrade(alembic_config(url), "0018_batches_are_job_groups")
     with sqlite3.connect(path) as conn:
         events = conn.execute("SELECT job_id FROM job_events WHERE detail = ?", (OLD_DETAIL,)).fetchall()
     assert sorted(events) == sorted([(gone,), (expired,)]), "the previous release still sees both deleted"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from jobservice.db.tables import Batch, Job, JobEvent, JobStatus, Tenant, utcnow
+from jobservice.db.tables import Batch, Job, JobEvent, JobGroup, JobStatus, Tenant, utcnow
 from jobservice.http.app import create_app
 from jobservice.jobs.transitions import Owner, claim_job, mark_canceled, mark_succeeded
 from jobservice.retention import mark_expired, sweep_expired
@@ -84,7 +84,12 @@ def finished_job(
                 validation_summary={},
                 cold_start=False,
             )
-    values: dict[str, Any] = {"expires_at": expires_at, "batch_id": batch_id, "tenant": tenant}
+    values: dict[str, Any] = {
+        "expires_at": expires_at,
+        "batch_id": batch_id,
+        "group_id": batch_id,  # a batch's jobs are its job group's
+        "tenant": tenant,
+    }
     if created_at is not None:
         values["created_at"] = created_at
     with services.db.session() as session:
@@ -93,13 +98,17 @@ def finished_job(
 
 
 def batch_row(services: Services, *, pinned: bool = False, status: str = "finished") -> uuid.UUID:
-    """A batch row with its shared inputs in the store (``batches/<id>/inputs/sha256/...``)."""
+    """A batch and its job group, with shared inputs in the store as a batch made before 0.2.0 kept
+    them (``batches/<id>/inputs/sha256/...``) and as one made now does (``groups/<id>/...``)."""
     batch_id = uuid.uuid4()
     with services.db.session() as session:
+        session.add(JobGroup(id=batch_id, name="nightly", manifest_format="spec", manifest_sha256="0" * 64))
+        session.flush()
         session.add(
             Batch(id=batch_id, name="nightly", spec_digest="0" * 64, spec={}, status=status, pinned=pinned)
         )
     services.store.put_bytes(f"batches/{batch_id}/inputs/sha256/{'a' * 64}.png", b"png")
+    services.store.put_bytes(f"groups/{batch_id}/inputs/sha256/{'a' * 64}.png", b"png")
     return batch_id
 
 
@@ -210,7 +219,7 @@ def test_a_pinned_batch_keeps_its_jobs_and_inputs(svc: Services) -> None:
     with svc.db.session() as session:  # unpinned: the next pass takes them
         session.execute(update(Batch).where(Batch.id == pinned).values(pinned=False))
     assert sorted(sweep_expired(svc).expired) == sorted(str(j) for j in jobs)
-    assert stored(svc.store, f"batches/{pinned}/") == []
+    assert stored(svc.store, f"batches/{pinned}/") == [] and stored(svc.store, f"groups/{pinned}/") == []
 
 
 def test_shared_batch_inputs_go_only_when_every_job_expired(svc: Services) -> None:
@@ -224,7 +233,7 @@ def test_shared_batch_inputs_go_only_when_every_job_expired(svc: Services) -> No
     later = now + 2 * HOUR
     result = sweep_expired(svc, now=later)
     assert result.expired == [str(second)] and result.batch_inputs == [str(batch)]
-    assert stored(svc.store, f"batches/{batch}/") == []
+    assert stored(svc.store, f"batches/{batch}/") == [] and stored(svc.store, f"groups/{batch}/") == []
 
 
 def test_a_running_batch_keeps_its_inputs(svc: Services) -> None:
@@ -239,7 +248,7 @@ def test_dry_run_deletes_nothing(svc: Services) -> None:
     job_id = finished_job(svc, expires_at=utcnow() - HOUR, batch_id=batch)
     result = sweep_expired(svc, dry_run=True)
     assert result.dry_run and result.expired == [str(job_id)] and result.batch_inputs == [str(batch)]
-    assert result.objects_deleted == len(job_keys(job_id)) + 1
+    assert result.objects_deleted == len(job_keys(job_id)) + 2  # its inputs under groups/ and batches/
     assert stored(svc.store, f"jobs/{job_id}/") == job_keys(job_id)
     assert job_row(svc, job_id).expired_at is None and expiry_events(svc, job_id) == []
 

@@ -19,6 +19,7 @@ from jobservice.http.api.policy.auth import current_principal
 from jobservice.http.web.batch_charts import H, W, case_charts
 from jobservice.http.web.blueprint import register_page_handlers
 from jobservice.http.web.security import check_csrf
+from jobservice.nightly.pins import pin_batch
 from jobservice.nightly.presenters import batch_view, history, list_batches, list_views, spec_names
 from jobservice.nightly.render import (
     SECTIONS,
@@ -29,7 +30,7 @@ from jobservice.nightly.render import (
     report_data,
     shown_metrics,
 )
-from jobservice.nightly.service import BATCH_STATUSES, pin_batch
+from jobservice.nightly.service import BATCH_STATUSES
 from jobservice.nightly.states import BatchStatus
 
 bp = Blueprint("batches_web", __name__, static_folder="static", static_url_path="/ui/batches/static")

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0019_job_deleted_at"
-down_revision: str | Sequence[str] | None = "0015_group_lifecycle"
+down_revision: str | Sequence[str] | None = "0018_batches_are_job_groups"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -18,6 +18,7 @@ from jobservice.catalog import Catalog
 from jobservice.db.tables import Batch
 from jobservice.errors import Conflict, DomainError, Invalid, Malformed, NotFound, TooLarge, Unsupported
 from jobservice.fleet.eta import latest as latest_forecast
+from jobservice.groups.service import refresh_etas
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.doc import (
     RouteTable,
@@ -36,10 +37,11 @@ from jobservice.jobs.idempotency import parse_idempotency_key
 from jobservice.jobs.presenters import batch_jobs_page, job_views
 from jobservice.nightly.compare import Night, compare_results
 from jobservice.nightly.finalize import refresh_batch
+from jobservice.nightly.pins import pin_batch
 from jobservice.nightly.plan import plan_batch, private_paths
 from jobservice.nightly.presenters import BatchView, batch_jobs, batch_view, list_batches, list_views
 from jobservice.nightly.render import render_csv, render_json, render_markdown
-from jobservice.nightly.service import cancel_batch, create_batch, pin_batch, resume_batch
+from jobservice.nightly.service import cancel_batch, create_batch, resume_batch
 from jobservice.nightly.spec import (
     MAX_SPEC_BYTES,
     LoadedSpec,
@@ -214,6 +216,8 @@ def create() -> Response:
     except SpecError as exc:
         raise _spec_error(exc) from None
     response = _render(batch, 202 if created else 200)
+    if created:  # the forecast plays the whole queue forward: once the answer has been sent
+        response.call_on_close(lambda: refresh_etas(svc, batch.id))
     response.headers["Location"] = f"/batches/{batch.id}"
     if not created:
         response.headers["Idempotent-Replayed"] = "true"

@@ -49,6 +49,7 @@ from jobservice.http.api.native.jobs import services
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
 from jobservice.media.uploads import spool_of
+from jobservice.webhooks.targets import check_webhook
 
 bp = Blueprint("groups", __name__)
 api = RouteTable(bp)
@@ -151,6 +152,16 @@ def group_name_of_request(filename: str) -> str:
     parameters=(
         idempotency_key({"type": "string", "minLength": 1, "maxLength": 255}),
         in_query("name", {"type": "string", "maxLength": MAX_NAME}, description="A name (body manifests)."),
+        in_query(
+            "webhook",
+            {"type": "string", "format": "uri"},
+            description="An https URL told group.started and group.completed (or a form field).",
+        ),
+        in_query(
+            "webhook_events_filter",
+            {"type": "string"},
+            description="Which of them: start, completed, or both (comma-separated; default both).",
+        ),
     ),
     body=_manifest_body,
     responses={
@@ -173,6 +184,10 @@ def create() -> Response:
     name = group_name_of_request(filename)
     key = parse_idempotency_key(request.headers.get("Idempotency-Key"))
     settings = svc.settings
+    fields = request.form if request.mimetype == "multipart/form-data" else request.args
+    webhook = check_webhook(
+        fields.get("webhook"), fields.get("webhook_events_filter"), settings.webhook_allowed_hosts
+    )
     manifest = read_manifest(
         data, fmt, max_bytes=settings.group_manifest_max_mb * 2**20, max_rows=settings.group_max_rows
     )
@@ -181,7 +196,7 @@ def create() -> Response:
         admit_group(svc, principal=principal, rows=len(manifest.rows) + len(manifest.problems))
         with check_rows(svc, manifest, principal=principal) as plan:
             group, created = create_group(
-                svc, plan, principal=principal, source="api", name=name, idempotency_key=key
+                svc, plan, principal=principal, source="api", name=name, idempotency_key=key, webhook=webhook
             )
     else:
         group, created = replay, False

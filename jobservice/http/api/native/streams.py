@@ -335,11 +335,7 @@ def job_stream(job_id: str) -> Response:
 )
 def batch_stream(batch_id: str) -> Response:
     """The batch's live events (404 JSON, before any event, for a batch the caller cannot see)."""
-    batch = load_batch(batch_id)
-    svc = services()
-    last = batch_state_from_token(_resume_token())
-    events = live_events(watcher_of(current_app), batch_feed(svc, batch.id), last=last, limits=_limits(svc))
-    return event_stream(events)
+    return set_stream(batch_feed(services(), load_batch(batch_id).id), batch_state_from_token)
 
 
 @api.route(
@@ -355,11 +351,14 @@ def batch_stream(batch_id: str) -> Response:
 )
 def group_stream(group_id: str) -> Response:
     """The group's live events (404 JSON, before any event, for a group the caller cannot see)."""
-    group = load_group(group_id)
-    svc = services()
-    last = group_state_from_token(_resume_token())
-    events = live_events(watcher_of(current_app), group_feed(svc, group.id), last=last, limits=_limits(svc))
-    return event_stream(events)
+    return set_stream(group_feed(services(), load_group(group_id).id), group_state_from_token)
+
+
+def set_stream(feed: Feed, state_of_token: Callable[[str | None], State | None]) -> Response:
+    """The one stream of a set of jobs (a job group, or a nightly run: a group with a spec): its
+    feed's events after the client's resume token."""
+    last = state_of_token(_resume_token())
+    return event_stream(live_events(watcher_of(current_app), feed, last=last, limits=_limits(services())))
 
 
 def init_app(app: Flask, svc: Services) -> None:

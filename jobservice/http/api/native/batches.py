@@ -18,6 +18,7 @@ from jobservice.catalog import Catalog
 from jobservice.db.tables import Batch
 from jobservice.errors import Conflict, DomainError, Invalid, Malformed, NotFound, TooLarge, Unsupported
 from jobservice.fleet.eta import latest as latest_forecast
+from jobservice.groups.presenters import group_jobs_page
 from jobservice.groups.service import refresh_etas
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.doc import (
@@ -34,7 +35,7 @@ from jobservice.http.api.doc import (
 from jobservice.http.api.native.jobs import services
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
-from jobservice.jobs.presenters import batch_jobs_page, job_views
+from jobservice.jobs.presenters import JobList, job_views
 from jobservice.nightly.compare import Night, compare_results
 from jobservice.nightly.finalize import refresh_batch
 from jobservice.nightly.pins import pin_batch
@@ -322,19 +323,21 @@ def jobs(batch_id: str) -> Response:
         raise Invalid("invalid_limit", "limit must be a whole number from 1 to 1000.")
     if raw_limit is not None and not 1 <= int(raw_limit) <= 1000:
         raise Invalid("invalid_limit", "limit must be a whole number from 1 to 1000.")
-    next_cursor = None
+    forecast = latest_forecast(services())
     with services().db.session() as session:
         if raw_limit is None:
             rows = batch_jobs(session, batch.id)
+            page = JobList(jobs=job_views(session, rows, forecast=forecast))
         else:
             cursor = request.args.get("cursor") or None
-            rows, next_cursor = batch_jobs_page(session, batch.id, limit=int(raw_limit), cursor=cursor)
-        views: list[dict[str, Any]] = []
-        forecast = latest_forecast(services())
-        for job, view in zip(rows, job_views(session, rows, forecast=forecast), strict=True):
-            place = {"batch": {"case": job.batch_case, "repeat": job.batch_repeat}}
-            views.append(view.model_dump(mode="json") | place)
-    return jsonify({"object": "list", "jobs": views, "next_cursor": next_cursor})
+            page, rows = group_jobs_page(
+                session, batch.id, limit=int(raw_limit), cursor=cursor, forecast=forecast
+            )
+    views = [
+        view.model_dump(mode="json") | {"batch": {"case": job.batch_case, "repeat": job.batch_repeat}}
+        for job, view in zip(rows, page.jobs, strict=True)
+    ]
+    return jsonify({"object": page.object, "jobs": views, "next_cursor": page.next_cursor})
 
 
 @api.route(

@@ -34,7 +34,7 @@ from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.groups.presenters import group_view
 from jobservice.groups.service import get_group
 from jobservice.groups.views import ENDED_GROUP_STATUSES, GroupProgress, group_status
-from jobservice.http.api.doc import RouteTable, in_path, in_query, refused
+from jobservice.http.api.doc import RouteTable, View, in_path, in_query, refused
 from jobservice.http.api.native.batches import load_batch
 from jobservice.http.api.native.groups import load_group
 from jobservice.http.api.native.jobs import load_job, services
@@ -305,16 +305,28 @@ def event_stream(events: Generator[str, None, None]) -> Response:
     return response
 
 
-@api.route(
-    "get",
+def stream_route(path: str, summary: str, *, ident: str, view: str, missing: str) -> Callable[[View], View]:
+    """Declare a stream's route: the ``ident`` in ``path`` and the resume token, events whose data is
+    a ``view``, a 404 (``missing``) before any event, a 503 while the process holds all it may."""
+    return api.route(
+        "get",
+        path,
+        summary,
+        parameters=(in_path(ident), *_RESUME),
+        responses={
+            "200": {"description": f"Events, each with the full {view} as data.", "content": _SSE},
+            "404": refused(missing),
+            "503": _BUSY,
+        },
+    )
+
+
+@stream_route(
     "/jobs/{job_id}/stream",
     "A job's live events (Server-Sent Events: status, stage, preview, progress, queue_position, end)",
-    parameters=(in_path("job_id"), *_RESUME),
-    responses={
-        "200": {"description": "Events, each with the full JobView as data.", "content": _SSE},
-        "404": refused("No such job (job_not_found)."),
-        "503": _BUSY,
-    },
+    ident="job_id",
+    view="JobView",
+    missing="No such job (job_not_found).",
 )
 def job_stream(job_id: str) -> Response:
     """The job's live events (404 JSON, before any event, for a job the caller cannot see)."""
@@ -325,16 +337,12 @@ def job_stream(job_id: str) -> Response:
     return event_stream(events)
 
 
-@api.route(
-    "get",
+@stream_route(
     "/batches/{batch_id}/stream",
     "A batch's live events (Server-Sent Events: status, progress, end)",
-    parameters=(in_path("batch_id"), *_RESUME),
-    responses={
-        "200": {"description": "Events, each with the full BatchView as data.", "content": _SSE},
-        "404": refused("No such batch (batch_not_found)."),
-        "503": _BUSY,
-    },
+    ident="batch_id",
+    view="BatchView",
+    missing="No such batch (batch_not_found).",
 )
 def batch_stream(batch_id: str) -> Response:
     """The batch's live events (404 JSON, before any event, for a batch the caller cannot see)."""
@@ -342,16 +350,12 @@ def batch_stream(batch_id: str) -> Response:
     return set_stream(set_feed(ident, batch_view_of(services(), ident)))
 
 
-@api.route(
-    "get",
+@stream_route(
     "/job-groups/{group_id}/stream",
     "A job group's live events (Server-Sent Events: status, progress, end)",
-    parameters=(in_path("group_id"), *_RESUME),
-    responses={
-        "200": {"description": "Events, each with the full GroupView as data.", "content": _SSE},
-        "404": refused("No such job group (group_not_found)."),
-        "503": _BUSY,
-    },
+    ident="group_id",
+    view="GroupView",
+    missing="No such job group (group_not_found).",
 )
 def group_stream(group_id: str) -> Response:
     """The group's live events (404 JSON, before any event, for a group the caller cannot see)."""

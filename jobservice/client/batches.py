@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from jobservice.client.follow import Target, follow
+from jobservice.client.follow import Target, follow, status_target
 from jobservice.client.http import Transport
 from jobservice.client.models import ENDED_BATCH_STATUSES, BatchJob, BatchList, BatchView
 
@@ -15,12 +15,7 @@ BATCH_MISSING = frozenset({"batch_not_found"})
 
 def batch_target(batch_id: str) -> Target[BatchView]:
     """A batch, as ``follow`` waits for it."""
-    return Target(
-        path=f"/batches/{batch_id}",
-        model=BatchView,
-        ended=lambda view: view.status in ENDED_BATCH_STATUSES,
-        missing_codes=BATCH_MISSING,
-    )
+    return status_target(f"/batches/{batch_id}", BatchView, ended=ENDED_BATCH_STATUSES, missing=BATCH_MISSING)
 
 
 class BatchCalls:
@@ -60,14 +55,8 @@ class BatchCalls:
     def batch_jobs(self, batch_id: str, *, page_size: int = 500) -> list[BatchJob]:
         """Every job of the batch (retries included), oldest first, each with its case and repeat;
         fetched ``page_size`` at a time (a server without paging sends them all at once)."""
-        jobs: list[BatchJob] = []
-        query: dict[str, Any] = {"limit": page_size}
-        while True:
-            answer = self.http.json("GET", f"/batches/{batch_id}/jobs", params=query)
-            jobs += [BatchJob.model_validate(job) for job in answer["jobs"]]
-            if not answer.get("next_cursor"):
-                return jobs
-            query["cursor"] = answer["next_cursor"]
+        listed = self.http.all_jobs(f"/batches/{batch_id}/jobs", page_size=page_size)
+        return [BatchJob.model_validate(job) for job in listed]
 
     def cancel_batch(self, batch_id: str) -> BatchView:
         """Cancel the batch's unfinished jobs."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -42,6 +42,13 @@ class Target(Generic[V]):
     model: type[V]
     ended: Callable[[V], bool]
     missing_codes: frozenset[str]  # a 404 with one of these is the thing missing, not the route
+
+
+def status_target(path: str, model: type[V], *, ended: Collection[str], missing: frozenset[str]) -> Target[V]:
+    """What ``follow`` waits for at ``path`` (a job, a batch, a job group): ended once its status
+    is one of ``ended`` (a view without a status never ends); a 404 with a code of ``missing`` says
+    it is gone (any other: the route is)."""
+    return Target(path, model, lambda view: getattr(view, "status", None) in ended, missing)
 
 
 @dataclass

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jobservice.client.follow import Target, follow
+from jobservice.client.follow import Target, follow, status_target
 from jobservice.client.http import Transport
 from jobservice.client.models import JobView
 from jobservice.groups.views import ENDED_GROUP_STATUSES, GroupList, GroupView
@@ -20,12 +20,8 @@ SUFFIXES = {"csv": ".csv", "jsonl": ".jsonl"}
 
 def group_target(group_id: str) -> Target[GroupView]:
     """A job group, as ``follow`` waits for it."""
-    return Target(
-        path=f"/job-groups/{group_id}",
-        model=GroupView,
-        ended=lambda view: view.status in ENDED_GROUP_STATUSES,
-        missing_codes=GROUP_MISSING,
-    )
+    path = f"/job-groups/{group_id}"
+    return status_target(path, GroupView, ended=ENDED_GROUP_STATUSES, missing=GROUP_MISSING)
 
 
 class GroupCalls:
@@ -73,14 +69,8 @@ class GroupCalls:
 
     def group_jobs(self, group_id: str, *, page_size: int = 500) -> list[JobView]:
         """Every job of the group in row order (``group_row``), fetched ``page_size`` at a time."""
-        jobs: list[JobView] = []
-        query: dict[str, Any] = {"limit": page_size}
-        while True:
-            answer = self.http.json("GET", f"/job-groups/{group_id}/jobs", params=query)
-            jobs += [JobView.model_validate(job) for job in answer["jobs"]]
-            if not answer.get("next_cursor"):
-                return jobs
-            query["cursor"] = answer["next_cursor"]
+        listed = self.http.all_jobs(f"/job-groups/{group_id}/jobs", page_size=page_size)
+        return [JobView.model_validate(job) for job in listed]
 
     def cancel_group(self, group_id: str) -> GroupView:
         """Cancel every unfinished job of the group (409 ``group_finished`` when all had ended)."""
@@ -107,17 +97,4 @@ class GroupCalls:
 
     def download_group_outputs(self, group_id: str, path: str | Path) -> Path:
         """Save the zip of the group's videos (and results.csv) to ``path``, streamed."""
-        dest = Path(path)
-        partial = dest.with_name(dest.name + ".part")
-        with self.http.call(
-            "GET", f"/job-groups/{group_id}/outputs", stream=True, timeout=(self.http.timeout, 300)
-        ) as response:
-            try:
-                with partial.open("wb") as handle:
-                    for block in response.iter_content(1 << 20):
-                        handle.write(block)
-            except BaseException:
-                partial.unlink(missing_ok=True)
-                raise
-        partial.replace(dest)
-        return dest
+        return self.http.save(f"/job-groups/{group_id}/outputs", Path(path))

@@ -13,7 +13,7 @@ import email.utils
 import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -201,3 +201,29 @@ class Transport:
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
         """``call`` and the answer's JSON body."""
         return self.call(method, path, **kwargs).json()
+
+    def all_jobs(self, path: str, *, page_size: int) -> Iterator[dict[str, Any]]:
+        """Every job of a paged list (``GET path`` answering ``jobs`` and ``next_cursor``), fetched
+        ``page_size`` at a time (a server without paging sends them all at once)."""
+        query: dict[str, Any] = {"limit": page_size}
+        while True:
+            answer = self.json("GET", path, params=query)
+            yield from answer["jobs"]
+            if not answer.get("next_cursor"):
+                return
+            query["cursor"] = answer["next_cursor"]
+
+    def save(self, path: str, dest: Path) -> Path:
+        """Save what ``GET path`` answers to ``dest``, streamed through ``dest.part`` (so that a
+        broken download leaves no file that looks whole)."""
+        partial = dest.with_name(dest.name + ".part")
+        with self.call("GET", path, stream=True, timeout=(self.timeout, 300)) as response:
+            try:
+                with partial.open("wb") as handle:
+                    for block in response.iter_content(1 << 20):
+                        handle.write(block)
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+        partial.replace(dest)
+        return dest

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from jobservice.client.follow import Target, follow
+from jobservice.client.follow import Target, follow, status_target
 from jobservice.client.http import Transport, Upload
 from jobservice.client.models import TERMINAL_JOB_STATUSES, JobDeleted, JobPage, JobView
 from jobservice.client.uploads import UploadId
@@ -31,12 +31,7 @@ def _filename(source: Upload, fallback: str) -> str:
 
 def job_target(job_id: str) -> Target[JobView]:
     """A job, as ``follow`` waits for it."""
-    return Target(
-        path=f"/jobs/{job_id}",
-        model=JobView,
-        ended=lambda view: view.status in TERMINAL_JOB_STATUSES,
-        missing_codes=JOB_MISSING,
-    )
+    return status_target(f"/jobs/{job_id}", JobView, ended=TERMINAL_JOB_STATUSES, missing=JOB_MISSING)
 
 
 class JobCalls:
@@ -166,7 +161,7 @@ class JobCalls:
     def download(self, job_id: str, path: str | Path) -> Path:
         """Save the job's video to ``path``, streamed (an S3 store's presigned redirect is followed;
         the bearer key is not sent to the other host)."""
-        return self._save(f"/jobs/{job_id}/video", Path(path))
+        return self.http.save(f"/jobs/{job_id}/video", Path(path))
 
     def download_preview(self, job_id: str, path: str | Path, number: int | None = None) -> Path:
         """Save a running job's latest preview (``number``: that one, while it is kept) to ``path``:
@@ -175,20 +170,7 @@ class JobCalls:
         it is finished),
         ``preview_replaced`` (the job ended: ``download`` its video)."""
         query = f"?n={int(number)}" if number is not None else ""
-        return self._save(f"/jobs/{job_id}/preview{query}", Path(path))
-
-    def _save(self, url: str, dest: Path) -> Path:
-        partial = dest.with_name(dest.name + ".part")
-        with self.http.call("GET", url, stream=True, timeout=(self.http.timeout, 300)) as r:
-            try:
-                with partial.open("wb") as handle:
-                    for block in r.iter_content(1 << 20):
-                        handle.write(block)
-            except BaseException:
-                partial.unlink(missing_ok=True)
-                raise
-        partial.replace(dest)
-        return dest
+        return self.http.save(f"/jobs/{job_id}/preview{query}", Path(path))
 
     def report(self, job_id: str) -> dict[str, Any]:
         """The RunReport of the job's last run (JSON: timings, validation, deployment...)."""

@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from jobservice.db.tables import Job, JobGroup, JobStatus
+from jobservice.fleet.eta import Stored
 from jobservice.groups.views import GroupList, GroupProgress, GroupView, group_status
 from jobservice.jobs.pages import JOB_KEYS, Keys, after_cursor, page_of
 from jobservice.jobs.presenters import JobList, job_views
@@ -103,11 +104,17 @@ def list_groups(session: Session, *, tenant: str | None, limit: int, cursor: str
 
 
 def group_jobs_page(
-    session: Session, group_id: uuid.UUID, *, limit: int, cursor: str | None = None
+    session: Session,
+    group_id: uuid.UUID,
+    *,
+    limit: int,
+    cursor: str | None = None,
+    forecast: Stored | None = None,
 ) -> tuple[JobList, list[Job]]:
-    """A group's jobs in row order, ``limit`` at a time (one range of ``(group_id, created_at, id)``)."""
+    """A set's jobs (a job group's, a nightly run's) in row order, ``limit`` at a time (one range of
+    ``(group_id, created_at, id)``): the page (positions and ETAs from ``forecast``) and its rows."""
     query = select(Job).where(Job.group_id == group_id)
     rows, next_cursor = page_of(
         session, query, JOB_KEYS, after=after_cursor(cursor), limit=limit, newest_first=False
     )
-    return JobList(jobs=job_views(session, rows), next_cursor=next_cursor), rows
+    return JobList(jobs=job_views(session, rows, forecast=forecast), next_cursor=next_cursor), rows

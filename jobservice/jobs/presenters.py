@@ -3,7 +3,6 @@ filters of the lists of jobs (paged by ``jobservice.jobs.pages``)."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from pydantic import BaseModel
@@ -157,12 +156,3 @@ def list_jobs(
     if model:
         query = query.where(Job.model == model)
     return page_of(session, query, JOB_KEYS, after=after_cursor(cursor), limit=limit, newest_first=True)
-
-
-def batch_jobs_page(
-    session: Session, batch_id: uuid.UUID, *, limit: int, cursor: str | None = None
-) -> tuple[list[Job], str | None]:
-    """A batch's jobs oldest first, ``limit`` at a time from ``cursor`` (one range of the index
-    ``(batch_id, created_at, id)``); the page and the cursor of the next one."""
-    query = select(Job).where(Job.batch_id == batch_id)
-    return page_of(session, query, JOB_KEYS, after=after_cursor(cursor), limit=limit, newest_first=False)

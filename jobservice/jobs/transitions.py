@@ -136,6 +136,43 @@ def _cas(
     return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
+def _move(
+    session: Session,
+    job_id: uuid.UUID,
+    *,
+    sources: frozenset[JobStatus],
+    target: JobStatus,
+    values: dict[str, Any],
+    owner: Owner | None = None,
+    detail: str = "",
+    actor: str | None = None,
+    extra_where: Any = None,
+) -> bool:
+    """Move the job from one of ``sources`` to ``target`` (``values``: what else the move sets) and
+    record the move as an event of ``owner``'s run; False, with nothing written, when the job was not
+    in ``sources``, is not ``owner``'s run any more, or ``extra_where`` does not hold."""
+    previous: JobStatus | None
+    if len(sources) == 1:
+        previous = JobStatus(next(iter(sources)))
+    else:
+        previous = session.scalar(select(Job.status).where(Job.id == job_id))
+    if not _cas(
+        session, job_id, sources=sources, target=target, values=values, owner=owner, extra_where=extra_where
+    ):
+        return False
+    _event(
+        session,
+        job_id,
+        from_status=previous,
+        to_status=target,
+        attempt=owner.attempt if owner else 0,
+        worker_id=owner.worker_id if owner else None,
+        detail=detail,
+        actor=actor,
+    )
+    return True
+
+
 def _refuse(session: Session, job_id: uuid.UUID, target: JobStatus, owner: Owner | None) -> InvalidTransition:
     current = session.scalar(select(Job.status).where(Job.id == job_id))
     if owner is not None and current == JobStatus.RUNNING:
@@ -255,7 +292,7 @@ def mark_succeeded(
     cold_start: bool,
 ) -> None:
     """Finish a run whose output passed the gate."""
-    ok = _cas(
+    ok = _move(
         session,
         job_id,
         sources=frozenset({JobStatus.RUNNING}),
@@ -278,14 +315,6 @@ def mark_succeeded(
     )
     if not ok:
         raise _refuse(session, job_id, JobStatus.SUCCEEDED, owner)
-    _event(
-        session,
-        job_id,
-        from_status=JobStatus.RUNNING,
-        to_status=JobStatus.SUCCEEDED,
-        attempt=owner.attempt,
-        worker_id=owner.worker_id,
-    )
 
 
 def mark_failed(
@@ -319,19 +348,17 @@ def mark_failed(
         "cold_start": cold_start,
     }
     values.update({k: v for k, v in optional.items() if v is not None})
-    previous = session.scalar(select(Job.status).where(Job.id == job_id))
-    ok = _cas(session, job_id, sources=from_statuses, target=JobStatus.FAILED, owner=owner, values=values)
-    if not ok:
-        raise _refuse(session, job_id, JobStatus.FAILED, owner)
-    _event(
+    moved = _move(
         session,
         job_id,
-        from_status=previous,
-        to_status=JobStatus.FAILED,
-        attempt=owner.attempt if owner else 0,
-        worker_id=owner.worker_id if owner else None,
+        sources=from_statuses,
+        target=JobStatus.FAILED,
+        values=values,
+        owner=owner,
         detail=f"{code}: {message}",
     )
+    if not moved:
+        raise _refuse(session, job_id, JobStatus.FAILED, owner)
 
 
 def mark_canceled(
@@ -345,7 +372,6 @@ def mark_canceled(
     actor: str | None = None,
 ) -> None:
     """Stop a job for good at the user's request (or because its worker died after a cancel)."""
-    previous = session.scalar(select(Job.status).where(Job.id == job_id))
     values: dict[str, Any] = {
         "finished_at": utcnow(),
         "lease_expires_at": None,
@@ -354,20 +380,18 @@ def mark_canceled(
     }
     if report_key:
         values["report_key"] = report_key
-    if not _cas(
-        session, job_id, sources=from_statuses, target=JobStatus.CANCELED, owner=owner, values=values
-    ):
-        raise _refuse(session, job_id, JobStatus.CANCELED, owner)
-    _event(
+    moved = _move(
         session,
         job_id,
-        from_status=previous,
-        to_status=JobStatus.CANCELED,
-        attempt=owner.attempt if owner else 0,
-        worker_id=owner.worker_id if owner else None,
+        sources=from_statuses,
+        target=JobStatus.CANCELED,
+        values=values,
+        owner=owner,
         detail=detail,
         actor=actor,
     )
+    if not moved:
+        raise _refuse(session, job_id, JobStatus.CANCELED, owner)
 
 
 def cancel_queued_jobs(
@@ -466,7 +490,7 @@ def _back_in_queue(
     """Move this run's job from running back to queued (``also``: more columns to set) and record
     why; False when the job is not this run's any more or a cancel arrived meanwhile (a cancel wins:
     the job is not requeued)."""
-    ok = _cas(
+    return _move(
         session,
         job_id,
         sources=frozenset({JobStatus.RUNNING}),
@@ -483,19 +507,9 @@ def _back_in_queue(
             "dispatch_decision": None,
             **(also or {}),
         },
+        detail=detail,
         extra_where=Job.cancel_requested_at.is_(None),
     )
-    if ok:
-        _event(
-            session,
-            job_id,
-            from_status=JobStatus.RUNNING,
-            to_status=JobStatus.QUEUED,
-            attempt=owner.attempt,
-            worker_id=owner.worker_id,
-            detail=detail,
-        )
-    return ok
 
 
 def requeue_job(session: Session, job_id: uuid.UUID, *, owner: Owner, reason: str) -> None:

@@ -1,13 +1,13 @@
-"""Waiting for jobs, batches and job groups to change, at one database query per interval per process.
+"""Waiting for jobs and sets (job groups, nightly runs) to change: one query per interval per process.
 
 Live event streams (``GET /jobs/<id>/stream``) and ``Prefer: wait=N`` both wait for a job to
 change. Instead of each waiter reading its row in a loop, one ``Watcher`` per API process polls
-every job and batch someone is waiting on in a single query every ``interval`` seconds (not at
+every job and set someone is waiting on in a single query every ``interval`` seconds (not at
 all while nobody waits), and wakes the waiters whose row changed (a ``threading.Condition``).
 The cost is one indexed query per interval whatever the number of streams; the delay is at most
 one interval, shorter than a worker's progress writes (``progress_min_interval_seconds``).
 
-A state is a small frozen value (``JobState``/``BatchState``); it also makes the streams' resume
+A state is a small frozen value (``JobState``/``SetState``); it also makes the streams' resume
 tokens (``to_token``/``job_state_from_token``), so a reconnecting client is never sent a state
 it already has, from any API process.
 """
@@ -38,7 +38,7 @@ from jobservice.wiring import Services
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["job", "batch", "group"]
+Kind = Literal["job", "set"]
 Key = tuple[Kind, uuid.UUID]
 MAX_TOKEN_CHARS = 512
 
@@ -67,32 +67,22 @@ class JobState:
 
 
 @dataclass(frozen=True)
-class BatchState:
-    """What changes a batch's view: its status, and the number and last change of its jobs."""
-
-    status: str
-    jobs: int
-    changed: str  # the newest updated_at among the batch and its jobs, ISO text
-
-    def to_token(self) -> str:
-        """An opaque resume token (the SSE event id) that names this state."""
-        return _encode(astuple(self))
-
-
-@dataclass(frozen=True)
-class GroupState:
-    """What changes a job group's view: its jobs by status, their summed progress, and its cancel."""
+class SetState:
+    """What changes the view of a set of jobs (a job group, or a nightly run: a group with a spec):
+    its jobs by status, their summed progress and its cancel; a nightly run adds its own ``status``
+    (``creating`` ... ``finished``: None for a plain group)."""
 
     counts: tuple[int, int, int, int, int]  # queued, running, succeeded, failed, canceled
     progress: float  # the running jobs' progress, summed (rounded)
     canceled: bool
+    status: str | None = None  # a nightly run's status (jobservice.nightly.states.BatchStatus)
 
     def to_token(self) -> str:
         """An opaque resume token (the SSE event id) that names this state."""
-        return _encode((list(self.counts), self.progress, self.canceled))
+        return _encode((list(self.counts), self.progress, self.canceled, self.status))
 
 
-State = JobState | BatchState | GroupState
+State = JobState | SetState
 
 
 def _encode(values: tuple[Any, ...]) -> str:
@@ -119,23 +109,16 @@ def job_state_from_token(token: str | None) -> JobState | None:
         return None
 
 
-def batch_state_from_token(token: str | None) -> BatchState | None:
-    """The batch state a resume token names, or None for a missing, foreign or damaged token."""
+def set_state_from_token(token: str | None) -> SetState | None:
+    """The set state a resume token names, or None for a missing, foreign or damaged token."""
     values = _decode(token)
     try:
-        return BatchState(*values) if values is not None else None
-    except TypeError:
-        return None
-
-
-def group_state_from_token(token: str | None) -> GroupState | None:
-    """The group state a resume token names, or None for a missing, foreign or damaged token."""
-    values = _decode(token)
-    try:
-        if values is None or len(values) != 3 or len(values[0]) != 5:
+        if values is None or len(values) != 4 or len(values[0]) != 5:
             return None
-        counts, progress, canceled = values
-        return GroupState(tuple(int(c) for c in counts), float(progress), bool(canceled))  # type: ignore[arg-type]
+        counts, progress, canceled, status = values
+        if status is not None and not isinstance(status, str):
+            return None
+        return SetState(tuple(int(c) for c in counts), float(progress), bool(canceled), status)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
 
@@ -192,53 +175,48 @@ def _eta_minute(forecast: Stored | None, job: Job, eta: Eta | None) -> str | Non
     return eta_minute(eta.start, eta.finish)
 
 
-def read_batch_states(session: Any, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, BatchState]:
-    """The states of the batches ``ids`` (missing rows left out), in one query."""
-    query = (
-        select(Batch.id, Batch.status, Batch.updated_at, func.count(Job.id), func.max(Job.updated_at))
-        .outerjoin(Job, Job.batch_id == Batch.id)
-        .where(Batch.id.in_(list(ids)))
-        .group_by(Batch.id, Batch.status, Batch.updated_at)
-    )
-    states: dict[uuid.UUID, BatchState] = {}
-    for batch_id, status, updated, jobs, jobs_updated in session.execute(query):
-        newest = max(t for t in (updated, jobs_updated) if t is not None) if updated or jobs_updated else None
-        states[batch_id] = BatchState(str(status), int(jobs), newest.isoformat() if newest else "")
-    return states
-
-
 GROUP_ORDER = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELED)
 
 
-def read_group_states(session: Any, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, GroupState]:
-    """The states of the job groups ``ids`` (missing rows left out): their rows and one grouped
-    count of their jobs (an index range of ``(group_id, status)`` each)."""
-    canceled = dict(
-        session.execute(select(JobGroup.id, JobGroup.canceled_at).where(JobGroup.id.in_(list(ids)))).all()
-    )
-    counts: dict[uuid.UUID, dict[JobStatus, int]] = {group_id: {} for group_id in canceled}
-    progress: dict[uuid.UUID, float] = dict.fromkeys(canceled, 0.0)
-    query = (
-        select(Job.group_id, Job.status, func.count(), func.sum(Job.progress))
-        .where(Job.group_id.in_(list(canceled)))
-        .group_by(Job.group_id, Job.status)
-    )
-    for group_id, status, jobs, progressed in session.execute(query) if canceled else ():
-        counts[group_id][JobStatus(status)] = int(jobs)
-        if JobStatus(status) == JobStatus.RUNNING:
-            progress[group_id] = float(progressed or 0.0)
-    return {
-        group_id: GroupState(
-            tuple(counts[group_id].get(s, 0) for s in GROUP_ORDER),  # type: ignore[arg-type]
-            round(progress[group_id], 3),
-            canceled[group_id] is not None,
+def read_set_states(session: Any, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, SetState]:
+    """The states of the sets ``ids`` (missing rows left out): their rows (a nightly run's status
+    beside) and one grouped count of their jobs (an index range of ``(group_id, status)`` each). A
+    batch an older release made during an upgrade may have no group yet: its jobs count by batch."""
+    rows = select(JobGroup.id, JobGroup.canceled_at, Batch.status).outerjoin(Batch, Batch.id == JobGroup.id)
+    found = {
+        group_id: (canceled_at is not None, status)
+        for group_id, canceled_at, status in session.execute(rows.where(JobGroup.id.in_(list(ids))))
+    }
+    grouped = list(found)
+    ungrouped = [i for i in ids if i not in found]
+    if ungrouped:
+        batches = select(Batch.id, Batch.status).where(Batch.id.in_(ungrouped))
+        found.update({i: (status == "canceled", status) for i, status in session.execute(batches)})
+    counts: dict[uuid.UUID, dict[JobStatus, int]] = {set_id: {} for set_id in found}
+    progress: dict[uuid.UUID, float] = dict.fromkeys(found, 0.0)
+    for column, set_ids in ((Job.group_id, grouped), (Job.batch_id, [i for i in ungrouped if i in found])):
+        query = (
+            select(column, Job.status, func.count(), func.sum(Job.progress))
+            .where(column.in_(set_ids))
+            .group_by(column, Job.status)
         )
-        for group_id in canceled
+        for set_id, status, jobs, progressed in session.execute(query) if set_ids else ():
+            counts[set_id][JobStatus(status)] = int(jobs)
+            if JobStatus(status) == JobStatus.RUNNING:
+                progress[set_id] = float(progressed or 0.0)
+    return {
+        set_id: SetState(
+            tuple(counts[set_id].get(s, 0) for s in GROUP_ORDER),  # type: ignore[arg-type]
+            round(progress[set_id], 3),
+            canceled,
+            None if status is None else str(status),
+        )
+        for set_id, (canceled, status) in found.items()
     }
 
 
 class Watcher:
-    """One per process: polls the watched jobs and batches together and wakes their waiters."""
+    """One per process: polls the watched jobs and sets together and wakes their waiters."""
 
     def __init__(self, services: Services, *, interval: float = 0.25) -> None:
         self._services = services
@@ -352,8 +330,7 @@ class Watcher:
     def _read(self, keys: list[Key]) -> dict[Key, State | None]:
         started = time.perf_counter()
         jobs = [ident for kind, ident in keys if kind == "job"]
-        batches = [ident for kind, ident in keys if kind == "batch"]
-        groups = [ident for kind, ident in keys if kind == "group"]
+        sets = [ident for kind, ident in keys if kind == "set"]
         out: dict[Key, State | None] = dict.fromkeys(keys)
         with self._db.session() as session:
             if jobs:
@@ -361,10 +338,8 @@ class Watcher:
                 out.update(
                     {("job", i): s for i, s in read_job_states(session, jobs, forecast=forecast).items()}
                 )
-            if batches:
-                out.update({("batch", i): s for i, s in read_batch_states(session, batches).items()})
-            if groups:
-                out.update({("group", i): s for i, s in read_group_states(session, groups).items()})
+            if sets:
+                out.update({("set", i): s for i, s in read_set_states(session, sets).items()})
         self.polls += 1
         self.poll_seconds += time.perf_counter() - started
         return out

@@ -116,21 +116,35 @@ def due_heads(session: Session, *, now: datetime | None = None, limit: int = 100
     return [(int(r[0]), int(r[1])) for r in rows]
 
 
-def hold(session: Session, delivery_id: int, *, attempts: int, seconds: float) -> bool:
-    """Mark a due row as handed to a task for ``seconds`` (the sweep, before sending the task)."""
-    now = utcnow()
+def _take_turn(session: Session, delivery_id: int, *, after: int, also: Any = None, **values: Any) -> bool:
+    """Set ``values`` on the row if it is still pending after ``after`` attempts (and ``also``
+    holds): True when this call did, False when another sweep or task got there first."""
+    conditions = [
+        WebhookDelivery.id == delivery_id,
+        WebhookDelivery.status == PENDING,
+        WebhookDelivery.attempts == after,
+    ]
+    if also is not None:
+        conditions.append(also)
     result = session.execute(
         update(WebhookDelivery)
-        .where(
-            WebhookDelivery.id == delivery_id,
-            WebhookDelivery.status == PENDING,
-            WebhookDelivery.attempts == attempts,
-            or_(WebhookDelivery.claimed_until.is_(None), WebhookDelivery.claimed_until < now),
-        )
-        .values(claimed_until=now + timedelta(seconds=seconds))
+        .where(*conditions)
+        .values(**values)
         .execution_options(synchronize_session=False)
     )
     return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def hold(session: Session, delivery_id: int, *, attempts: int, seconds: float) -> bool:
+    """Mark a due row as handed to a task for ``seconds`` (the sweep, before sending the task)."""
+    now = utcnow()
+    return _take_turn(
+        session,
+        delivery_id,
+        after=attempts,
+        also=or_(WebhookDelivery.claimed_until.is_(None), WebhookDelivery.claimed_until < now),
+        claimed_until=now + timedelta(seconds=seconds),
+    )
 
 
 def _is_head(session: Session, row: WebhookDelivery) -> bool:
@@ -153,17 +167,15 @@ def claim(session: Session, delivery_id: int, *, attempts: int, seconds: float) 
     if row is None or row.status != PENDING or not _is_head(session, row):
         return None
     now = utcnow()
-    result = session.execute(
-        update(WebhookDelivery)
-        .where(
-            WebhookDelivery.id == delivery_id,
-            WebhookDelivery.status == PENDING,
-            WebhookDelivery.attempts == attempts,
-        )
-        .values(attempts=attempts + 1, last_attempt_at=now, claimed_until=now + timedelta(seconds=seconds))
-        .execution_options(synchronize_session=False)
+    started = _take_turn(
+        session,
+        delivery_id,
+        after=attempts,
+        attempts=attempts + 1,
+        last_attempt_at=now,
+        claimed_until=now + timedelta(seconds=seconds),
     )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    if not started:
         return None
     return session.get(WebhookDelivery, delivery_id, populate_existing=True)
 

@@ -16,13 +16,15 @@ from typing import Any
 
 import pytest
 import redis
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select, update
 
-from jobservice.db.tables import Batch, Job, utcnow
+from jobservice.db.tables import Batch, Job, JobGroup, utcnow
+from jobservice.jobs.watch import SetState, read_set_states
 from jobservice.nightly.plan import plan_batch
 from jobservice.nightly.service import cancel_batch, create_batch
 from jobservice.nightly.spec import parse_spec
 from tests.nightly.helpers import a2v_case, batch_jobs, finish_jobs, spec, steady, t2v_case
+from tests.unit.test_streams import parse_sse
 
 pytestmark = pytest.mark.integration
 
@@ -462,3 +464,32 @@ def test_the_list_counts_retried_slots_once(bclient: Any, bservices: Any) -> Non
     }
     listing = bclient.get("/ui/batches").get_data(as_text=True)
     assert '<option value="nightly-test">' in listing and '<option value="other-spec">' in listing
+
+
+def test_the_stream_of_a_finished_batch_sends_its_view_and_ends(bclient: Any, bservices: Any) -> None:
+    batch = create(bclient, spec(t2v_case(repeat=2)))
+    finish_jobs(bservices, batch["id"], generate_ms=steady(1000, jitter=0.005))
+    with bclient.get(f"/batches/{batch['id']}/stream") as response:
+        assert response.mimetype == "text/event-stream"
+        blocks = parse_sse(response.get_data(as_text=True))
+    events = [b for b in blocks if "event" in b]
+    assert [e["event"] for e in events] == ["status", "end"]
+    assert json.loads(events[-1]["data"]) == show(bclient, batch["id"])
+    with bclient.get(f"/batches/{batch['id']}/stream", headers={"Last-Event-ID": events[0]["id"]}) as resumed:
+        assert [b.get("event") for b in parse_sse(resumed.get_data(as_text=True)) if "event" in b] == ["end"]
+
+
+def test_a_batch_without_its_group_yet_is_watched_by_its_jobs(bclient: Any, bservices: Any) -> None:
+    """A batch an older release made during an upgrade has no job group until this one touches it."""
+    batch = create(bclient, spec(t2v_case(repeat=2)))
+    ident = uuid.UUID(batch["id"])
+    with bservices.db.session() as session:
+        grouped = read_set_states(session, [ident])[ident]
+        session.execute(update(Job).where(Job.batch_id == ident).values(group_id=None))
+        session.execute(delete(JobGroup).where(JobGroup.id == ident))
+    with bservices.db.session() as session:
+        assert (
+            read_set_states(session, [ident])[ident]
+            == grouped
+            == SetState((2, 0, 0, 0, 0), 0.0, False, "running")
+        )

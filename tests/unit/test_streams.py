@@ -20,11 +20,11 @@ from jobservice.http.app import create_app
 from jobservice.jobs.presenters import job_view
 from jobservice.jobs.queries import get_job
 from jobservice.jobs.watch import (
-    BatchState,
     JobState,
-    batch_state_from_token,
+    SetState,
     job_state_from_token,
     read_job_states,
+    set_state_from_token,
 )
 from jobservice.settings import Settings
 from jobservice.wiring import Services, build_services
@@ -83,10 +83,14 @@ def test_prefer_wait_is_parsed_capped_or_ignored(header: str | None, expected: i
 def test_resume_tokens_name_the_state_and_refuse_junk() -> None:
     state = JobState("running", "generating", 0.25, None, False, 1)
     assert job_state_from_token(state.to_token()) == state
-    batch = BatchState("running", 3, "2026-12-01T07:00:00+00:00")
-    assert batch_state_from_token(batch.to_token()) == batch
+    batch = SetState((0, 2, 1, 0, 0), 0.5, False, "running")
+    assert set_state_from_token(batch.to_token()) == batch
+    group = SetState((3, 0, 0, 0, 0), 0.0, True)
+    assert set_state_from_token(group.to_token()) == group
     for junk in ("", "x", "%%%", "e30", "W10", "a" * 600, batch.to_token(), None):
         assert job_state_from_token(junk) is None, junk
+    for junk in ("", "x", "W10", state.to_token(), None):
+        assert set_state_from_token(junk) is None, junk
 
 
 def test_a_change_is_named_by_its_most_important_field() -> None:

@@ -174,32 +174,30 @@ def param_fields(spec: ModelSpec) -> list[ParamField]:
 
 def file_fields(spec: ModelSpec, settings: Settings) -> list[FileField]:
     """The file inputs ``spec`` needs, with the server's limits spelled out."""
+    # kind: its label, the types it takes (the accept attribute, and in words), its size limit and
+    # what else the server checks
+    shown = {
+        "image": (
+            "Portrait image",
+            IMAGE_ACCEPT,
+            "PNG, JPEG or WebP",
+            settings.max_image_mb,
+            f"each side at least {settings.min_image_side} px",
+        ),
+        "audio": (
+            "Speech audio",
+            AUDIO_ACCEPT,
+            "WAV, MP3, FLAC, OGG or M4A",
+            settings.max_audio_mb,
+            f"{settings.min_audio_seconds:g} to {settings.max_audio_seconds:g} seconds",
+        ),
+    }
     out: list[FileField] = []
     for name in spec.inputs:
-        if name == "image":
-            out.append(
-                FileField(
-                    name="image",
-                    label="Portrait image",
-                    accept=IMAGE_ACCEPT,
-                    max_mb=settings.max_image_mb,
-                    hint=f"PNG, JPEG or WebP · up to {settings.max_image_mb} MB · "
-                    f"each side at least {settings.min_image_side} px",
-                    kind="image",
-                )
-            )
-        elif name == "audio":
-            out.append(
-                FileField(
-                    name="audio",
-                    label="Speech audio",
-                    accept=AUDIO_ACCEPT,
-                    max_mb=settings.max_audio_mb,
-                    hint=f"WAV, MP3, FLAC, OGG or M4A · up to {settings.max_audio_mb} MB · "
-                    f"{settings.min_audio_seconds:g} to {settings.max_audio_seconds:g} seconds",
-                    kind="audio",
-                )
-            )
+        if name in shown:
+            label, accept, types, max_mb, checked = shown[name]
+            hint = f"{types} · up to {max_mb} MB · {checked}"
+            out.append(FileField(name=name, label=label, accept=accept, max_mb=max_mb, hint=hint, kind=name))
     return out
 
 

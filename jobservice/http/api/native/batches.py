@@ -18,7 +18,7 @@ from jobservice.catalog import Catalog
 from jobservice.db.tables import Batch
 from jobservice.errors import Conflict, DomainError, Invalid, Malformed, NotFound, TooLarge, Unsupported
 from jobservice.fleet.eta import latest as latest_forecast
-from jobservice.groups.service import refresh_etas
+from jobservice.groups.presenters import group_jobs_page
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.doc import (
     RouteTable,
@@ -32,9 +32,16 @@ from jobservice.http.api.doc import (
     refused,
 )
 from jobservice.http.api.native.jobs import services
+from jobservice.http.api.native.sets import (
+    BAD_CURSOR,
+    UNAVAILABLE,
+    answer_created,
+    jobs_page_parameters,
+    parse_limit,
+)
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
-from jobservice.jobs.presenters import batch_jobs_page, job_views
+from jobservice.jobs.presenters import JobList, job_views
 from jobservice.nightly.compare import Night, compare_results
 from jobservice.nightly.finalize import refresh_batch
 from jobservice.nightly.pins import pin_batch
@@ -156,14 +163,6 @@ def _body() -> bytes:
     return read_body(request, limit=MAX_BODY_BYTES, too_large=too_large)
 
 
-def parse_limit(raw: str, *, most: int = 100) -> int:
-    """A list's ``?limit=``: a whole number from 1 to ``most``, else a 422."""
-    limit = int(raw) if raw.isdecimal() and len(raw) <= 6 else 0  # isdigit() would accept "²"
-    if not 1 <= limit <= most:
-        raise Invalid("invalid_limit", f"limit must be a whole number from 1 to {most}.")
-    return limit
-
-
 def _render(batch: Batch, status: int = 200) -> Response:
     with services().db.session() as session:
         view = batch_view(session, batch)
@@ -195,8 +194,7 @@ def load_batch(raw_id: str) -> Batch:
         "413": refused("The body is larger than 2 MB."),
         "415": refused("Send YAML or JSON."),
         "422": refused("Invalid spec (details name each field)."),
-        "503": refused("A dependency is unavailable."),
-        "507": refused("Too little free space in the store or spool (insufficient_storage)."),
+        **UNAVAILABLE,
     },
 )
 def create() -> Response:
@@ -216,12 +214,7 @@ def create() -> Response:
     except SpecError as exc:
         raise _spec_error(exc) from None
     response = _render(batch, 202 if created else 200)
-    if created:  # the forecast plays the whole queue forward: once the answer has been sent
-        response.call_on_close(lambda: refresh_etas(svc, batch.id))
-    response.headers["Location"] = f"/batches/{batch.id}"
-    if not created:
-        response.headers["Idempotent-Replayed"] = "true"
-    return response
+    return answer_created(response, svc, batch.id, location=f"/batches/{batch.id}", created=created)
 
 
 @api.route(
@@ -301,14 +294,10 @@ def show(batch_id: str) -> Response:
     "get",
     BATCH + "/jobs",
     "The batch's jobs, oldest first: all, or with limit a page at a time (next_cursor)",
-    parameters=(
-        in_path("batch_id"),
-        in_query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
-        in_query("cursor"),
-    ),
+    parameters=jobs_page_parameters("batch_id"),
     responses={
         "200": answer("Jobs, and the cursor of the next page (null on the last)."),
-        "400": refused("A cursor this API did not make (invalid_cursor)."),
+        "400": BAD_CURSOR,
         "404": NO_BATCH,
         "422": refused("limit is not a whole number from 1 to 1000 (invalid_limit)."),
     },
@@ -322,19 +311,21 @@ def jobs(batch_id: str) -> Response:
         raise Invalid("invalid_limit", "limit must be a whole number from 1 to 1000.")
     if raw_limit is not None and not 1 <= int(raw_limit) <= 1000:
         raise Invalid("invalid_limit", "limit must be a whole number from 1 to 1000.")
-    next_cursor = None
+    forecast = latest_forecast(services())
     with services().db.session() as session:
         if raw_limit is None:
             rows = batch_jobs(session, batch.id)
+            page = JobList(jobs=job_views(session, rows, forecast=forecast))
         else:
             cursor = request.args.get("cursor") or None
-            rows, next_cursor = batch_jobs_page(session, batch.id, limit=int(raw_limit), cursor=cursor)
-        views: list[dict[str, Any]] = []
-        forecast = latest_forecast(services())
-        for job, view in zip(rows, job_views(session, rows, forecast=forecast), strict=True):
-            place = {"batch": {"case": job.batch_case, "repeat": job.batch_repeat}}
-            views.append(view.model_dump(mode="json") | place)
-    return jsonify({"object": "list", "jobs": views, "next_cursor": next_cursor})
+            page, rows = group_jobs_page(
+                session, batch.id, limit=int(raw_limit), cursor=cursor, forecast=forecast
+            )
+    views = [
+        view.model_dump(mode="json") | {"batch": {"case": job.batch_case, "repeat": job.batch_repeat}}
+        for job, view in zip(rows, page.jobs, strict=True)
+    ]
+    return jsonify({"object": page.object, "jobs": views, "next_cursor": page.next_cursor})
 
 
 @api.route(

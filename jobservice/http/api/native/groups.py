@@ -29,7 +29,6 @@ from jobservice.groups.service import (
     admit_group,
     cancel_group,
     create_group,
-    refresh_etas,
     replay_of,
 )
 from jobservice.groups.views import GroupList, GroupView
@@ -44,8 +43,14 @@ from jobservice.http.api.doc import (
     ref,
     refused,
 )
-from jobservice.http.api.native.batches import parse_limit
 from jobservice.http.api.native.jobs import services
+from jobservice.http.api.native.sets import (
+    BAD_CURSOR,
+    UNAVAILABLE,
+    answer_created,
+    jobs_page_parameters,
+    parse_limit,
+)
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
 from jobservice.media.uploads import spool_of
@@ -172,8 +177,7 @@ def group_name_of_request(filename: str) -> str:
         "413": refused("The manifest is larger than group_manifest_max_mb (manifest_too_large)."),
         "415": refused("Not CSV, JSON Lines or a multipart form with a manifest."),
         "422": refused("A problem in the manifest (invalid_manifest: details name each row and column)."),
-        "503": refused("A dependency is unavailable."),
-        "507": refused("Too little free space in the store or spool (insufficient_storage)."),
+        **UNAVAILABLE,
     },
 )
 def create() -> Response:
@@ -201,12 +205,7 @@ def create() -> Response:
     else:
         group, created = replay, False
     response = render(group, 202 if created else 200)
-    if created:
-        response.call_on_close(lambda: refresh_etas(svc, group.id))
-    response.headers["Location"] = f"/job-groups/{group.id}"
-    if not created:
-        response.headers["Idempotent-Replayed"] = "true"
-    return response
+    return answer_created(response, svc, group.id, location=f"/job-groups/{group.id}", created=created)
 
 
 @api.route(
@@ -220,7 +219,7 @@ def create() -> Response:
     ),
     responses={
         "200": answer("A page of groups.", "GroupList"),
-        "400": refused("A cursor this API did not make (invalid_cursor)."),
+        "400": BAD_CURSOR,
         "422": refused("Bad limit."),
     },
 )
@@ -250,11 +249,7 @@ def show(group_id: str) -> Response:
     "get",
     GROUP + "/jobs",
     "The group's jobs in row order, a page at a time",
-    parameters=(
-        in_path("group_id"),
-        in_query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}),
-        in_query("cursor"),
-    ),
+    parameters=jobs_page_parameters("group_id", default_limit=100),
     responses={
         "200": {
             "description": "Jobs (each with its group_row), and the next page's cursor (null on the last).",
@@ -270,7 +265,7 @@ def show(group_id: str) -> Response:
                 }
             },
         },
-        "400": refused("A cursor this API did not make (invalid_cursor)."),
+        "400": BAD_CURSOR,
         "404": NO_GROUP,
         "422": refused("Bad limit."),
     },

@@ -23,7 +23,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, request
@@ -34,7 +34,7 @@ from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.groups.presenters import group_view
 from jobservice.groups.service import get_group
 from jobservice.groups.views import ENDED_GROUP_STATUSES, GroupProgress, group_status
-from jobservice.http.api.doc import RouteTable, in_path, in_query, refused
+from jobservice.http.api.doc import RouteTable, View, in_path, in_query, refused
 from jobservice.http.api.native.batches import load_batch
 from jobservice.http.api.native.groups import load_group
 from jobservice.http.api.native.jobs import load_job, services
@@ -42,16 +42,14 @@ from jobservice.http.api.native.prefer import Holds, holds_of, install_watcher, 
 from jobservice.jobs.presenters import job_view
 from jobservice.jobs.queries import get_job
 from jobservice.jobs.watch import (
-    BatchState,
-    GroupState,
     JobState,
     Kind,
+    SetState,
     State,
     Watcher,
-    batch_state_from_token,
-    group_state_from_token,
     job_state_from_token,
     job_state_of,
+    set_state_from_token,
 )
 from jobservice.nightly.finalize import refresh_batch
 from jobservice.nightly.presenters import batch_view
@@ -126,17 +124,6 @@ def job_event_name(before: State | None, after: State) -> str | None:
     return None
 
 
-def batch_event_name(before: State | None, after: State) -> str | None:
-    """The event a batch's change is sent as: ``status``, else ``progress``; None when unchanged."""
-    if (
-        not isinstance(before, BatchState)
-        or not isinstance(after, BatchState)
-        or before.status != after.status
-    ):
-        return "status"
-    return "progress" if before != after else None
-
-
 @dataclass(frozen=True)
 class Feed:
     """What one stream follows: a watched row, how to render it, name its changes and see its end."""
@@ -199,24 +186,11 @@ def job_feed(svc: Services, job_id: uuid.UUID) -> Feed:
     return Feed("job", job_id, render, job_event_name, ended)
 
 
-def batch_feed(svc: Services, batch_id: uuid.UUID) -> Feed:
-    """A batch's stream: its summary (finished first when its last job ended), ended when ended."""
-
-    def render(polled: State) -> Shown | None:
-        assert isinstance(polled, BatchState)
-        batch = refresh_batch(svc, batch_id)
-        with svc.db.session() as session:
-            view = batch_view(session, batch)
-        return BatchState(view.status, polled.jobs, polled.changed), view.model_dump(mode="json")
-
-    def ended(state: State) -> bool:
-        return isinstance(state, BatchState) and BatchStatus(state.status).is_ended
-
-    return Feed("batch", batch_id, render, batch_event_name, ended)
-
-
-def status_of_group(state: GroupState) -> str:
-    """The status a group in ``state`` shows (``jobservice.groups.views.group_status``)."""
+def status_of_set(state: SetState) -> str:
+    """The status a set in ``state`` shows: a nightly run's own, else the group's
+    (``jobservice.groups.views.group_status``, from its jobs by status)."""
+    if state.status is not None:
+        return state.status
     queued, running, succeeded, failed, canceled = state.counts
     progress = GroupProgress(
         total=sum(state.counts),
@@ -230,28 +204,57 @@ def status_of_group(state: GroupState) -> str:
     return group_status(progress, canceled=state.canceled)
 
 
-def group_event_name(before: State | None, after: State) -> str | None:
-    """A group's change: ``status`` when its status changes, else ``progress``; None when unchanged."""
-    if not isinstance(before, GroupState) or not isinstance(after, GroupState):
+def set_event_name(before: State | None, after: State) -> str | None:
+    """A set's change: ``status`` when its status (or its cancel) changes, else ``progress``; None
+    when unchanged."""
+    if not isinstance(before, SetState) or not isinstance(after, SetState):
         return "status"
-    if status_of_group(before) != status_of_group(after) or before.canceled != after.canceled:
+    if status_of_set(before) != status_of_set(after) or before.canceled != after.canceled:
         return "status"
     return "progress" if before != after else None
 
 
-def group_feed(svc: Services, group_id: uuid.UUID) -> Feed:
-    """A group's stream: its view (progress by status), ended when every job has."""
+def set_ended(state: State) -> bool:
+    """The set has ended: a nightly run finished (or failed, or was canceled), a group's jobs all did."""
+    if not isinstance(state, SetState):
+        return False
+    if state.status is not None:
+        return BatchStatus(state.status).is_ended
+    return status_of_set(state) in ENDED_GROUP_STATUSES
+
+
+def set_feed(set_id: uuid.UUID, view_of: Callable[[], dict[str, Any]]) -> Feed:
+    """A set's stream: ``view_of()`` (the JSON of ``GET``), changes named by ``set_event_name``."""
 
     def render(polled: State) -> Shown | None:
-        assert isinstance(polled, GroupState)
+        assert isinstance(polled, SetState)
+        view = view_of()
+        if polled.status is not None:  # the view may have finished the run (refresh_batch)
+            polled = replace(polled, status=view["status"])
+        return polled, view
+
+    return Feed("set", set_id, render, set_event_name, set_ended)
+
+
+def batch_view_of(svc: Services, batch_id: uuid.UUID) -> Callable[[], dict[str, Any]]:
+    """A nightly run's view, finished first when its last job ended."""
+
+    def view_of() -> dict[str, Any]:
+        batch = refresh_batch(svc, batch_id)
         with svc.db.session() as session:
-            view = group_view(session, get_group(session, group_id))
-        return polled, view.model_dump(mode="json")
+            return batch_view(session, batch).model_dump(mode="json")
 
-    def ended(state: State) -> bool:
-        return isinstance(state, GroupState) and status_of_group(state) in ENDED_GROUP_STATUSES
+    return view_of
 
-    return Feed("group", group_id, render, group_event_name, ended)
+
+def group_view_of(svc: Services, group_id: uuid.UUID) -> Callable[[], dict[str, Any]]:
+    """A job group's view (progress by status)."""
+
+    def view_of() -> dict[str, Any]:
+        with svc.db.session() as session:
+            return group_view(session, get_group(session, group_id)).model_dump(mode="json")
+
+    return view_of
 
 
 def _resume_token() -> str | None:
@@ -302,16 +305,28 @@ def event_stream(events: Generator[str, None, None]) -> Response:
     return response
 
 
-@api.route(
-    "get",
+def stream_route(path: str, summary: str, *, ident: str, view: str, missing: str) -> Callable[[View], View]:
+    """Declare a stream's route: the ``ident`` in ``path`` and the resume token, events whose data is
+    a ``view``, a 404 (``missing``) before any event, a 503 while the process holds all it may."""
+    return api.route(
+        "get",
+        path,
+        summary,
+        parameters=(in_path(ident), *_RESUME),
+        responses={
+            "200": {"description": f"Events, each with the full {view} as data.", "content": _SSE},
+            "404": refused(missing),
+            "503": _BUSY,
+        },
+    )
+
+
+@stream_route(
     "/jobs/{job_id}/stream",
     "A job's live events (Server-Sent Events: status, stage, preview, progress, queue_position, end)",
-    parameters=(in_path("job_id"), *_RESUME),
-    responses={
-        "200": {"description": "Events, each with the full JobView as data.", "content": _SSE},
-        "404": refused("No such job (job_not_found)."),
-        "503": _BUSY,
-    },
+    ident="job_id",
+    view="JobView",
+    missing="No such job (job_not_found).",
 )
 def job_stream(job_id: str) -> Response:
     """The job's live events (404 JSON, before any event, for a job the caller cannot see)."""
@@ -322,42 +337,36 @@ def job_stream(job_id: str) -> Response:
     return event_stream(events)
 
 
-@api.route(
-    "get",
+@stream_route(
     "/batches/{batch_id}/stream",
     "A batch's live events (Server-Sent Events: status, progress, end)",
-    parameters=(in_path("batch_id"), *_RESUME),
-    responses={
-        "200": {"description": "Events, each with the full BatchView as data.", "content": _SSE},
-        "404": refused("No such batch (batch_not_found)."),
-        "503": _BUSY,
-    },
+    ident="batch_id",
+    view="BatchView",
+    missing="No such batch (batch_not_found).",
 )
 def batch_stream(batch_id: str) -> Response:
     """The batch's live events (404 JSON, before any event, for a batch the caller cannot see)."""
-    return set_stream(batch_feed(services(), load_batch(batch_id).id), batch_state_from_token)
+    ident = load_batch(batch_id).id
+    return set_stream(set_feed(ident, batch_view_of(services(), ident)))
 
 
-@api.route(
-    "get",
+@stream_route(
     "/job-groups/{group_id}/stream",
     "A job group's live events (Server-Sent Events: status, progress, end)",
-    parameters=(in_path("group_id"), *_RESUME),
-    responses={
-        "200": {"description": "Events, each with the full GroupView as data.", "content": _SSE},
-        "404": refused("No such job group (group_not_found)."),
-        "503": _BUSY,
-    },
+    ident="group_id",
+    view="GroupView",
+    missing="No such job group (group_not_found).",
 )
 def group_stream(group_id: str) -> Response:
     """The group's live events (404 JSON, before any event, for a group the caller cannot see)."""
-    return set_stream(group_feed(services(), load_group(group_id).id), group_state_from_token)
+    ident = load_group(group_id).id
+    return set_stream(set_feed(ident, group_view_of(services(), ident)))
 
 
-def set_stream(feed: Feed, state_of_token: Callable[[str | None], State | None]) -> Response:
+def set_stream(feed: Feed) -> Response:
     """The one stream of a set of jobs (a job group, or a nightly run: a group with a spec): its
     feed's events after the client's resume token."""
-    last = state_of_token(_resume_token())
+    last = set_state_from_token(_resume_token())
     return event_stream(live_events(watcher_of(current_app), feed, last=last, limits=_limits(services())))
 
 

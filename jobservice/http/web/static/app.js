@@ -114,7 +114,9 @@
     setError(form, input.name, message);
   }
 
-  function wireDrop(form, zone) {
+  // A file field's drop zone: marked while files are dragged over it; dropped files become the
+  // field's, then ``dropped(input)`` runs. The job form and the job-group form (groups.js) use it.
+  function dropZone(zone, dropped) {
     const input = $("input[type=file]", zone);
     ["dragenter", "dragover"].forEach(function (ev) {
       zone.addEventListener(ev, function (e) { e.preventDefault(); zone.classList.add("dragover"); });
@@ -126,9 +128,14 @@
       e.preventDefault();
       if (e.dataTransfer && e.dataTransfer.files.length) {
         input.files = e.dataTransfer.files;
-        checkFile(form, input);
+        if (dropped) dropped(input);
       }
     });
+  }
+
+  function wireDrop(form, zone) {
+    const input = $("input[type=file]", zone);
+    dropZone(zone, function () { checkFile(form, input); });
     input.addEventListener("change", function () { checkFile(form, input); });
   }
 
@@ -286,7 +293,7 @@
       return parts.then(function () { return api("POST", view.complete_url); });
     });
   }
-  window.jobserviceUploads = { uploadFile: uploadFile };
+  window.jobserviceUploads = { uploadFile: uploadFile, dropZone: dropZone };
 
   function uploadAll(inputs, bar, status) {
     const total = inputs.reduce(function (sum, input) { return sum + input.files[0].size; }, 0);

@@ -159,24 +159,10 @@
     });
   }
 
-  function wireDrop(zone) {
-    const input = $("input[type=file]", zone);
-    ["dragenter", "dragover"].forEach(function (ev) {
-      zone.addEventListener(ev, function (e) { e.preventDefault(); zone.classList.add("dragover"); });
-    });
-    ["dragleave", "drop"].forEach(function (ev) {
-      zone.addEventListener(ev, function () { zone.classList.remove("dragover"); });
-    });
-    zone.addEventListener("drop", function (e) {
-      e.preventDefault();
-      if (e.dataTransfer && e.dataTransfer.files.length) input.files = e.dataTransfer.files;
-    });
-  }
-
   function initForm() {
     const form = $("#group-form");
     if (!form) return;
-    $all(".drop", form).forEach(wireDrop);
+    if (window.jobserviceUploads) $all(".drop", form).forEach(function (zone) { window.jobserviceUploads.dropZone(zone); });
     form.addEventListener("submit", function (e) {
       const folder = Array.from($("#f-files", form).files || []);
       if (!folder.length || !$("#f-manifest", form).files.length) return;  // a plain form post

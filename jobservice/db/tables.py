@@ -281,7 +281,7 @@ class Batch(Base):
     spec_text: Mapped[str] = mapped_column(Text, default="")
     origin: Mapped[str] = mapped_column(String(512), default="")
     source: Mapped[str] = mapped_column(String(16), default="cli")
-    status: Mapped[str] = mapped_column(String(16), default="creating")
+    status: Mapped[str] = mapped_column(String(16), default="running")  # nightly.states.BatchStatus
     verdict: Mapped[str | None] = mapped_column(String(16))
     pinned: Mapped[bool] = mapped_column(Boolean, default=False)
     baseline_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)

@@ -70,7 +70,7 @@ class JobState:
 class SetState:
     """What changes the view of a set of jobs (a job group, or a nightly run: a group with a spec):
     its jobs by status, their summed progress and its cancel; a nightly run adds its own ``status``
-    (``creating`` ... ``finished``: None for a plain group)."""
+    (``running``, ``finished`` or ``canceled``: None for a plain group)."""
 
     counts: tuple[int, int, int, int, int]  # queued, running, succeeded, failed, canceled
     progress: float  # the running jobs' progress, summed (rounded)

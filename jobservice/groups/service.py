@@ -39,8 +39,7 @@ from jobservice.fleet.eta import refresh as refresh_forecast
 from jobservice.groups.inputs import input_identity
 from jobservice.groups.plan import GroupPlan
 from jobservice.jobs.idempotency import scoped_key
-from jobservice.jobs.submit import Submission, new_job_row, request_fingerprint
-from jobservice.jobs.submit import store_inputs as store_job_inputs
+from jobservice.jobs.submit import Submission, new_job_row, request_fingerprint, store_inputs
 from jobservice.jobs.transitions import (
     InvalidTransition,
     cancel_queued_jobs,
@@ -141,7 +140,7 @@ def create_group(
     count = len(plan.rows)
     admit_group(services, principal=principal, rows=count)  # refused before anything is stored
     group_id = uuid.uuid4()
-    stored = store_inputs(services, group_id, plan.inputs())
+    stored = store_set_inputs(services, group_id, plan.inputs())
     plan.close()  # the store has them now
     limits = recent_limits(services, principal)
     group = new_set(
@@ -318,13 +317,15 @@ def _start_competing(services: Services, session: Session, principal: Principal,
     )
 
 
-def store_inputs(services: Services, group_id: uuid.UUID, inputs: dict[str, CheckedUpload]) -> dict[str, str]:
+def store_set_inputs(
+    services: Services, group_id: uuid.UUID, inputs: dict[str, CheckedUpload]
+) -> dict[str, str]:
     """Store each distinct input of a set once, under the group's prefix: its identity
     (``input_identity``) -> object key. Nothing is left behind when it fails."""
     if not inputs:
         return {}
     check_free_space(services)  # 507 before anything is stored
-    return store_job_inputs(services, group_prefix(group_id), inputs)
+    return store_inputs(services, group_prefix(group_id), inputs)
 
 
 def discard_inputs(services: Services, group_id: uuid.UUID) -> None:

@@ -35,7 +35,7 @@ from jobservice.groups.service import (
     parse_set_id,
     record_set,
     refresh_etas,
-    store_inputs,
+    store_set_inputs,
 )
 from jobservice.jobs.idempotency import scoped_key
 from jobservice.nightly.plan import Plan
@@ -79,7 +79,7 @@ def create_batch(
         return _replay(existing, plan.loaded.digest), False
     admit_group(services, principal=principal, rows=plan.size, batch=True)  # before storing
     batch_id = uuid.uuid4()
-    stored = store_inputs(services, batch_id, plan.inputs())
+    stored = store_set_inputs(services, batch_id, plan.inputs())
     spec = plan.resolved(stored)
     plan.close()  # the store has them now: free the spool copies
     batch = plan.batch_row(batch_id, spec=spec, source=source, key=key, principal=principal)

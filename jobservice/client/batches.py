@@ -6,16 +6,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from jobservice.client.follow import Target, follow, status_target
 from jobservice.client.http import Transport
 from jobservice.client.models import ENDED_BATCH_STATUSES, BatchJob, BatchList, BatchView
+from jobservice.client.sets import SetKind
 
-BATCH_MISSING = frozenset({"batch_not_found"})
-
-
-def batch_target(batch_id: str) -> Target[BatchView]:
-    """A batch, as ``follow`` waits for it."""
-    return status_target(f"/batches/{batch_id}", BatchView, ended=ENDED_BATCH_STATUSES, missing=BATCH_MISSING)
+BATCHES = SetKind("/batches", BatchView, ENDED_BATCH_STATUSES, frozenset({"batch_not_found"}))
 
 
 class BatchCalls:
@@ -42,7 +37,7 @@ class BatchCalls:
 
     def get_batch(self, batch_id: str) -> BatchView:
         """``GET /batches/<id>``: progress, and once finished the verdict of each case."""
-        return BatchView.model_validate(self.http.json("GET", f"/batches/{batch_id}"))
+        return BATCHES.get(self.http, batch_id)
 
     def list_batches(
         self, *, name: str | None = None, status: str | None = None, limit: int = 20
@@ -55,16 +50,15 @@ class BatchCalls:
     def batch_jobs(self, batch_id: str, *, page_size: int = 500) -> list[BatchJob]:
         """Every job of the batch (retries included), oldest first, each with its case and repeat;
         fetched ``page_size`` at a time (a server without paging sends them all at once)."""
-        listed = self.http.all_jobs(f"/batches/{batch_id}/jobs", page_size=page_size)
-        return [BatchJob.model_validate(job) for job in listed]
+        return [BatchJob.model_validate(job) for job in BATCHES.jobs(self.http, batch_id, page_size)]
 
     def cancel_batch(self, batch_id: str) -> BatchView:
         """Cancel the batch's unfinished jobs."""
-        return BatchView.model_validate(self.http.json("POST", f"/batches/{batch_id}/cancel"))
+        return BATCHES.get(self.http, batch_id, "cancel")
 
     def resume_batch(self, batch_id: str) -> BatchView:
         """Queue the slots that have no job yet (or a canceled one)."""
-        return BatchView.model_validate(self.http.json("POST", f"/batches/{batch_id}/resume"))
+        return BATCHES.get(self.http, batch_id, "resume")
 
     def wait_batch(
         self,
@@ -75,9 +69,7 @@ class BatchCalls:
         stream: bool = True,
     ) -> BatchView:
         """The batch once finished or canceled: ``/batches/<id>/stream``, else polling."""
-        return follow(
-            self.http, batch_target(batch_id), timeout=timeout, on_update=on_update, use_stream=stream
-        )
+        return BATCHES.wait(self.http, batch_id, timeout, on_update, stream)
 
     def batch_report(self, batch_id: str, format: str = "json") -> Any:
         """A finished batch's report: a dict for ``json``, text for ``csv`` and ``md``."""

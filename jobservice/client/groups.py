@@ -9,19 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jobservice.client.follow import Target, follow, status_target
 from jobservice.client.http import Transport
 from jobservice.client.models import JobView
+from jobservice.client.sets import SetKind
 from jobservice.groups.views import ENDED_GROUP_STATUSES, GroupList, GroupView
 
-GROUP_MISSING = frozenset({"group_not_found"})
+GROUPS = SetKind("/job-groups", GroupView, ENDED_GROUP_STATUSES, frozenset({"group_not_found"}))
 SUFFIXES = {"csv": ".csv", "jsonl": ".jsonl"}
-
-
-def group_target(group_id: str) -> Target[GroupView]:
-    """A job group, as ``follow`` waits for it."""
-    path = f"/job-groups/{group_id}"
-    return status_target(path, GroupView, ended=ENDED_GROUP_STATUSES, missing=GROUP_MISSING)
 
 
 class GroupCalls:
@@ -58,7 +52,7 @@ class GroupCalls:
 
     def get_group(self, group_id: str) -> GroupView:
         """``GET /job-groups/<id>``: its progress (jobs by status) and status."""
-        return GroupView.model_validate(self.http.json("GET", f"/job-groups/{group_id}"))
+        return GROUPS.get(self.http, group_id)
 
     def list_groups(self, *, limit: int = 20, cursor: str | None = None) -> GroupList:
         """One page of the caller's groups, newest first."""
@@ -69,12 +63,11 @@ class GroupCalls:
 
     def group_jobs(self, group_id: str, *, page_size: int = 500) -> list[JobView]:
         """Every job of the group in row order (``group_row``), fetched ``page_size`` at a time."""
-        listed = self.http.all_jobs(f"/job-groups/{group_id}/jobs", page_size=page_size)
-        return [JobView.model_validate(job) for job in listed]
+        return [JobView.model_validate(job) for job in GROUPS.jobs(self.http, group_id, page_size)]
 
     def cancel_group(self, group_id: str) -> GroupView:
         """Cancel every unfinished job of the group (409 ``group_finished`` when all had ended)."""
-        return GroupView.model_validate(self.http.json("POST", f"/job-groups/{group_id}/cancel"))
+        return GROUPS.get(self.http, group_id, "cancel")
 
     def wait_group(
         self,
@@ -85,9 +78,7 @@ class GroupCalls:
         stream: bool = True,
     ) -> GroupView:
         """The group once every job has ended: ``/job-groups/<id>/stream``, else polling."""
-        return follow(
-            self.http, group_target(group_id), timeout=timeout, on_update=on_update, use_stream=stream
-        )
+        return GROUPS.wait(self.http, group_id, timeout, on_update, stream)
 
     def group_results(self, group_id: str) -> list[dict[str, str]]:
         """The results CSV, one dict per row: row, job_id, model, status, verdict, video_url,

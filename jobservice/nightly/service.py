@@ -160,15 +160,16 @@ def _started(services: Services, batch_id: uuid.UUID, jobs: list[Job], *, etas: 
         return get_batch(session, batch_id)
 
 
-def cancel_batch(services: Services, batch_id: uuid.UUID) -> Batch:
-    """Stop a batch: queued jobs are canceled at once, running ones at their next step."""
+def cancel_batch(services: Services, batch_id: uuid.UUID, *, actor: str | None = None) -> Batch:
+    """Stop a batch: queued jobs are canceled at once, running ones at their next step (``actor``:
+    who asked, on each job's event)."""
     with services.db.session() as session:
         batch = get_batch(session, batch_id)
         adopt_batch(session, batch)  # one an API of the previous release made during an upgrade
         if BatchStatus(batch.status).is_ended or not mark_canceled(session, batch_id):
             current = get_batch(session, batch_id).status
             raise Conflict("batch_finished", f"Batch {batch.id} is already {current}.")
-    cancel_set_jobs(services, batch_id)
+    cancel_set_jobs(services, batch_id, actor=actor)
     with services.db.session() as session:
         return get_batch(session, batch_id)
 

@@ -17,15 +17,12 @@ from jobservice.auth.owned import load_owned
 from jobservice.catalog import Catalog
 from jobservice.db.tables import Batch
 from jobservice.errors import Conflict, DomainError, Invalid, Malformed, NotFound, TooLarge, Unsupported
-from jobservice.fleet.eta import latest as latest_forecast
-from jobservice.groups.presenters import group_jobs_page
 from jobservice.http.api.bodies import json_object, read_body
 from jobservice.http.api.doc import (
     RouteTable,
     Schema,
     View,
     answer,
-    idempotency_key,
     in_path,
     in_query,
     ref,
@@ -33,15 +30,14 @@ from jobservice.http.api.doc import (
 )
 from jobservice.http.api.native.jobs import services
 from jobservice.http.api.native.sets import (
-    BAD_CURSOR,
-    UNAVAILABLE,
+    CREATION_KEY,
+    SetRoutes,
     answer_created,
-    jobs_page_parameters,
+    creation_responses,
     parse_limit,
 )
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.idempotency import parse_idempotency_key
-from jobservice.jobs.presenters import JobList, job_views
 from jobservice.nightly.compare import Night, compare_results
 from jobservice.nightly.finalize import refresh_batch
 from jobservice.nightly.pins import pin_batch
@@ -184,18 +180,20 @@ def load_batch(raw_id: str) -> Batch:
     "post",
     "/batches",
     "Create a nightly batch from a spec (its jobs queue below interactive ones)",
-    parameters=(idempotency_key({"type": "string", "minLength": 1, "maxLength": 255}),),
+    parameters=(CREATION_KEY,),
     body=_spec_body,
-    responses={
-        "202": answer("Created; its jobs are queued.", "BatchView"),
-        "200": answer("Idempotent replay.", "BatchView"),
-        "400": refused("Malformed JSON, or a bad Idempotency-Key."),
-        "409": refused("Idempotency-Key reused for another spec."),
-        "413": refused("The body is larger than 2 MB."),
-        "415": refused("Send YAML or JSON."),
-        "422": refused("Invalid spec (details name each field)."),
-        **UNAVAILABLE,
-    },
+    responses=creation_responses(
+        "BatchView",
+        "Created; its jobs are queued.",
+        "Idempotent replay.",
+        {
+            "400": "Malformed JSON, or a bad Idempotency-Key.",
+            "409": "Idempotency-Key reused for another spec.",
+            "413": "The body is larger than 2 MB.",
+            "415": "Send YAML or JSON.",
+            "422": "Invalid spec (details name each field).",
+        },
+    ),
 )
 def create() -> Response:
     """Create a batch from a spec: 202 with its summary, or 200 for an idempotent replay."""
@@ -280,56 +278,6 @@ def _finished(raw_id: str) -> Batch:
 
 @api.route(
     "get",
-    BATCH,
-    "A batch's progress, and once finished each case's verdict",
-    parameters=(in_path("batch_id"),),
-    responses={"200": answer("The batch.", "BatchView"), "404": NO_BATCH},
-)
-def show(batch_id: str) -> Response:
-    """The batch's progress, and once finished its verdict and each case's."""
-    return _render(load_batch(batch_id))
-
-
-@api.route(
-    "get",
-    BATCH + "/jobs",
-    "The batch's jobs, oldest first: all, or with limit a page at a time (next_cursor)",
-    parameters=jobs_page_parameters("batch_id"),
-    responses={
-        "200": answer("Jobs, and the cursor of the next page (null on the last)."),
-        "400": BAD_CURSOR,
-        "404": NO_BATCH,
-        "422": refused("limit is not a whole number from 1 to 1000 (invalid_limit)."),
-    },
-)
-def jobs(batch_id: str) -> Response:
-    """The batch's jobs (retries included), oldest first: all of them, or with ``?limit=`` (1-1000)
-    a page at a time, the next one from ``next_cursor``."""
-    batch = load_batch(batch_id)
-    raw_limit = request.args.get("limit")
-    if raw_limit is not None and not (raw_limit.isascii() and raw_limit.isdecimal()):
-        raise Invalid("invalid_limit", "limit must be a whole number from 1 to 1000.")
-    if raw_limit is not None and not 1 <= int(raw_limit) <= 1000:
-        raise Invalid("invalid_limit", "limit must be a whole number from 1 to 1000.")
-    forecast = latest_forecast(services())
-    with services().db.session() as session:
-        if raw_limit is None:
-            rows = batch_jobs(session, batch.id)
-            page = JobList(jobs=job_views(session, rows, forecast=forecast))
-        else:
-            cursor = request.args.get("cursor") or None
-            page, rows = group_jobs_page(
-                session, batch.id, limit=int(raw_limit), cursor=cursor, forecast=forecast
-            )
-    views = [
-        view.model_dump(mode="json") | {"batch": {"case": job.batch_case, "repeat": job.batch_repeat}}
-        for job, view in zip(rows, page.jobs, strict=True)
-    ]
-    return jsonify({"object": page.object, "jobs": views, "next_cursor": page.next_cursor})
-
-
-@api.route(
-    "get",
     BATCH + "/report",
     "The report of a finished batch",
     parameters=(
@@ -358,12 +306,6 @@ def report(batch_id: str) -> Response:
     return response
 
 
-@_action("cancel", "Cancel the batch's unfinished jobs", "Canceled.", "Already ended.")
-def cancel(batch_id: str) -> Response:
-    """Cancel the batch's unfinished jobs."""
-    return _render(cancel_batch(services(), load_batch(batch_id).id), 202)
-
-
 @_action("resume", "Queue what the batch has not run yet", "Resumed.", "Finished: nothing to resume.")
 def resume(batch_id: str) -> Response:
     """Queue the slots with no job yet (or a canceled one); finished cases are not run again."""
@@ -380,3 +322,27 @@ def pin(batch_id: str) -> Response:
 def unpin(batch_id: str) -> Response:
     """Undo accepting this batch: its cases' history reaches back past it again."""
     return _render(pin_batch(services(), load_batch(batch_id).id, pinned=False))
+
+
+SetRoutes(
+    api=api,
+    services=services,
+    path=BATCH,
+    id_name="batch_id",
+    view="BatchView",
+    missing=NO_BATCH,
+    load=load_batch,
+    render=_render,
+    cancel=cancel_batch,
+).declare_reads(
+    show="A batch's progress, and once finished each case's verdict",
+    jobs="The batch's jobs, oldest first: all, or with limit a page at a time (next_cursor)",
+    cancel="Cancel the batch's unfinished jobs",
+    cancel_conflict="The batch has ended already (batch_finished).",
+    jobs_answer=answer(
+        "Jobs (each with its batch case and repeat), and the next page's cursor (null on the last)."
+    ),
+    default_limit=None,
+    every_job=batch_jobs,
+    job_extra=lambda job: {"batch": {"case": job.batch_case, "repeat": job.batch_repeat}},
+)

@@ -23,7 +23,7 @@ from jobservice.db.tables import JobGroup
 from jobservice.errors import Invalid, NotFound, TooLarge, Unsupported
 from jobservice.groups.manifest import CSV_TYPES, JSONL_TYPES, Format, manifest_format, read_manifest
 from jobservice.groups.plan import check_rows
-from jobservice.groups.presenters import group_jobs_page, group_view, list_groups
+from jobservice.groups.presenters import group_view, list_groups
 from jobservice.groups.results import outputs_zip, results_csv
 from jobservice.groups.service import (
     admit_group,
@@ -37,7 +37,6 @@ from jobservice.http.api.doc import (
     RouteTable,
     Schema,
     answer,
-    idempotency_key,
     in_path,
     in_query,
     ref,
@@ -46,9 +45,10 @@ from jobservice.http.api.doc import (
 from jobservice.http.api.native.jobs import services
 from jobservice.http.api.native.sets import (
     BAD_CURSOR,
-    UNAVAILABLE,
+    CREATION_KEY,
+    SetRoutes,
     answer_created,
-    jobs_page_parameters,
+    creation_responses,
     parse_limit,
 )
 from jobservice.http.api.policy.auth import current_principal
@@ -155,7 +155,7 @@ def group_name_of_request(filename: str) -> str:
     "/job-groups",
     "Submit a job group: one job per row of a CSV or JSON Lines manifest, all created or none",
     parameters=(
-        idempotency_key({"type": "string", "minLength": 1, "maxLength": 255}),
+        CREATION_KEY,
         in_query("name", {"type": "string", "maxLength": MAX_NAME}, description="A name (body manifests)."),
         in_query(
             "webhook",
@@ -169,16 +169,18 @@ def group_name_of_request(filename: str) -> str:
         ),
     ),
     body=_manifest_body,
-    responses={
-        "202": answer("Created; its jobs are queued at batch priority.", "GroupView"),
-        "200": answer("Idempotent replay of an earlier submission.", "GroupView"),
-        "400": refused("A bad Idempotency-Key."),
-        "409": refused("Idempotency-Key reused for another manifest."),
-        "413": refused("The manifest is larger than group_manifest_max_mb (manifest_too_large)."),
-        "415": refused("Not CSV, JSON Lines or a multipart form with a manifest."),
-        "422": refused("A problem in the manifest (invalid_manifest: details name each row and column)."),
-        **UNAVAILABLE,
-    },
+    responses=creation_responses(
+        "GroupView",
+        "Created; its jobs are queued at batch priority.",
+        "Idempotent replay of an earlier submission.",
+        {
+            "400": "A bad Idempotency-Key.",
+            "409": "Idempotency-Key reused for another manifest.",
+            "413": "The manifest is larger than group_manifest_max_mb (manifest_too_large).",
+            "415": "Not CSV, JSON Lines or a multipart form with a manifest.",
+            "422": "A problem in the manifest (invalid_manifest: details name each row and column).",
+        },
+    ),
 )
 def create() -> Response:
     """Check every row, then create the group and all its jobs: 202, or 200 for a replay."""
@@ -233,69 +235,6 @@ def index() -> Response:
     return Response(page.model_dump_json() + "\n", mimetype="application/json")
 
 
-@api.route(
-    "get",
-    GROUP,
-    "A job group: its progress (jobs by status) and status",
-    parameters=(in_path("group_id"),),
-    responses={"200": answer("The group.", "GroupView"), "404": NO_GROUP},
-)
-def show(group_id: str) -> Response:
-    """The group's view."""
-    return render(load_group(group_id))
-
-
-@api.route(
-    "get",
-    GROUP + "/jobs",
-    "The group's jobs in row order, a page at a time",
-    parameters=jobs_page_parameters("group_id", default_limit=100),
-    responses={
-        "200": {
-            "description": "Jobs (each with its group_row), and the next page's cursor (null on the last).",
-            "content": {
-                "application/json": {
-                    "schema": {
-                        "type": "object",
-                        "properties": {
-                            "jobs": {"type": "array", "items": ref("JobView")},
-                            "next_cursor": {"type": ["string", "null"]},
-                        },
-                    }
-                }
-            },
-        },
-        "400": BAD_CURSOR,
-        "404": NO_GROUP,
-        "422": refused("Bad limit."),
-    },
-)
-def jobs(group_id: str) -> Response:
-    """The group's jobs, oldest (first row) first."""
-    group = load_group(group_id)
-    limit = parse_limit(request.args.get("limit", "100"), most=1000)
-    with services().db.session() as session:
-        page, _ = group_jobs_page(session, group.id, limit=limit, cursor=request.args.get("cursor") or None)
-    return Response(page.model_dump_json() + "\n", mimetype="application/json")
-
-
-@api.route(
-    "post",
-    GROUP + "/cancel",
-    "Cancel the group: every unfinished job (queued at once, running at its next step)",
-    parameters=(in_path("group_id"),),
-    responses={
-        "202": answer("Canceled (running jobs stop at their next step).", "GroupView"),
-        "404": NO_GROUP,
-        "409": refused("Every job has ended already (group_finished)."),
-    },
-)
-def cancel(group_id: str) -> Response:
-    """Cancel every unfinished job of the group."""
-    group = load_group(group_id)
-    return render(cancel_group(services(), group.id, actor=current_principal().actor), 202)
-
-
 def _base_url() -> str:
     return services().settings.public_base_url or request.url_root
 
@@ -346,3 +285,36 @@ def outputs(group_id: str) -> Response:
     svc = services()
     body = outputs_zip(svc.db, svc.store, group.id, _base_url())
     return _attachment(Response(body, mimetype="application/zip"), f"group-{group.id}-outputs.zip")
+
+
+SetRoutes(
+    api=api,
+    services=services,
+    path=GROUP,
+    id_name="group_id",
+    view="GroupView",
+    missing=NO_GROUP,
+    load=load_group,
+    render=render,
+    cancel=cancel_group,
+).declare_reads(
+    show="A job group: its progress (jobs by status) and status",
+    jobs="The group's jobs in row order, a page at a time",
+    cancel="Cancel the group: every unfinished job (queued at once, running at its next step)",
+    cancel_conflict="Every job has ended already (group_finished).",
+    jobs_answer={
+        "description": "Jobs (each with its group_row), and the next page's cursor (null on the last).",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "jobs": {"type": "array", "items": ref("JobView")},
+                        "next_cursor": {"type": ["string", "null"]},
+                    },
+                }
+            }
+        },
+    },
+    default_limit=100,
+)

@@ -1,15 +1,25 @@
 """What the routes of a set of jobs (``/batches``, ``/job-groups``) share: a list's ``limit``, the
-declaration of a set's job pages, and the refusals and the answer of a creation."""
+refusals and the answer of a creation, and the reads every set answers alike (``SetRoutes``: the
+set itself, its jobs a page at a time, cancel), declared once for both kinds."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from flask import Response
+from flask import Response, jsonify, request
+from sqlalchemy.orm import Session
 
+from jobservice.db.tables import Job
 from jobservice.errors import Invalid
+from jobservice.fleet.eta import latest as latest_forecast
+from jobservice.groups.presenters import group_jobs_page
 from jobservice.groups.service import refresh_etas
-from jobservice.http.api.doc import Schema, in_path, in_query, refused
+from jobservice.http.api.doc import RouteTable, Schema, answer, idempotency_key, in_path, in_query, refused
+from jobservice.http.api.policy.auth import current_principal
+from jobservice.jobs.presenters import JobList, job_views
 from jobservice.wiring import Services
 
 BAD_CURSOR = refused("A cursor this API did not make (invalid_cursor).")
@@ -18,6 +28,20 @@ UNAVAILABLE = {
     "503": refused("A dependency is unavailable."),
     "507": refused("Too little free space in the store or spool (insufficient_storage)."),
 }
+
+
+CREATION_KEY = idempotency_key({"type": "string", "minLength": 1, "maxLength": 255})
+
+
+def creation_responses(view: str, created: str, replay: str, refusals: dict[str, str]) -> dict[str, Schema]:
+    """What a set's creation answers: 202 with the new set (``created``), 200 with the set an
+    Idempotency-Key already made (``replay``), the refusals by status, and the store's."""
+    return {
+        "202": answer(created, view),
+        "200": answer(replay, view),
+        **{status: refused(text) for status, text in refusals.items()},
+        **UNAVAILABLE,
+    }
 
 
 def parse_limit(raw: str, *, most: int = 100) -> int:
@@ -47,3 +71,116 @@ def answer_created(
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     return response
+
+
+class AnySet(Protocol):
+    """What the shared reads need of a set's row (a ``JobGroup``, a ``Batch``)."""
+
+    id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class SetRoutes:
+    """How one kind of set is read over HTTP: where it lives (``path`` with its ``{id_name}``), the
+    tenant-checked ``load`` of the id in a URL, the ``render`` of its view (``view``: the OpenAPI
+    component) and its 404. ``declare_reads`` registers the routes both kinds answer alike."""
+
+    api: RouteTable
+    services: Callable[[], Services]
+    path: str
+    id_name: str
+    view: str
+    missing: Schema
+    load: Callable[[str], Any]
+    render: Callable[..., Response]
+    cancel: Callable[..., Any]  # (services, set id, *, actor) -> the set's row
+
+    def declare_reads(
+        self,
+        *,
+        show: str,
+        jobs: str,
+        cancel: str,
+        cancel_conflict: str,
+        jobs_answer: Schema,
+        default_limit: int | None,
+        every_job: Callable[[Session, uuid.UUID], list[Job]] | None = None,
+        job_extra: Callable[[Job], dict[str, Any]] | None = None,
+    ) -> None:
+        """``GET path`` (the set), ``GET path/jobs`` (its jobs in row order, ``default_limit`` a page
+        when no ``?limit=`` is given; None: ``every_job`` at once), ``POST path/cancel``.
+        ``job_extra``: what a job of this kind shows beyond its view (a batch's case and repeat)."""
+        kind = self
+
+        def show_set(**ids: str) -> Response:
+            """The set's view (its progress; a batch's verdicts once finished)."""
+            return kind.render(kind.load(ids[kind.id_name]))
+
+        def set_jobs(**ids: str) -> Response:
+            """The set's jobs (retries included), first row first, a page at a time (``next_cursor``)."""
+            return kind.jobs_page(kind.load(ids[kind.id_name]), default_limit, every_job, job_extra)
+
+        def cancel_set(**ids: str) -> Response:
+            """Cancel every unfinished job of the set (queued at once, running at its next step)."""
+            loaded = kind.load(ids[kind.id_name])
+            return kind.render(kind.cancel(kind.services(), loaded.id, actor=current_principal().actor), 202)
+
+        # Flask names an endpoint after its function: the names the web pages and tests know.
+        show_set.__name__, set_jobs.__name__, cancel_set.__name__ = "show", "jobs", "cancel"
+        one = (in_path(self.id_name),)
+        self.api.route(
+            "get",
+            self.path,
+            show,
+            parameters=one,
+            responses={"200": answer("The set.", self.view), "404": self.missing},
+        )(show_set)
+        self.api.route(
+            "get",
+            self.path + "/jobs",
+            jobs,
+            parameters=jobs_page_parameters(self.id_name, default_limit=default_limit),
+            responses={
+                "200": jobs_answer,
+                "400": BAD_CURSOR,
+                "404": self.missing,
+                "422": refused("limit is not a whole number from 1 to 1000 (invalid_limit)."),
+            },
+        )(set_jobs)
+        conflict = refused(cancel_conflict)
+        canceled = answer("Canceled (running jobs stop at their next step).", self.view)
+        self.api.route(
+            "post",
+            self.path + "/cancel",
+            cancel,
+            parameters=one,
+            responses={"202": canceled, "404": self.missing, "409": conflict},
+        )(cancel_set)
+
+    def jobs_page(
+        self,
+        loaded: AnySet,
+        default_limit: int | None,
+        every_job: Callable[[Session, uuid.UUID], list[Job]] | None,
+        job_extra: Callable[[Job], dict[str, Any]] | None,
+    ) -> Response:
+        """One page of the set's jobs (positions and ETAs from the latest forecast)."""
+        raw = request.args.get("limit")
+        limit = parse_limit(raw, most=1000) if raw is not None else default_limit
+        svc = self.services()
+        forecast = latest_forecast(svc)
+        with svc.db.session() as session:
+            if limit is None:
+                assert every_job is not None, "a set without a default page size lists every job"
+                rows = every_job(session, loaded.id)
+                page = JobList(jobs=job_views(session, rows, forecast=forecast))
+            else:
+                cursor = request.args.get("cursor") or None
+                page, rows = group_jobs_page(
+                    session, loaded.id, limit=limit, cursor=cursor, forecast=forecast
+                )
+        views = [
+            view.model_dump(mode="json") | (job_extra(job) if job_extra is not None else {})
+            for job, view in zip(rows, page.jobs, strict=True)
+        ]
+        return jsonify({"object": page.object, "jobs": views, "next_cursor": page.next_cursor})

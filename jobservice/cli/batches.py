@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from jobservice.cli.client import draw_progress
 from jobservice.cli.errors import unavailable_database
 from jobservice.errors import Conflict, DomainError
 from jobservice.nightly.compare import EXIT_INCONCLUSIVE
@@ -274,6 +275,7 @@ def _finish(services: Services, batch_id: uuid.UUID, *, wait: bool, timeout: flo
     from jobservice.nightly.presenters import batch_view
 
     deadline = time.monotonic() + timeout
+    shown = ""  # the progress line on stderr
     with clear_errors():
         try:
             while True:
@@ -285,7 +287,7 @@ def _finish(services: Services, batch_id: uuid.UUID, *, wait: bool, timeout: flo
                     break
                 if time.monotonic() > deadline:
                     raise click.ClickException(f"batch {batch_id} still {batch.status} after {timeout:.0f} s")
-                _draw(view.model_dump())
+                shown = _draw(view.model_dump(), shown)
                 time.sleep(1.0)
         except KeyboardInterrupt:
             sys.stderr.write(
@@ -293,7 +295,7 @@ def _finish(services: Services, batch_id: uuid.UUID, *, wait: bool, timeout: flo
             )
             sys.exit(130)
     if wait:
-        _draw(view.model_dump())
+        _draw(view.model_dump(), shown)
         sys.stderr.write("\n")
     click.echo(
         json.dumps(view.model_dump(mode="json"), indent=2) if as_json else _describe(view.model_dump())
@@ -304,17 +306,11 @@ def _finish(services: Services, batch_id: uuid.UUID, *, wait: bool, timeout: flo
         sys.exit(1)
 
 
-def _draw(view: dict[str, Any]) -> None:
+def _draw(view: dict[str, Any], previous: str) -> str:
     p = view["progress"]
-    width = 30
     done = p["succeeded"] + p["failed"] + p["canceled"]
-    filled = int(width * p["fraction"])
-    line = (
-        f"\r{view['name'][:24]} [{'#' * filled}{'.' * (width - filled)}] {done}/{p['total']} done"
-        f" · {p['running']} running · {p['queued']} queued · {p['failed']} failed"
-    )
-    sys.stderr.write(f"{line:<100}")
-    sys.stderr.flush()
+    words = f"{done}/{p['total']} done · {p['running']} running · {p['queued']} queued · {p['failed']} failed"
+    return draw_progress(view["name"][:24], p["fraction"], f"{words:<60}", previous)
 
 
 def _describe(view: dict[str, Any]) -> str:

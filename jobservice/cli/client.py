@@ -121,10 +121,21 @@ def wait_for(base_url: str, job_id: str, *, timeout: float, show_progress: bool 
     return job.model_dump(mode="json")
 
 
-def _draw(job: dict[str, Any], previous: str) -> str:
-    """Redraw the progress line when it changed: in place on a terminal, a new line otherwise."""
+def draw_progress(label: str, fraction: float, words: str, previous: str) -> str:
+    """Redraw the progress line ``label [####......]  42.0% words`` on stderr when it changed from
+    ``previous``: in place on a terminal, a new line otherwise; returns the line now shown."""
     width = 30
-    done = int(width * float(job.get("progress") or 0))
+    done = int(width * fraction)
+    line = f"{label} [{'#' * done}{'.' * (width - done)}] {fraction * 100:5.1f}% {words}"
+    if line != previous:
+        lead = "\r" if sys.stderr.isatty() else ("\n" if previous else "")
+        sys.stderr.write(lead + line)
+        sys.stderr.flush()
+    return line
+
+
+def _draw(job: dict[str, Any], previous: str) -> str:
+    """A job's progress line: its stage, and its place in the queue or its end."""
     where = job["stage"]
     now = datetime.now(UTC)
     if job["status"] == "queued" and job.get("queue_position") is not None:
@@ -141,12 +152,7 @@ def _draw(job: dict[str, Any], previous: str) -> str:
         eta = eta_words(_moment(job.get("estimated_finish_at")), now, verb="ends")
         if eta:
             where += f", {eta}"
-    line = f"{job['id'][:8]} [{'#' * done}{'.' * (width - done)}] {job['progress'] * 100:5.1f}% {where:<40}"
-    if line != previous:
-        lead = "\r" if sys.stderr.isatty() else ("\n" if previous else "")
-        sys.stderr.write(lead + line)
-        sys.stderr.flush()
-    return line
+    return draw_progress(job["id"][:8], float(job.get("progress") or 0), f"{where:<40}", previous)
 
 
 def _preview_number(job: dict[str, Any]) -> int:

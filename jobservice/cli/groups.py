@@ -17,7 +17,7 @@ from typing import Any
 import click
 import requests
 
-from jobservice.cli.client import ClientError, client_for
+from jobservice.cli.client import ClientError, client_for, draw_progress
 from jobservice.client import ApiError, GroupView, WaitTimeout
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -66,18 +66,11 @@ def describe(group: GroupView, base_url: str) -> str:
 
 
 def _draw(group: GroupView, previous: str) -> str:
-    width = 30
     p = group.progress
-    done = int(width * p.fraction)
     counts = (
         f"{p.queued} queued, {p.running} running, {p.succeeded} ok, {p.failed} failed, {p.canceled} canceled"
     )
-    line = f"{group.id[:8]} [{'#' * done}{'.' * (width - done)}] {p.fraction * 100:5.1f}% {counts:<60}"
-    if line != previous:
-        lead = "\r" if sys.stderr.isatty() else ("\n" if previous else "")
-        sys.stderr.write(lead + line)
-        sys.stderr.flush()
-    return line
+    return draw_progress(group.id[:8], p.fraction, f"{counts:<60}", previous)
 
 
 def follow_group(base_url: str, group_id: str, *, timeout: float) -> GroupView:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flask import request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from jobservice.catalog import ModelSpec
 from jobservice.errors import DomainError
@@ -247,6 +248,17 @@ def errors_of(exc: DomainError, spec: ModelSpec | None = None) -> dict[str, str]
         field = exc.field if exc.field in inputs | params else None
         out[field or CODE_FIELDS.get(exc.code, FORM_LEVEL)] = exc.message
     return out
+
+
+def form_within_limits() -> bool:
+    """Parse the posted form now, so that its files stream to spool files and the size limits apply
+    here rather than at a later first touch: False when the body is larger than this server accepts."""
+    try:
+        request.form  # noqa: B018
+        request.files  # noqa: B018
+    except RequestEntityTooLarge:
+        return False
+    return True
 
 
 def parse_web_submission(services: Services) -> tuple[Submission, Checked]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, flash, jsonify, redirect, render_template, request, url_for
-from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from jobservice.errors import DomainError, Invalid
@@ -30,6 +29,7 @@ from jobservice.http.api.native.groups import group_name_of_request, load_group,
 from jobservice.http.api.native.jobs import services
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.http.web.blueprint import register_page_handlers, wants_json
+from jobservice.http.web.forms import form_within_limits
 from jobservice.http.web.security import check_csrf
 
 bp = Blueprint("groups_web", __name__)
@@ -74,10 +74,7 @@ def _refused(exc: DomainError) -> Any:
 @bp.post("/ui/groups")
 def create() -> Any:
     """Accept a dropped manifest: 303 to the new group's page, or the form again with its problems."""
-    try:
-        request.form  # noqa: B018 - parse now: files stream to spool files, limits apply here
-        request.files  # noqa: B018
-    except RequestEntityTooLarge:
+    if not form_within_limits():
         return _refused(Invalid("payload_too_large", "The upload is larger than this server accepts."))
     check_csrf()
     svc = services()

@@ -12,7 +12,6 @@ from typing import Any
 
 from flask import jsonify, redirect, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
-from werkzeug.exceptions import RequestEntityTooLarge
 
 from jobservice.catalog import ModelSpec
 from jobservice.errors import DomainError, NotFound
@@ -26,6 +25,7 @@ from jobservice.http.web.forms import (
     TASKS,
     FormInvalid,
     errors_of,
+    form_within_limits,
     model_form,
     parse_web_submission,
 )
@@ -147,13 +147,12 @@ def _unreadable(message: str, status: int) -> Any:
 def create_job() -> Any:
     """Accept the form: 303 to the new job's page (JSON 202 for the page's script), or the form again."""
     try:
-        request.form  # noqa: B018 - parse now: uploads stream to spool files, limits apply here
-        request.files  # noqa: B018
-    except RequestEntityTooLarge:
-        limit = services().settings.max_request_mb
-        return _unreadable(f"The upload is larger than the limit of {limit} MB.", 413)
+        within = form_within_limits()
     except DomainError as exc:  # one file over the per-file ceiling, or an unreadable part
         return _unreadable(exc.message, exc.status)
+    if not within:
+        limit = services().settings.max_request_mb
+        return _unreadable(f"The upload is larger than the limit of {limit} MB.", 413)
     if request.form.get("change_model"):
         # The no-JavaScript way to switch models: show the chosen model's parameters.
         return render_form(request.form.get("task"), request.form.get("model"), values=request.form)

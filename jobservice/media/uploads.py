@@ -155,14 +155,18 @@ def spool_of(storage: Any) -> SpoolFile:
     return stream
 
 
+def _sized(spool: Checkable, kind: str, limit_mb: int) -> Path:
+    """The spooled ``kind`` file's path once its size is within ``limit_mb`` and not zero."""
+    if spool.size > limit_mb * 2**20:
+        raise TooLarge("file_too_large", f"The {kind} is larger than {limit_mb} MB.")
+    if spool.size == 0:
+        raise Invalid(f"invalid_{kind}", f"The {kind} file is empty.")
+    return Path(spool.name)
+
+
 def check_image(field: str, spool: Checkable, settings: Settings) -> CheckedUpload:
     """Open and fully decode an uploaded image; refuse unknown formats, bombs and tiny images."""
-    limit = settings.max_image_mb * 2**20
-    if spool.size > limit:
-        raise TooLarge("file_too_large", f"The image is larger than {settings.max_image_mb} MB.")
-    if spool.size == 0:
-        raise Invalid("invalid_image", "The image file is empty.")
-    path = Path(spool.name)
+    path = _sized(spool, "image", settings.max_image_mb)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -229,12 +233,7 @@ def _other_image_type(path: Path) -> str:
 
 def check_audio(field: str, spool: Checkable, settings: Settings) -> CheckedUpload:
     """Decode an uploaded audio file under ffprobe; refuse non-audio and out-of-range durations."""
-    limit = settings.max_audio_mb * 2**20
-    if spool.size > limit:
-        raise TooLarge("file_too_large", f"The audio is larger than {settings.max_audio_mb} MB.")
-    if spool.size == 0:
-        raise Invalid("invalid_audio", "The audio file is empty.")
-    path = Path(spool.name)
+    path = _sized(spool, "audio", settings.max_audio_mb)
     wav = pcm_wav_facts(path)  # a plain PCM WAV needs no ffmpeg (jobservice/media/wav.py)
     facts: tuple[str, str | None, int | None, int | None, float] = (
         ("wav", wav.codec_name, wav.sample_rate, wav.channels, wav.duration_s)

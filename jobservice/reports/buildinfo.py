@@ -27,30 +27,16 @@ def commit() -> str | None:
         return None
     # Read-only: GIT_OPTIONAL_LOCKS=0 keeps `git status` from refreshing (writing) the index.
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-            env=env,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            env=env,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
+    git = ["git", "-C", str(REPO_ROOT)]
+    out = _run([*git, "rev-parse", "--short=12", "HEAD"], env=env).strip()
+    dirty = _run([*git, "status", "--porcelain", "--untracked-files=no"], env=env).strip()
     return f"{out}+dirty" if out and dirty else (out or None)
 
 
-def _run(argv: list[str]) -> str:
+def _run(argv: list[str], env: dict[str, str] | None = None) -> str:
+    """What ``argv`` printed, or "" when it failed, timed out or is not there."""
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=10, check=True).stdout
+        return subprocess.run(argv, capture_output=True, text=True, timeout=10, check=True, env=env).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
 

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from jobservice.auth.keys import create_key, list_keys, revoke_key
-from jobservice.cli.tenants import refusals
+from jobservice.cli.tenants import limit_options, refusals
 from jobservice.db.engine import Database
 from jobservice.db.tables import ApiKey
 from jobservice.settings import Settings
@@ -37,14 +37,7 @@ def keys_group() -> None:
 @click.option("--name", required=True, help="What the key is for (a person, a script, a CI job).")
 @click.option("--tenant", default="default", show_default=True, help="The tenant its jobs belong to.")
 @click.option("--role", type=click.Choice(["user", "admin"]), default="user", show_default=True)
-@click.option("--active-jobs", type=click.IntRange(min=0), help="Override: interactive jobs at once.")
-@click.option("--batch-jobs", type=click.IntRange(min=0), help="Override: jobs in one batch.")
-@click.option("--group-jobs", type=click.IntRange(min=0), help="Override: jobs in one job group.")
-@click.option("--jobs-per-hour", type=click.IntRange(min=0), help="Override: jobs per rolling hour.")
-@click.option("--requests-per-minute", type=click.IntRange(min=0), help="Override (0: no rate limit).")
-@click.option("--retention-hours", type=click.FloatRange(min=0, min_open=True), help="Override: keep files.")
-@click.option("--pending-uploads", type=click.IntRange(min=0), help="Override: uploads not yet completed.")
-@click.option("--pending-upload-mb", type=click.IntRange(min=0), help="Override: MiB of those, together.")
+@limit_options(prefix="Override: ")
 @click.option("--json", "as_json", is_flag=True, help="Print the key (secret included) as JSON.")
 def create_command(name: str, tenant: str, role: str, as_json: bool, **limits: Any) -> None:
     """Create a key and print its secret: the only time it is shown (only a hash is stored)."""

@@ -11,9 +11,9 @@ over the tenant's. 0 allows no jobs of that kind, except ``--requests-per-minute
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from sqlalchemy import select
@@ -28,6 +28,8 @@ from jobservice.quotas.limits import resolve_limits
 from jobservice.quotas.usage import tenant_usage
 from jobservice.settings import Settings
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 
 @contextmanager
 def refusals() -> Iterator[None]:
@@ -37,6 +39,31 @@ def refusals() -> Iterator[None]:
             yield
     except DomainError as exc:
         raise click.ClickException(f"{exc.code}: {exc.message}") from None
+
+
+# The limits a tenant or a key may override, with what each counts: `tenants set` and `keys create`.
+LIMIT_OPTIONS: tuple[tuple[str, click.ParamType, str], ...] = (
+    ("--active-jobs", click.IntRange(min=0), "Interactive jobs queued+running (0: none)."),
+    ("--batch-jobs", click.IntRange(min=0), "Jobs in one batch (0: no batches)."),
+    ("--group-jobs", click.IntRange(min=0), "Jobs in one job group (0: no groups)."),
+    ("--jobs-per-hour", click.IntRange(min=0), "Jobs created per rolling hour."),
+    ("--requests-per-minute", click.IntRange(min=0), "Per key (0: no rate limit)."),
+    ("--retention-hours", click.FloatRange(min=0, min_open=True), "Keep files this long."),
+    ("--pending-uploads", click.IntRange(min=0), "Direct uploads declared, not completed (0: none)."),
+    ("--pending-upload-mb", click.IntRange(min=0), "Declared MiB of those, all together."),
+)
+
+
+def limit_options(prefix: str = "") -> Callable[[F], F]:
+    """The ``LIMIT_OPTIONS`` on a command, each help after ``prefix``; unset ones arrive as None."""
+
+    def apply(command: F) -> F:
+        for flag, kind, text in reversed(LIMIT_OPTIONS):
+            shown = prefix + text[0].lower() + text[1:] if prefix else text
+            command = click.option(flag, type=kind, help=shown)(command)
+        return command
+
+    return apply
 
 
 FAIR_SHARE_RULE = (
@@ -55,16 +82,7 @@ def tenants_group() -> None:
 
 @tenants_group.command("set")
 @click.argument("name")
-@click.option("--active-jobs", type=click.IntRange(min=0), help="Interactive jobs queued+running (0: none).")
-@click.option("--batch-jobs", type=click.IntRange(min=0), help="Jobs in one batch (0: no batches).")
-@click.option("--group-jobs", type=click.IntRange(min=0), help="Jobs in one job group (0: no groups).")
-@click.option("--jobs-per-hour", type=click.IntRange(min=0), help="Jobs created per rolling hour.")
-@click.option("--requests-per-minute", type=click.IntRange(min=0), help="Per key (0: no rate limit).")
-@click.option("--retention-hours", type=click.FloatRange(min=0, min_open=True), help="Keep files this long.")
-@click.option(
-    "--pending-uploads", type=click.IntRange(min=0), help="Direct uploads declared, not completed (0: none)."
-)
-@click.option("--pending-upload-mb", type=click.IntRange(min=0), help="Declared MiB of those, all together.")
+@limit_options()
 @click.option(
     "--weight",
     type=click.FloatRange(min=0.01, max=1000),

@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 from jobservice.broker import DispatchDecision, JobMessage, Send, sender
 from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
+from jobservice.db.rows import update_one
 from jobservice.db.tables import FleetEvent, FleetGroup, FleetLock, Job, JobStatus, QueueCount, utcnow
 from jobservice.fleet import costs as fleet_costs
 from jobservice.fleet import shares
@@ -292,13 +293,11 @@ def _hand_over(session: Session, snapshot: Snapshot, decision: Decision) -> Disp
     if job is None:
         return None
     now = utcnow()
-    taken = session.execute(
-        update(Job)
-        .where(Job.id == job.id, Job.status == JobStatus.QUEUED, Job.dispatched_to.is_(None))
-        .values(dispatched_to=decision.group, enqueued_at=now, dispatch_decision=decided(decision).as_dict())
-        .execution_options(synchronize_session=False)
-    )
-    if taken.rowcount != 1:  # type: ignore[attr-defined]
+    waiting = (Job.id == job.id, Job.status == JobStatus.QUEUED, Job.dispatched_to.is_(None))
+    decision_json = decided(decision).as_dict()
+    if not update_one(
+        session, Job, *waiting, dispatched_to=decision.group, enqueued_at=now, dispatch_decision=decision_json
+    ):
         return None
     cost = snapshot.state.models[decision.model]
     seconds = (cost.load_s if decision.load else 0.0) + cost.run_s(float(job.output_seconds or 0.0))

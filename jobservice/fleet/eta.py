@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 
 from jobservice.catalog import Catalog
 from jobservice.db.engine import Database
-from jobservice.db.rows import insert_missing
+from jobservice.db.rows import insert_missing, update_one
 from jobservice.db.tables import FleetForecast, Job, JobStatus, utcnow
 from jobservice.fleet import shares
 from jobservice.fleet.dispatch import Snapshot, read_state
@@ -286,15 +286,14 @@ def refresh(db: Database, catalog: Catalog, settings: Settings, *, force: bool =
     due = now - timedelta(seconds=settings.forecast_interval_seconds)
     with db.session() as session:  # a short transaction: take the turn
         insert_missing(session, FleetForecast, {"id": 1, "computed_at": EPOCH, "body": "{}"}, ["id"])
-        claim = update(FleetForecast).where(FleetForecast.id == 1)
+        turn = [FleetForecast.id == 1]
         if not force:
-            claim = claim.where(
+            turn.append(
                 (FleetForecast.computed_at < due)
                 | (FleetForecast.computed_at < now - timedelta(seconds=1))
                 & _many_since(FleetForecast.computed_at)
             )
-        taken = session.execute(claim.values(computed_at=now).execution_options(synchronize_session=False))
-        if taken.rowcount != 1:  # type: ignore[attr-defined]
+        if not update_one(session, FleetForecast, *turn, computed_at=now):
             return False
         previous = session.scalar(select(FleetForecast.body).where(FleetForecast.id == 1)) or "{}"
     started = time.perf_counter()

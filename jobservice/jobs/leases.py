@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from jobservice.db.rows import update_one
 from jobservice.db.tables import Job, JobStatus, Stage, utcnow
 from jobservice.jobs.previews import preview_timings
 
@@ -59,18 +60,13 @@ def heartbeat(
         values["progress"] = max(0.0, min(1.0, progress))
     if preview is not None:
         values["timings"] = preview_timings(preview)
-    result = session.execute(
-        update(Job)
-        .where(
-            Job.id == job_id,
-            Job.status == JobStatus.RUNNING,
-            Job.worker_id == owner.worker_id,
-            Job.attempts == owner.attempt,
-        )
-        .values(**values)
-        .execution_options(synchronize_session=False)
+    ours = (
+        Job.id == job_id,
+        Job.status == JobStatus.RUNNING,
+        Job.worker_id == owner.worker_id,
+        Job.attempts == owner.attempt,
     )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+    if not update_one(session, Job, *ours, **values):
         return Beat(owned=False, cancel_requested=False)
     cancel_at = session.scalar(select(Job.cancel_requested_at).where(Job.id == job_id))
     return Beat(owned=True, cancel_requested=cancel_at is not None)

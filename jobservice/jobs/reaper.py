@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from jobservice.broker import DispatchDecision, JobMessage, Send, group_queue
 from jobservice.db.engine import Database
+from jobservice.db.rows import update_one
 from jobservice.db.tables import FleetGroup, Job, JobStatus, utcnow
 from jobservice.fleet.card_groups import release_job
 from jobservice.fleet.usage import Phases, record_attempt
@@ -238,13 +239,8 @@ def recover_dispatched(
 def hand_back(db: Database, job_id: uuid.UUID, group: str) -> bool:
     """Take a queued job back from ``group`` (the dispatcher places it again)."""
     with db.session() as session:
-        moved = session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.status == JobStatus.QUEUED, Job.dispatched_to == group)
-            .values(dispatched_to=None, enqueued_at=None, dispatch_decision=None)
-            .execution_options(synchronize_session=False)
-        )
-    return bool(moved.rowcount == 1)  # type: ignore[attr-defined]
+        placed = (Job.id == job_id, Job.status == JobStatus.QUEUED, Job.dispatched_to == group)
+        return update_one(session, Job, *placed, dispatched_to=None, enqueued_at=None, dispatch_decision=None)
 
 
 def hand_back_all(db: Database, group: str) -> list[uuid.UUID]:

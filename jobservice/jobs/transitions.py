@@ -28,6 +28,7 @@ from sqlalchemy import ColumnElement, Table, and_, exists, insert, not_, select,
 from sqlalchemy.orm import Session
 
 from jobservice import tracing
+from jobservice.db.rows import update_one
 from jobservice.db.tables import TERMINAL_STATUSES, FleetGroup, Job, JobEvent, JobStatus, Stage, utcnow
 from jobservice.fleet.card_groups import accepting
 from jobservice.jobs.leases import Owner
@@ -127,13 +128,7 @@ def _cas(
         conditions += [Job.worker_id == owner.worker_id, Job.attempts == owner.attempt]
     if extra_where is not None:
         conditions.append(extra_where)
-    result = session.execute(
-        update(Job)
-        .where(*conditions)
-        .values(status=target, updated_at=utcnow(), **values)
-        .execution_options(synchronize_session=False)
-    )
-    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+    return update_one(session, Job, *conditions, status=target, updated_at=utcnow(), **values)
 
 
 def _move(
@@ -463,13 +458,8 @@ def request_cancel(session: Session, job_id: uuid.UUID, *, actor: str | None = N
         except InvalidTransition:
             # It was claimed in between: fall through and ask the runner to stop.
             pass
-    result = session.execute(
-        update(Job)
-        .where(Job.id == job_id, Job.status == JobStatus.RUNNING, Job.cancel_requested_at.is_(None))
-        .values(cancel_requested_at=utcnow())
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount == 1:  # type: ignore[attr-defined]
+    running = (Job.id == job_id, Job.status == JobStatus.RUNNING, Job.cancel_requested_at.is_(None))
+    if update_one(session, Job, *running, cancel_requested_at=utcnow()):
         _event(
             session,
             job_id,

@@ -18,9 +18,9 @@ import enum
 import uuid
 from typing import Any
 
-from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from jobservice.db.rows import update_one
 from jobservice.db.tables import Batch, utcnow
 from jobservice.jobs.webhook_events import on_set_move
 from jobservice.nightly.webhook_events import on_batch_move
@@ -56,13 +56,8 @@ def _cas(
 ) -> bool:
     for source in sources:
         assert target in ALLOWED[source] or source == target, f"{source} -> {target} is not a batch move"
-    result = session.execute(
-        update(Batch)
-        .where(Batch.id == batch_id, Batch.status.in_([s.value for s in sources]))
-        .values(status=target.value, updated_at=utcnow(), **(values or {}))
-        .execution_options(synchronize_session=False)
-    )
-    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+    expected = (Batch.id == batch_id, Batch.status.in_([s.value for s in sources]))
+    return update_one(session, Batch, *expected, status=target.value, updated_at=utcnow(), **(values or {}))
 
 
 def record_plan(session: Session, batch_id: uuid.UUID, plan: dict[str, Any]) -> bool:

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import update
-
+from jobservice.db.rows import update_one
 from jobservice.db.tables import Job, JobEvent, JobStatus, utcnow
 from jobservice.errors import Conflict
 from jobservice.jobs.transitions import InvalidTransition, request_cancel
@@ -60,13 +59,7 @@ def delete_job(services: Services, job: Job, *, actor: str | None) -> datetime:
     at = utcnow()
     with services.db.session() as session:
         mark_expired(session, job.id, at=at)  # False when retention had already deleted its files
-        marked = session.execute(
-            update(Job)
-            .where(Job.id == job.id, Job.deleted_at.is_(None))
-            .values(deleted_at=at, updated_at=at)
-            .execution_options(synchronize_session=False)
-        )
-        if marked.rowcount == 1:  # type: ignore[attr-defined]
+        if update_one(session, Job, Job.id == job.id, Job.deleted_at.is_(None), deleted_at=at, updated_at=at):
             session.add(
                 JobEvent(job_id=job.id, at=at, attempt=job.attempts, detail=DELETED_DETAIL, actor=actor)
             )

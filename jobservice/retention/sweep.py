@@ -29,9 +29,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, exists, func, or_, select
 from sqlalchemy.orm import Session
 
+from jobservice.db.rows import update_one
 from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobEvent, JobGroup, Tenant, utcnow
 from jobservice.quotas.limits import resolve_limits
 from jobservice.settings import Settings
@@ -186,13 +187,8 @@ def _expire(services: Services, job_id: uuid.UUID, now: datetime, result: SweepR
 
 def mark_expired(session: Session, job_id: uuid.UUID, *, at: datetime) -> bool:
     """Set ``expired_at`` on a finished job once (compare-and-set) with its event; True if this call did."""
-    moved = session.execute(
-        update(Job)
-        .where(Job.id == job_id, Job.expired_at.is_(None), Job.status.in_(list(TERMINAL_STATUSES)))
-        .values(expired_at=at, updated_at=utcnow())
-        .execution_options(synchronize_session=False)
-    )
-    if moved.rowcount != 1:  # type: ignore[attr-defined]
+    ended = (Job.id == job_id, Job.expired_at.is_(None), Job.status.in_(list(TERMINAL_STATUSES)))
+    if not update_one(session, Job, *ended, expired_at=at, updated_at=utcnow()):
         return False
     attempt = session.scalar(select(Job.attempts).where(Job.id == job_id)) or 0
     # No status move: from/to stay empty, so counting transitions (to ``succeeded``...) is unaffected.

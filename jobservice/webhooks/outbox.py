@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from jobservice.db.rows import update_one
 from jobservice.db.tables import WebhookDelivery, utcnow
 from jobservice.webhooks.deliver import Outcome
 
@@ -126,13 +127,7 @@ def _take_turn(session: Session, delivery_id: int, *, after: int, also: Any = No
     ]
     if also is not None:
         conditions.append(also)
-    result = session.execute(
-        update(WebhookDelivery)
-        .where(*conditions)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+    return update_one(session, WebhookDelivery, *conditions, **values)
 
 
 def hold(session: Session, delivery_id: int, *, attempts: int, seconds: float) -> bool:

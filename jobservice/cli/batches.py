@@ -15,19 +15,20 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from jobservice.cli.client import draw_progress
-from jobservice.cli.errors import unavailable_database
-from jobservice.errors import Conflict, DomainError
+from jobservice.cli.errors import refusals
+from jobservice.errors import Conflict
 from jobservice.nightly.compare import EXIT_INCONCLUSIVE
 from jobservice.nightly.states import BatchStatus
 from jobservice.settings import Settings
 from jobservice.storage import StoreUnavailable
 from jobservice.wiring import Services, build_services
 
+F = TypeVar("F", bound=Callable[..., Any])
 GOOD = ("passed", "no_baseline")
 EXIT_USAGE = 2  # a bad spec or command line (click's own usage errors exit 2 too)
 
@@ -47,19 +48,30 @@ class SpecRefused(click.ClickException):
     exit_code = EXIT_USAGE
 
 
+def watch_options(command: F) -> F:
+    """``--wait`` (follow with a progress line until the batch ends), ``--timeout`` and ``--json``:
+    what every command that ends by showing a batch takes (``_finish``)."""
+    options = (
+        click.option("--wait/--no-wait", default=False, help="Follow the batch until it ends."),
+        click.option("--timeout", default=6 * 3600.0, show_default=True, help="Seconds --wait waits."),
+        click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON."),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @contextmanager
 def clear_errors() -> Iterator[None]:
     """Turn service refusals into one-line CLI errors (exit 1; a bad spec exit 2) instead of tracebacks."""
     from jobservice.nightly.spec import SpecError
 
     try:
-        with unavailable_database():
+        with refusals():
             yield
     except SpecError as exc:
         lines = [exc.message] + [f"  {d['field']}: {d['message']}" for d in exc.details[1:]]
         raise SpecRefused("\n".join(lines)) from None
-    except DomainError as exc:
-        raise click.ClickException(f"{exc.code}: {exc.message}") from None
     except StoreUnavailable as exc:
         raise click.ClickException(f"storage_unavailable: The object store is unavailable: {exc}") from None
 
@@ -71,9 +83,7 @@ def batch_group() -> None:
 
 @batch_group.command("run")
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--wait/--no-wait", default=False, help="Follow the batch with a progress bar until it ends.")
-@click.option("--timeout", default=6 * 3600.0, show_default=True, help="Seconds --wait waits.")
-@click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
+@watch_options
 def run(spec: Path, wait: bool, timeout: float, as_json: bool) -> None:
     """Create a batch from the SPEC file and queue its jobs (below interactive jobs).
 
@@ -124,9 +134,7 @@ def _warn_unserved(services: Services, models: set[str]) -> None:
 
 @batch_group.command("resume")
 @click.argument("batch_id")
-@click.option("--wait/--no-wait", default=False)
-@click.option("--timeout", default=6 * 3600.0, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@watch_options
 def resume(batch_id: str, wait: bool, timeout: float, as_json: bool) -> None:
     """Queue what an interrupted batch has not run yet; finished cases are not run again."""
     from jobservice.nightly.service import parse_batch_id, resume_batch
@@ -139,9 +147,7 @@ def resume(batch_id: str, wait: bool, timeout: float, as_json: bool) -> None:
 
 @batch_group.command("status")
 @click.argument("batch_id")
-@click.option("--wait/--no-wait", default=False)
-@click.option("--timeout", default=6 * 3600.0, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@watch_options
 def status(batch_id: str, wait: bool, timeout: float, as_json: bool) -> None:
     """Show a batch's progress (or wait for it) and, once finished, its verdicts.
 

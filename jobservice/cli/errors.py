@@ -8,6 +8,8 @@ from contextlib import contextmanager
 import click
 from sqlalchemy.exc import OperationalError
 
+from jobservice.errors import DomainError
+
 
 @contextmanager
 def unavailable_database() -> Iterator[None]:
@@ -17,3 +19,14 @@ def unavailable_database() -> Iterator[None]:
     except OperationalError as exc:
         hint = " (run `jobservice db upgrade`)" if "no such table" in str(exc.orig) else ""
         raise click.ClickException(f"the jobs database is unavailable: {exc.orig}{hint}") from None
+
+
+@contextmanager
+def refusals() -> Iterator[None]:
+    """The service's refusals (``code: sentence``) and an unreachable database as one-line errors
+    (exit 1), not tracebacks."""
+    try:
+        with unavailable_database():
+            yield
+    except DomainError as exc:
+        raise click.ClickException(f"{exc.code}: {exc.message}") from None

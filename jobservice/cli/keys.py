@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from jobservice.auth.keys import create_key, list_keys, revoke_key
-from jobservice.cli.tenants import limit_options, refusals
+from jobservice.cli.errors import refusals
+from jobservice.cli.tenants import limit_options
 from jobservice.db.engine import Database
 from jobservice.db.tables import ApiKey
 from jobservice.settings import Settings

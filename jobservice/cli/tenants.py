@@ -11,8 +11,7 @@ over the tenant's. 0 allows no jobs of that kind, except ``--requests-per-minute
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
@@ -20,25 +19,14 @@ from sqlalchemy import select
 
 from jobservice.auth.keys import check_limits
 from jobservice.auth.principal import check_tenant
-from jobservice.cli.errors import unavailable_database
+from jobservice.cli.errors import refusals
 from jobservice.db.engine import Database
 from jobservice.db.tables import Tenant, utcnow
-from jobservice.errors import DomainError
 from jobservice.quotas.limits import resolve_limits
 from jobservice.quotas.usage import tenant_usage
 from jobservice.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@contextmanager
-def refusals() -> Iterator[None]:
-    """Refusals and an unreachable database as one-line errors (exit 1), not tracebacks."""
-    try:
-        with unavailable_database():
-            yield
-    except DomainError as exc:
-        raise click.ClickException(f"{exc.code}: {exc.message}") from None
 
 
 # The limits a tenant or a key may override, with what each counts: `tenants set` and `keys create`.

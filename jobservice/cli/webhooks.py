@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from jobservice.cli.tenants import refusals
+from jobservice.cli.errors import refusals
 from jobservice.db.engine import Database
 from jobservice.settings import Settings
 from jobservice.webhooks.tenant_secrets import GRACE, current_secret, rotate_secret

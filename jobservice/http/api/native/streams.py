@@ -337,30 +337,32 @@ def job_stream(job_id: str) -> Response:
     return event_stream(events)
 
 
-@stream_route(
-    "/batches/{batch_id}/stream",
-    "A batch's live events (Server-Sent Events: status, progress, end)",
-    ident="batch_id",
-    view="BatchView",
-    missing="No such batch (batch_not_found).",
+# The two kinds of set stream alike: (path, noun, view, its 404 code, load, view_of).
+SetStream = tuple[str, str, str, str, Callable[[str], Any], Callable[[Services, uuid.UUID], Any]]
+SET_STREAMS: tuple[SetStream, ...] = (
+    ("/batches/{batch_id}/stream", "batch", "BatchView", "batch_not_found", load_batch, batch_view_of),
+    ("/job-groups/{group_id}/stream", "job group", "GroupView", "group_not_found", load_group, group_view_of),
 )
-def batch_stream(batch_id: str) -> Response:
-    """The batch's live events (404 JSON, before any event, for a batch the caller cannot see)."""
-    ident = load_batch(batch_id).id
-    return set_stream(set_feed(ident, batch_view_of(services(), ident)))
 
 
-@stream_route(
-    "/job-groups/{group_id}/stream",
-    "A job group's live events (Server-Sent Events: status, progress, end)",
-    ident="group_id",
-    view="GroupView",
-    missing="No such job group (group_not_found).",
-)
-def group_stream(group_id: str) -> Response:
-    """The group's live events (404 JSON, before any event, for a group the caller cannot see)."""
-    ident = load_group(group_id).id
-    return set_stream(set_feed(ident, group_view_of(services(), ident)))
+def _declare_set_stream(
+    path: str, noun: str, view: str, code: str, load: Callable[[str], Any], view_of: Callable[..., Any]
+) -> None:
+    """``GET path``: the set's live events (404 JSON, before any event, for a set the caller cannot
+    see), followed through the one set feed."""
+    ident_name = path.split("{")[1].split("}")[0]
+
+    def stream(**ids: str) -> Response:
+        ident = load(ids[ident_name]).id
+        return set_stream(set_feed(ident, view_of(services(), ident)))
+
+    stream.__name__ = f"{ident_name.removesuffix('_id')}_stream"  # batch_stream, group_stream
+    summary = f"A {noun}'s live events (Server-Sent Events: status, progress, end)"
+    stream_route(path, summary, ident=ident_name, view=view, missing=f"No such {noun} ({code}).")(stream)
+
+
+for declared in SET_STREAMS:
+    _declare_set_stream(*declared)
 
 
 def set_stream(feed: Feed) -> Response:

@@ -186,6 +186,21 @@ def view_response(job: Job, forecast: Stored | None, *, behind: int = 0, status:
     return response
 
 
+# What the routes of a job's stored files answer alike.
+EXPIRED = refused("Its files were deleted by retention (expired).")
+STORE_DOWN = refused("The object store is unavailable.")
+
+
+def video_answers(description: str) -> dict[str, Schema]:
+    """A video's answers: the MP4 (``description``), a Range's part, or a presigned redirect (S3)."""
+    mp4: Schema = {"video/mp4": {}}
+    return {
+        "200": {"description": description, "content": mp4},
+        "206": {"description": "Partial content", "content": mp4},
+        "302": answer("Redirect to a presigned URL"),
+    }
+
+
 @api.route(
     "post",
     "/jobs",
@@ -317,7 +332,7 @@ def cancel_job(job_id: str) -> Response:
             "Running: asked to stop, delete again once it ended (cancel_pending); or part of a batch "
             "(in_batch) or a job group (in_group)."
         ),
-        "503": refused("The object store is unavailable."),
+        "503": STORE_DOWN,
     },
 )
 def remove_job(job_id: str) -> Response:
@@ -368,11 +383,9 @@ def job_events(job_id: str) -> Response:
     "The output video (Range requests locally; 302 to a presigned URL on S3)",
     parameters=(in_path("job_id"), in_query("download", {"type": "boolean"}), TRY),
     responses={
-        "200": {"description": "MP4", "content": {"video/mp4": {}}},
-        "206": {"description": "Partial content", "content": {"video/mp4": {}}},
-        "302": answer("Redirect to a presigned URL"),
+        **video_answers("MP4"),
         "404": refused("No video yet."),
-        "410": refused("Its files were deleted by retention (expired)."),
+        "410": EXPIRED,
     },
 )
 def job_video(job_id: str) -> Any:
@@ -426,15 +439,13 @@ def send_video(key: str, name: str, *, download: bool = False, max_age: int | No
         ),
     ),
     responses={
-        "200": {"description": "MP4 (+faststart)", "content": {"video/mp4": {}}},
-        "206": {"description": "Partial content", "content": {"video/mp4": {}}},
-        "302": answer("Redirect to a presigned URL"),
+        **video_answers("MP4 (+faststart)"),
         "404": refused(
             "No preview: preview_not_ready (none yet, or the job is queued), no_preview (the model's back "
             "end hands over its video only once it is finished), preview_replaced (the job ended: see "
             "/video), preview_not_found (a number no longer kept)."
         ),
-        "410": refused("Its files were deleted by retention (expired)."),
+        "410": EXPIRED,
         "422": refused("n is not a whole number from 1 (invalid_preview_number)."),
     },
 )
@@ -476,8 +487,8 @@ def job_preview(job_id: str) -> Any:
     responses={
         "200": {"description": "Plain text.", "content": {"text/plain": {"schema": {"type": "string"}}}},
         "404": refused("No log yet, or the run kept none."),
-        "410": refused("Its files were deleted by retention (expired)."),
-        "503": refused("The object store is unavailable."),
+        "410": EXPIRED,
+        "503": STORE_DOWN,
     },
 )
 def job_log(job_id: str) -> Response:
@@ -506,8 +517,8 @@ def job_log(job_id: str) -> Response:
     responses={
         "200": answer("RunReport", "RunReport"),
         "404": refused("No report yet."),
-        "410": refused("Its files were deleted by retention (expired)."),
-        "503": refused("The object store is unavailable."),
+        "410": EXPIRED,
+        "503": STORE_DOWN,
     },
 )
 def job_report(job_id: str) -> Response:

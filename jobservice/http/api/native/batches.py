@@ -330,6 +330,7 @@ SetRoutes(
     path=BATCH,
     id_name="batch_id",
     view="BatchView",
+    noun="batch",
     missing=NO_BATCH,
     load=load_batch,
     render=_render,

@@ -293,6 +293,7 @@ SetRoutes(
     path=GROUP,
     id_name="group_id",
     view="GroupView",
+    noun="job group",
     missing=NO_GROUP,
     load=load_group,
     render=render,

@@ -90,6 +90,7 @@ class SetRoutes:
     path: str
     id_name: str
     view: str
+    noun: str  # "batch", "job group": what the answers call it
     missing: Schema
     load: Callable[[str], Any]
     render: Callable[..., Response]
@@ -133,7 +134,7 @@ class SetRoutes:
             self.path,
             show,
             parameters=one,
-            responses={"200": answer("The set.", self.view), "404": self.missing},
+            responses={"200": answer(f"The {self.noun}.", self.view), "404": self.missing},
         )(show_set)
         self.api.route(
             "get",

@@ -62,6 +62,7 @@ from jobservice.db.migrate import upgrade  # noqa: E402
 from jobservice.jobs.pages import encode_cursor  # noqa: E402
 from jobservice.jobs.reaper import reap  # noqa: E402
 from jobservice.settings import Settings  # noqa: E402
+from scripts.bench_lib import QUOTAS_OFF  # noqa: E402
 
 GOALS = {
     "list_p95_ms": 20.0,
@@ -465,11 +466,7 @@ def main() -> None:
             "JOBSERVICE_DATABASE_URL": url,
             "JOBSERVICE_BROKER_URL": broker,
             "JOBSERVICE_LOG_LEVEL": "WARNING",
-            "JOBSERVICE_AUTH": "off",
-            "JOBSERVICE_QUOTA_ACTIVE_JOBS": "10000000",
-            "JOBSERVICE_QUOTA_JOBS_PER_HOUR": "10000000",
-            "JOBSERVICE_QUOTA_REQUESTS_PER_MINUTE": "0",
-            "JOBSERVICE_MIN_FREE_MB": "0",
+            **QUOTAS_OFF,
         }
     )
     api = Child(

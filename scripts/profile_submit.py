@@ -33,6 +33,10 @@ from pathlib import Path
 
 import psycopg
 
+# This checkout's benchmark helpers, before --tree puts the measured code first on the path.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from scripts.bench_lib import QUOTAS_OFF  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -56,22 +60,22 @@ def main() -> None:
             "JOBSERVICE_DATABASE_URL": url,
             "JOBSERVICE_BROKER_URL": args.redis,
             "JOBSERVICE_LOG_LEVEL": "WARNING",
-            "JOBSERVICE_AUTH": "off",
-            "JOBSERVICE_QUOTA_ACTIVE_JOBS": "10000000",
-            "JOBSERVICE_QUOTA_JOBS_PER_HOUR": "10000000",
-            "JOBSERVICE_QUOTA_REQUESTS_PER_MINUTE": "0",
-            "JOBSERVICE_MIN_FREE_MB": "0",
+            **QUOTAS_OFF,
         }
     )
-    migrate = "import sys; sys.argv[0] = 'jobservice'; from jobservice.cli.main import main; main()"
     subprocess.run(
-        [sys.executable, "-c", migrate, "db", "upgrade"],
+        [sys.executable, "-m", "jobservice.cli.main", "db", "upgrade"],
         check=True,
         capture_output=True,
         env={**os.environ, "PYTHONPATH": tree},
     )
 
+    import jobservice
     from jobservice.http.app import create_app
+
+    code = str(Path(jobservice.__file__).resolve().parent.parent)
+    if code != tree:
+        raise SystemExit(f"jobservice was imported from {code}, not from --tree {tree}")
 
     client = create_app().test_client()
 

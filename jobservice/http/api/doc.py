@@ -81,6 +81,12 @@ class RouteTable:
         return register
 
 
+def path_parameter(path: str) -> str:
+    """The one ``{name}`` of an OpenAPI ``path`` (``/batches/{batch_id}/stream`` -> ``batch_id``)."""
+    (name,) = re.findall(r"{([^{}]+)}", path)
+    return name
+
+
 def ref(model: str) -> Schema:
     """A reference to a schema in ``components``."""
     return {"$ref": REF.format(model=model)}

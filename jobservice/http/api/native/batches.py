@@ -326,9 +326,7 @@ def unpin(batch_id: str) -> Response:
 
 SetRoutes(
     api=api,
-    services=services,
     path=BATCH,
-    id_name="batch_id",
     view="BatchView",
     noun="batch",
     missing=NO_BATCH,

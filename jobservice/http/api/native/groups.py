@@ -289,9 +289,7 @@ def outputs(group_id: str) -> Response:
 
 SetRoutes(
     api=api,
-    services=services,
     path=GROUP,
-    id_name="group_id",
     view="GroupView",
     noun="job group",
     missing=NO_GROUP,

@@ -17,7 +17,17 @@ from jobservice.errors import Invalid
 from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.groups.presenters import group_jobs_page
 from jobservice.groups.service import refresh_etas
-from jobservice.http.api.doc import RouteTable, Schema, answer, idempotency_key, in_path, in_query, refused
+from jobservice.http.api.doc import (
+    RouteTable,
+    Schema,
+    answer,
+    idempotency_key,
+    in_path,
+    in_query,
+    path_parameter,
+    refused,
+)
+from jobservice.http.api.native.jobs import services
 from jobservice.http.api.policy.auth import current_principal
 from jobservice.jobs.presenters import JobList, job_views
 from jobservice.wiring import Services
@@ -81,14 +91,12 @@ class AnySet(Protocol):
 
 @dataclass(frozen=True)
 class SetRoutes:
-    """How one kind of set is read over HTTP: where it lives (``path`` with its ``{id_name}``), the
-    tenant-checked ``load`` of the id in a URL, the ``render`` of its view (``view``: the OpenAPI
+    """How one kind of set is read over HTTP: where it lives (``path``, its id the one parameter),
+    the tenant-checked ``load`` of that id, the ``render`` of its view (``view``: the OpenAPI
     component) and its 404. ``declare_reads`` registers the routes both kinds answer alike."""
 
     api: RouteTable
-    services: Callable[[], Services]
     path: str
-    id_name: str
     view: str
     noun: str  # "batch", "job group": what the answers call it
     missing: Schema
@@ -112,23 +120,24 @@ class SetRoutes:
         when no ``?limit=`` is given; None: ``every_job`` at once), ``POST path/cancel``.
         ``job_extra``: what a job of this kind shows beyond its view (a batch's case and repeat)."""
         kind = self
+        id_name = path_parameter(self.path)
 
         def show_set(**ids: str) -> Response:
             """The set's view (its progress; a batch's verdicts once finished)."""
-            return kind.render(kind.load(ids[kind.id_name]))
+            return kind.render(kind.load(ids[id_name]))
 
         def set_jobs(**ids: str) -> Response:
             """The set's jobs (retries included), first row first, a page at a time (``next_cursor``)."""
-            return kind.jobs_page(kind.load(ids[kind.id_name]), default_limit, every_job, job_extra)
+            return kind.jobs_page(kind.load(ids[id_name]), default_limit, every_job, job_extra)
 
         def cancel_set(**ids: str) -> Response:
             """Cancel every unfinished job of the set (queued at once, running at its next step)."""
-            loaded = kind.load(ids[kind.id_name])
-            return kind.render(kind.cancel(kind.services(), loaded.id, actor=current_principal().actor), 202)
+            loaded = kind.load(ids[id_name])
+            return kind.render(kind.cancel(services(), loaded.id, actor=current_principal().actor), 202)
 
         # Flask names an endpoint after its function: the names the web pages and tests know.
         show_set.__name__, set_jobs.__name__, cancel_set.__name__ = "show", "jobs", "cancel"
-        one = (in_path(self.id_name),)
+        one = (in_path(id_name),)
         self.api.route(
             "get",
             self.path,
@@ -140,7 +149,7 @@ class SetRoutes:
             "get",
             self.path + "/jobs",
             jobs,
-            parameters=jobs_page_parameters(self.id_name, default_limit=default_limit),
+            parameters=jobs_page_parameters(id_name, default_limit=default_limit),
             responses={
                 "200": jobs_answer,
                 "400": BAD_CURSOR,
@@ -168,7 +177,7 @@ class SetRoutes:
         """One page of the set's jobs (positions and ETAs from the latest forecast)."""
         raw = request.args.get("limit")
         limit = parse_limit(raw, most=1000) if raw is not None else default_limit
-        svc = self.services()
+        svc = services()
         forecast = latest_forecast(svc)
         with svc.db.session() as session:
             if limit is None:

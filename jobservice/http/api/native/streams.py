@@ -34,7 +34,7 @@ from jobservice.fleet.eta import latest as latest_forecast
 from jobservice.groups.presenters import group_view
 from jobservice.groups.service import get_group
 from jobservice.groups.views import ENDED_GROUP_STATUSES, GroupProgress, group_status
-from jobservice.http.api.doc import RouteTable, View, in_path, in_query, refused
+from jobservice.http.api.doc import RouteTable, View, in_path, in_query, path_parameter, refused
 from jobservice.http.api.native.batches import load_batch
 from jobservice.http.api.native.groups import load_group
 from jobservice.http.api.native.jobs import load_job, services
@@ -350,7 +350,7 @@ def _declare_set_stream(
 ) -> None:
     """``GET path``: the set's live events (404 JSON, before any event, for a set the caller cannot
     see), followed through the one set feed."""
-    ident_name = path.split("{")[1].split("}")[0]
+    ident_name = path_parameter(path)
 
     def stream(**ids: str) -> Response:
         ident = load(ids[ident_name]).id

@@ -93,7 +93,7 @@ CREATE_PROBLEMS = {
 # --- what the routes read and answer (/openapi.json) ---------------------------------------------
 BATCH_MODELS: tuple[type[BaseModel], ...] = (BatchView, BatchCreate)
 BATCH = "/batches/{batch_id}"
-NO_BATCH = refused("No such batch.")
+NO_BATCH = refused("No such batch (batch_not_found).")
 
 
 def _spec_body(_catalog: Catalog) -> Schema:
@@ -324,23 +324,10 @@ def unpin(batch_id: str) -> Response:
     return _render(pin_batch(services(), load_batch(batch_id).id, pinned=False))
 
 
-SetRoutes(
-    api=api,
-    path=BATCH,
-    view="BatchView",
-    noun="batch",
-    missing=NO_BATCH,
+SetRoutes(api, BATCH, noun="batch", view="BatchView").declare_reads(
     load=load_batch,
     render=_render,
     cancel=cancel_batch,
-).declare_reads(
-    show="A batch's progress, and once finished each case's verdict",
-    jobs="The batch's jobs, oldest first: all, or with limit a page at a time (next_cursor)",
-    cancel="Cancel the batch's unfinished jobs",
-    cancel_conflict="The batch has ended already (batch_finished).",
-    jobs_answer=answer(
-        "Jobs (each with its batch case and repeat), and the next page's cursor (null on the last)."
-    ),
     default_limit=None,
     every_job=batch_jobs,
     job_extra=lambda job: {"batch": {"case": job.batch_case, "repeat": job.batch_repeat}},

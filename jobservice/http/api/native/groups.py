@@ -11,6 +11,7 @@ tenant's group is a 404, as another tenant's job is.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import PurePosixPath
 
@@ -39,7 +40,6 @@ from jobservice.http.api.doc import (
     answer,
     in_path,
     in_query,
-    ref,
     refused,
 )
 from jobservice.http.api.native.jobs import services
@@ -239,81 +239,52 @@ def _base_url() -> str:
     return services().settings.public_base_url or request.url_root
 
 
-def _attachment(body: Response, filename: str) -> Response:
-    body.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
-    body.headers["Cache-Control"] = "no-store"
-    body.headers["X-Accel-Buffering"] = "no"
-    return body
+def _download(
+    file: str,
+    summary: str,
+    what: str,
+    mimetype: str,
+    stream: Callable[[JobGroup], Iterable[str] | Iterable[bytes]],
+) -> None:
+    """``GET GROUP/<file's stem>``: ``stream(group)`` sent as the attachment ``group-<id>-<file>``,
+    streamed as it is read: nothing buffered, nothing cached."""
+    suffix = PurePosixPath(file).stem
+    schema: Schema = {"type": "string"}
+    if not mimetype.startswith("text/"):
+        schema["format"] = "binary"
+
+    def download(group_id: str) -> Response:
+        group = load_group(group_id)
+        body = Response(stream(group), mimetype=mimetype)
+        body.headers["Content-Disposition"] = f'attachment; filename="group-{group.id}-{file}"'
+        body.headers["Cache-Control"] = "no-store"
+        body.headers["X-Accel-Buffering"] = "no"
+        return body
+
+    download.__name__ = suffix  # the endpoint's name: "results", "outputs"
+    answers = {"200": {"description": what, "content": {mimetype: {"schema": schema}}}, "404": NO_GROUP}
+    api.route("get", f"{GROUP}/{suffix}", summary, parameters=(in_path("group_id"),), responses=answers)(
+        download
+    )
 
 
-@api.route(
-    "get",
-    GROUP + "/results",
+# The results CSV (the jobs' states now) and the zip of the videos, entry by entry, chunk by chunk.
+_download(
+    "results.csv",
     "The group's results as CSV: row, job_id, model, status, verdict, video_url, card_seconds, error",
-    parameters=(in_path("group_id"),),
-    responses={
-        "200": {
-            "description": "One line per row, streamed.",
-            "content": {"text/csv": {"schema": {"type": "string"}}},
-        },
-        "404": NO_GROUP,
-    },
+    "One line per row, streamed.",
+    "text/csv",
+    lambda group: results_csv(services().db, group.id, _base_url()),
 )
-def results(group_id: str) -> Response:
-    """The results CSV, streamed as it is read (the jobs' states now)."""
-    group = load_group(group_id)
-    body = results_csv(services().db, group.id, _base_url())
-    return _attachment(Response(body, mimetype="text/csv"), f"group-{group.id}-results.csv")
-
-
-@api.route(
-    "get",
-    GROUP + "/outputs",
+_download(
+    "outputs.zip",
     "A zip of the group's videos (succeeded jobs) and results.csv, streamed",
-    parameters=(in_path("group_id"),),
-    responses={
-        "200": {
-            "description": "row-<n>-<job id>.mp4 per succeeded job, then results.csv; streamed.",
-            "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
-        },
-        "404": NO_GROUP,
-    },
+    "row-<n>-<job id>.mp4 per succeeded job, then results.csv; streamed.",
+    "application/zip",
+    lambda group: outputs_zip(services().db, services().store, group.id, _base_url()),
 )
-def outputs(group_id: str) -> Response:
-    """The zip of the group's videos, streamed entry by entry, chunk by chunk."""
-    group = load_group(group_id)
-    svc = services()
-    body = outputs_zip(svc.db, svc.store, group.id, _base_url())
-    return _attachment(Response(body, mimetype="application/zip"), f"group-{group.id}-outputs.zip")
 
 
-SetRoutes(
-    api=api,
-    path=GROUP,
-    view="GroupView",
-    noun="job group",
-    missing=NO_GROUP,
-    load=load_group,
-    render=render,
-    cancel=cancel_group,
-).declare_reads(
-    show="A job group: its progress (jobs by status) and status",
-    jobs="The group's jobs in row order, a page at a time",
-    cancel="Cancel the group: every unfinished job (queued at once, running at its next step)",
-    cancel_conflict="Every job has ended already (group_finished).",
-    jobs_answer={
-        "description": "Jobs (each with its group_row), and the next page's cursor (null on the last).",
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "properties": {
-                        "jobs": {"type": "array", "items": ref("JobView")},
-                        "next_cursor": {"type": ["string", "null"]},
-                    },
-                }
-            }
-        },
-    },
-    default_limit=100,
+SetRoutes(api, GROUP, noun="job group", view="GroupView").declare_reads(
+    load=load_group, render=render, cancel=cancel_group, default_limit=100
 )

@@ -25,6 +25,7 @@ from jobservice.http.api.doc import (
     in_path,
     in_query,
     path_parameter,
+    ref,
     refused,
 )
 from jobservice.http.api.native.jobs import services
@@ -91,49 +92,47 @@ class AnySet(Protocol):
 
 @dataclass(frozen=True)
 class SetRoutes:
-    """How one kind of set is read over HTTP: where it lives (``path``, its id the one parameter),
-    the tenant-checked ``load`` of that id, the ``render`` of its view (``view``: the OpenAPI
-    component) and its 404. ``declare_reads`` registers the routes both kinds answer alike."""
+    """How one kind of set is read over HTTP: where it lives (``path``, its id the one parameter,
+    whose stem names the kind's codes: ``batch_not_found``, ``group_finished``), what the answers
+    call it (``noun``) and the OpenAPI component of its view (``view``). ``declare_reads`` registers
+    the routes both kinds answer alike, their summaries worded once for both."""
 
     api: RouteTable
     path: str
+    noun: str  # "batch", "job group"
     view: str
-    noun: str  # "batch", "job group": what the answers call it
-    missing: Schema
-    load: Callable[[str], Any]
-    render: Callable[..., Response]
-    cancel: Callable[..., Any]  # (services, set id, *, actor) -> the set's row
 
     def declare_reads(
         self,
         *,
-        show: str,
-        jobs: str,
-        cancel: str,
-        cancel_conflict: str,
-        jobs_answer: Schema,
+        load: Callable[[str], Any],
+        render: Callable[..., Response],
+        cancel: Callable[..., Any],
         default_limit: int | None,
         every_job: Callable[[Session, uuid.UUID], list[Job]] | None = None,
         job_extra: Callable[[Job], dict[str, Any]] | None = None,
     ) -> None:
-        """``GET path`` (the set), ``GET path/jobs`` (its jobs in row order, ``default_limit`` a page
-        when no ``?limit=`` is given; None: ``every_job`` at once), ``POST path/cancel``.
-        ``job_extra``: what a job of this kind shows beyond its view (a batch's case and repeat)."""
-        kind = self
+        """``GET path`` (the set: the tenant-checked ``load`` of its id, then its ``render``),
+        ``GET path/jobs`` (its jobs in row order, ``default_limit`` a page when no ``?limit=`` is
+        given; None: ``every_job`` at once), ``POST path/cancel`` (``cancel(services, set id, *,
+        actor)``, answered with the set's ``render``). ``job_extra``: what a job of this kind shows
+        beyond its view (a batch's case and repeat)."""
         id_name = path_parameter(self.path)
+        stem, noun = id_name.removesuffix("_id"), self.noun
+        missing = refused(f"No such {noun} ({stem}_not_found).")
 
         def show_set(**ids: str) -> Response:
             """The set's view (its progress; a batch's verdicts once finished)."""
-            return kind.render(kind.load(ids[id_name]))
+            return render(load(ids[id_name]))
 
         def set_jobs(**ids: str) -> Response:
             """The set's jobs (retries included), first row first, a page at a time (``next_cursor``)."""
-            return kind.jobs_page(kind.load(ids[id_name]), default_limit, every_job, job_extra)
+            return jobs_page(load(ids[id_name]), default_limit, every_job, job_extra)
 
         def cancel_set(**ids: str) -> Response:
             """Cancel every unfinished job of the set (queued at once, running at its next step)."""
-            loaded = kind.load(ids[id_name])
-            return kind.render(kind.cancel(services(), loaded.id, actor=current_principal().actor), 202)
+            loaded = load(ids[id_name])
+            return render(cancel(services(), loaded.id, actor=current_principal().actor), 202)
 
         # Flask names an endpoint after its function: the names the web pages and tests know.
         show_set.__name__, set_jobs.__name__, cancel_set.__name__ = "show", "jobs", "cancel"
@@ -141,56 +140,66 @@ class SetRoutes:
         self.api.route(
             "get",
             self.path,
-            show,
+            f"A {noun}: its status and progress (jobs by status; a batch's case verdicts once it finishes)",
             parameters=one,
-            responses={"200": answer(f"The {self.noun}.", self.view), "404": self.missing},
+            responses={"200": answer(f"The {noun}.", self.view), "404": missing},
         )(show_set)
+        paging = "all at once, or with limit" if default_limit is None else "a page at a time"
+        page: Schema = {
+            "type": "object",
+            "properties": {
+                "jobs": {"type": "array", "items": ref("JobView")},
+                "next_cursor": {"type": ["string", "null"]},
+            },
+        }
         self.api.route(
             "get",
             self.path + "/jobs",
-            jobs,
+            f"The {noun}'s jobs in row order, {paging} (next_cursor)",
             parameters=jobs_page_parameters(id_name, default_limit=default_limit),
             responses={
-                "200": jobs_answer,
+                "200": {
+                    "description": "The jobs (a batch's with its case and repeat, a group's with its "
+                    "group_row), and the next page's cursor (null on the last).",
+                    "content": {"application/json": {"schema": page}},
+                },
                 "400": BAD_CURSOR,
-                "404": self.missing,
+                "404": missing,
                 "422": refused("limit is not a whole number from 1 to 1000 (invalid_limit)."),
             },
         )(set_jobs)
-        conflict = refused(cancel_conflict)
+        conflict = refused(f"Every job of the {noun} has ended already ({stem}_finished).")
         canceled = answer("Canceled (running jobs stop at their next step).", self.view)
         self.api.route(
             "post",
             self.path + "/cancel",
-            cancel,
+            f"Cancel the {noun}: every unfinished job (queued at once, running at its next step)",
             parameters=one,
-            responses={"202": canceled, "404": self.missing, "409": conflict},
+            responses={"202": canceled, "404": missing, "409": conflict},
         )(cancel_set)
 
-    def jobs_page(
-        self,
-        loaded: AnySet,
-        default_limit: int | None,
-        every_job: Callable[[Session, uuid.UUID], list[Job]] | None,
-        job_extra: Callable[[Job], dict[str, Any]] | None,
-    ) -> Response:
-        """One page of the set's jobs (positions and ETAs from the latest forecast)."""
-        raw = request.args.get("limit")
-        limit = parse_limit(raw, most=1000) if raw is not None else default_limit
-        svc = services()
-        forecast = latest_forecast(svc)
-        with svc.db.session() as session:
-            if limit is None:
-                assert every_job is not None, "a set without a default page size lists every job"
-                rows = every_job(session, loaded.id)
-                page = JobList(jobs=job_views(session, rows, forecast=forecast))
-            else:
-                cursor = request.args.get("cursor") or None
-                page, rows = group_jobs_page(
-                    session, loaded.id, limit=limit, cursor=cursor, forecast=forecast
-                )
-        views = [
-            view.model_dump(mode="json") | (job_extra(job) if job_extra is not None else {})
-            for job, view in zip(rows, page.jobs, strict=True)
-        ]
-        return jsonify({"object": page.object, "jobs": views, "next_cursor": page.next_cursor})
+
+def jobs_page(
+    loaded: AnySet,
+    default_limit: int | None,
+    every_job: Callable[[Session, uuid.UUID], list[Job]] | None,
+    job_extra: Callable[[Job], dict[str, Any]] | None,
+) -> Response:
+    """One page of the set's jobs (positions and ETAs from the latest forecast)."""
+    raw = request.args.get("limit")
+    limit = parse_limit(raw, most=1000) if raw is not None else default_limit
+    svc = services()
+    forecast = latest_forecast(svc)
+    with svc.db.session() as session:
+        if limit is None:
+            assert every_job is not None, "a set without a default page size lists every job"
+            rows = every_job(session, loaded.id)
+            page = JobList(jobs=job_views(session, rows, forecast=forecast))
+        else:
+            cursor = request.args.get("cursor") or None
+            page, rows = group_jobs_page(session, loaded.id, limit=limit, cursor=cursor, forecast=forecast)
+    views = [
+        view.model_dump(mode="json") | (job_extra(job) if job_extra is not None else {})
+        for job, view in zip(rows, page.jobs, strict=True)
+    ]
+    return jsonify({"object": page.object, "jobs": views, "next_cursor": page.next_cursor})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from jobservice.auth.principal import Principal
 from jobservice.catalog import ModelSpec
@@ -34,11 +34,10 @@ COLUMN_OF = {
 }
 
 
-@dataclass(frozen=True)
-class PlannedRow:
-    """One row, checked: its submission (inputs resolved) and the model and parameters it resolved to."""
+class PlannedJob(NamedTuple):
+    """One job to create, checked: its submission (inputs resolved), the model and parameters it
+    resolved to (a manifest's row, a spec's case and repeat alike: what ``job_rows`` takes)."""
 
-    row: Row
     submission: Submission
     spec: ModelSpec
     params: dict[str, Any]
@@ -49,7 +48,7 @@ class GroupPlan:
     """A manifest whose every row passed; holds the spool copies of its inputs until ``close``."""
 
     manifest: Manifest
-    rows: list[PlannedRow]
+    rows: list[PlannedJob]
     resolver: Resolver
 
     def close(self) -> None:
@@ -80,11 +79,11 @@ def check_rows(services: Services, manifest: Manifest, *, principal: Principal) 
     listing every problem (the rows' reading problems included)."""
     resolver = Resolver(services, principal)
     problems = list(manifest.problems)
-    planned: list[PlannedRow] = []
+    planned: list[PlannedJob] = []
     try:
         for row in manifest.rows:
             checked = check_row(services, resolver, row, principal=principal)
-            if isinstance(checked, PlannedRow):
+            if isinstance(checked, PlannedJob):
                 planned.append(checked)
             else:
                 problems += checked
@@ -98,7 +97,7 @@ def check_rows(services: Services, manifest: Manifest, *, principal: Principal) 
 
 def check_row(
     services: Services, resolver: Resolver, row: Row, *, principal: Principal
-) -> PlannedRow | list[Problem]:
+) -> PlannedJob | list[Problem]:
     """One row as ``POST /jobs`` would take it: its plan, or its problems."""
     values = dict(row.values)
     task, model = (_blank_as_none(values.pop(name, None)) for name in ("task", "model"))
@@ -130,7 +129,7 @@ def check_row(
     if problems:
         return problems
     assert checked.spec is not None  # a submission without problems has a model
-    return PlannedRow(row=row, submission=sub, spec=checked.spec, params=checked.params)
+    return PlannedJob(sub, checked.spec, checked.params)
 
 
 def row_problems(row: Row, exc: DomainError) -> list[Problem]:

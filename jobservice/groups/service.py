@@ -23,23 +23,22 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from jobservice.auth.principal import Principal
-from jobservice.catalog import ModelSpec
 from jobservice.db.tables import TERMINAL_STATUSES, Batch, Job, JobGroup, JobStatus, utcnow
 from jobservice.errors import Conflict, NotFound
 from jobservice.fleet import shares
 from jobservice.fleet.dispatch import request_round
 from jobservice.fleet.eta import refresh as refresh_forecast
 from jobservice.groups.inputs import input_identity
-from jobservice.groups.plan import GroupPlan
+from jobservice.groups.plan import GroupPlan, PlannedJob
 from jobservice.jobs.idempotency import scoped_key
-from jobservice.jobs.submit import Submission, new_job_row, request_fingerprint, store_inputs
+from jobservice.jobs.submit import new_job_row, request_fingerprint, store_inputs
 from jobservice.jobs.transitions import (
     InvalidTransition,
     cancel_queued_jobs,
@@ -156,8 +155,7 @@ def create_group(
     for planned in plan.rows:
         sub = planned.submission
         sub.stored_inputs = {n: stored[input_identity(up)] for n, up in sub.uploads.items()}
-    entries = [(planned.submission, planned.spec, planned.params) for planned in plan.rows]
-    jobs = job_rows(services, entries, group_id=group_id, start=group.created_at, limits=limits)
+    jobs = job_rows(services, plan.rows, group_id=group_id, start=group.created_at, limits=limits)
     try:
         record_set(services, group=group, jobs=jobs, principal=principal, limits=limits)
     except IntegrityError:  # the same Idempotency-Key, at the same moment
@@ -219,7 +217,7 @@ def new_set(
 
 def job_rows(
     services: Services,
-    entries: Sequence[tuple[Submission, ModelSpec, dict[str, Any]]],
+    entries: Sequence[PlannedJob],
     *,
     group_id: uuid.UUID,
     start: datetime,

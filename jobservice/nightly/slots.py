@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from jobservice.auth.principal import Principal
 from jobservice.db.tables import Batch, Job, JobStatus
+from jobservice.groups.plan import PlannedJob
 from jobservice.groups.service import job_rows
 from jobservice.jobs.idempotency import scoped_key
 from jobservice.jobs.submit import Submission, check_submission
@@ -87,7 +88,7 @@ def missing_slot_jobs(services: Services, session: Session, batch: Batch, *, sta
         slot = (str(case_name), int(repeat or 0))
         tries[slot] = tries.get(slot, 0) + 1
     owner = owner_of(batch)
-    entries = []
+    entries: list[PlannedJob] = []
     for case, repeat in slots(batch.spec or {}, plan_of(batch)):
         job = existing.get((case["name"], repeat))
         if job is not None and job.status != JobStatus.CANCELED:
@@ -113,6 +114,6 @@ def missing_slot_jobs(services: Services, session: Session, batch: Batch, *, sta
         if checked.problems:
             raise checked.problems[0]
         assert checked.spec is not None  # a submission without problems has a model
-        entries.append((sub, checked.spec, checked.params))
+        entries.append(PlannedJob(sub, checked.spec, checked.params))
     limits = recent_limits(services, owner)
     return job_rows(services, entries, group_id=batch.id, start=start, limits=limits)

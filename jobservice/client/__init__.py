@@ -17,47 +17,13 @@ jobs.py     /jobs calls; uploads.py /uploads (direct uploads: declare, PUT parts
 models.py   the typed answers
 """
 
+from jobservice.client import models
 from jobservice.client.api import Client
 from jobservice.client.http import ApiError, Backoff, WaitTimeout
-from jobservice.client.models import (
-    BatchJob,
-    BatchSlot,
-    BatchView,
-    CaseView,
-    ErrorView,
-    GroupList,
-    GroupProgress,
-    GroupView,
-    JobDeleted,
-    JobPage,
-    JobView,
-    PreviewView,
-    Progress,
-    ValidationView,
-)
+from jobservice.client.models import *  # noqa: F403  (the typed answers: models.__all__)
 from jobservice.client.uploads import UploadId
 from jobservice.uploads.views import UploadPart, UploadView
 
-__all__ = [
-    "ApiError",
-    "Backoff",
-    "BatchJob",
-    "BatchSlot",
-    "BatchView",
-    "CaseView",
-    "Client",
-    "ErrorView",
-    "GroupList",
-    "GroupProgress",
-    "GroupView",
-    "JobDeleted",
-    "JobPage",
-    "JobView",
-    "PreviewView",
-    "Progress",
-    "UploadId",
-    "UploadPart",
-    "UploadView",
-    "ValidationView",
-    "WaitTimeout",
-]
+# The client, its errors and upload types, and every typed answer (one list of those: models').
+__all__ = ["ApiError", "Backoff", "Client", "UploadId", "UploadPart", "UploadView", "WaitTimeout"]
+__all__ += models.__all__

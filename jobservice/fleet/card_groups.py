@@ -151,28 +151,19 @@ def register(
 
 
 def set_state(
-    session: Session,
-    group_id: str,
-    state: str,
-    *,
-    model: str | None = None,
-    job_id: uuid.UUID | None = None,
-    at: datetime | None = None,
-    reason: str | None = None,
+    session: Session, group_id: str, state: str, *, model: str | None = None, job_id: uuid.UUID | None = None
 ) -> None:
-    """Move the group to ``state`` (a no-op when it is already there for the same model and job)."""
+    """Move the group to ``state`` now (a no-op when it is already there for the same model and job)."""
     group = _locked(session, group_id)
     if group is not None:
-        _move(session, group, state, at=at or utcnow(), model=model, job_id=job_id, reason=reason)
+        _move(session, group, state, at=utcnow(), model=model, job_id=job_id)
 
 
-def to_idle(
-    session: Session, group_id: str, *, at: datetime | None = None, reason: str | None = None
-) -> None:
-    """Move the group to idle warm or idle empty, by what it holds."""
+def to_idle(session: Session, group_id: str) -> None:
+    """Move the group to idle warm or idle empty, by what it holds, now."""
     group = _locked(session, group_id)
     if group is not None:
-        _move(session, group, idle_state(group), at=at or utcnow(), reason=reason)
+        _move(session, group, idle_state(group), at=utcnow())
 
 
 def take_job(session: Session, group_id: str, job_id: uuid.UUID, *, model: str) -> None:

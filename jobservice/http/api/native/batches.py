@@ -331,4 +331,5 @@ SetRoutes(api, BATCH, noun="batch", view="BatchView").declare_reads(
     default_limit=None,
     every_job=batch_jobs,
     job_extra=lambda job: {"batch": {"case": job.batch_case, "repeat": job.batch_repeat}},
+    shows="; once finished, each case's verdict",
 )

@@ -111,12 +111,13 @@ class SetRoutes:
         default_limit: int | None,
         every_job: Callable[[Session, uuid.UUID], list[Job]] | None = None,
         job_extra: Callable[[Job], dict[str, Any]] | None = None,
+        shows: str = "",
     ) -> None:
         """``GET path`` (the set: the tenant-checked ``load`` of its id, then its ``render``),
         ``GET path/jobs`` (its jobs in row order, ``default_limit`` a page when no ``?limit=`` is
         given; None: ``every_job`` at once), ``POST path/cancel`` (``cancel(services, set id, *,
         actor)``, answered with the set's ``render``). ``job_extra``: what a job of this kind shows
-        beyond its view (a batch's case and repeat)."""
+        beyond its view (a batch's case and repeat); ``shows``: what its view adds, for the summary."""
         id_name = path_parameter(self.path)
         stem, noun = id_name.removesuffix("_id"), self.noun
         missing = refused(f"No such {noun} ({stem}_not_found).")
@@ -140,11 +141,13 @@ class SetRoutes:
         self.api.route(
             "get",
             self.path,
-            f"A {noun}: its status and progress (jobs by status; a batch's case verdicts once it finishes)",
+            f"A {noun}: its status and progress (jobs by status){shows}",
             parameters=one,
             responses={"200": answer(f"The {noun}.", self.view), "404": missing},
         )(show_set)
-        paging = "all at once, or with limit" if default_limit is None else "a page at a time"
+        paging = "a page at a time"
+        if default_limit is None:
+            paging = "all at once, or with limit " + paging
         page: Schema = {
             "type": "object",
             "properties": {

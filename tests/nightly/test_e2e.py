@@ -221,7 +221,9 @@ def test_interactive_job_overtakes_queued_batch_jobs(batch_stack: Stack) -> None
     body = {
         "name": "priority",
         "repeat": 4,
-        "cases": [{"name": "a", "model": "fake-bench", "params": {"num_frames": 20, "step_ms": 25}}],
+        # Each batch job runs 2 s: the interactive job is submitted while the first one runs, even
+        # on a loaded machine (at 0.5 s a slow submission could land after it ended).
+        "cases": [{"name": "a", "model": "fake-bench", "params": {"num_frames": 20, "step_ms": 100}}],
     }
     batch_stack.start_worker("w")
     with plan_batch(services, parse_spec(body)) as plan:

@@ -7,7 +7,10 @@ job's start and finish. It also asks, for each (model, priority, tenant) and for
 usage at all, "when would a job submitted now start?" with what-if probes that are picked like jobs
 but never run (in their tenant's order: after the jobs it queued, before the ones it is expected
 to submit later), so a job submitted after the forecast gets an honest ETA without waiting for
-the next one.
+the next one. A job submitted adds its own work to the queue, and that may be what makes the policy
+load its model on one more group: so one probe of each model at a time counts as queued work (the
+"one more job of it" every probe asks about, as large as the model's latest job), the others not
+(forty probes of one model counted would be forty jobs nobody submitted).
 
 What is not queued yet is expected as it arrived lately: the copy keeps the arrival rates of now
 (they would otherwise age out of the rate window as its clock runs on, and a group kept for a
@@ -299,7 +302,9 @@ def forecast(
         for priority in levels:
             for tenant in names:
                 key = (model, priority, tenant)
-                twin.probes[key] = SimJob(f"probe:{key}", model, tenant, priority, 0.0, twin.now)
+                like = twin.latest.get(model)  # a probe asks about a job like the model's latest
+                output_s = like.output_s if like is not None else 0.0
+                twin.probes[key] = SimJob(f"probe:{key}", model, tenant, priority, output_s, twin.now)
     queued = [(key, list(queue)) for key, queue in twin.queues.items()]
     expected_count = len(twin._expected)  # noqa: SLF001 - what it expects, before playing them
     expectation = ExpectedArrivals(

@@ -128,7 +128,8 @@ class Waiting:
     oldest: float  # when the oldest of them was submitted
     next_output_s: float  # seconds of video the oldest will produce
     # False for an entry that may be picked like any job but adds nothing to the queued work (the
-    # ETA forecast's what-if, ``jobservice.fleet.simulate.WhatIf``): demand and claims skip it.
+    # ETA forecast's what-ifs, ``jobservice.fleet.simulate.WhatIf``, but for one per model that
+    # stands for one more job of it): demand and claims skip it.
     queued_work: ClassVar[bool] = True
 
 

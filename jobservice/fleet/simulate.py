@@ -54,6 +54,13 @@ class WhatIf(Waiting):
     queued_work: ClassVar[bool] = False
 
 
+@dataclass(frozen=True)
+class MarginalWhatIf(Waiting):
+    """The what-if entry that stands for "one more job of this model": picked like ``WhatIf``, but its
+    work counts as queued, as a real submission's would (it may be what makes the policy load the
+    model on one more group). The forecast has one per model at a time, not one per probe."""
+
+
 @dataclass
 class SimJob:
     """One job: what it asks for, and what happened to it."""
@@ -276,7 +283,8 @@ class Engine:
     def waiting(self) -> tuple[Waiting, ...]:
         """The queue as the policy sees it: one entry per (model, priority, tenant), and a probe
         entry for each what-if job whose tenant has nothing else queued there (a tenant's next job
-        comes after the ones it queued)."""
+        comes after the ones it queued); of each model's probe entries, the most urgent one's work
+        counts as queued (``MarginalWhatIf``), the others' not (``WhatIf``)."""
         found = [
             Waiting(
                 model=model,
@@ -290,11 +298,14 @@ class Engine:
             for (model, priority, tenant), queue in self.queues.items()
             if queue
         ]
-        for (model, priority, tenant), probe in self.probes.items():
-            if not self.queues.get((model, priority, tenant)):
-                found.append(
-                    WhatIf(model, priority, tenant, 1, probe.output_s, probe.submitted, probe.output_s)
-                )
+        counted: set[str] = set()  # models whose one more job counts already
+        for key, probe in sorted(self.probes.items(), key=lambda item: item[0][1:]):  # most urgent first
+            if self.queues.get(key):
+                continue
+            model, priority, tenant = key
+            kind = WhatIf if model in counted else MarginalWhatIf
+            counted.add(model)
+            found.append(kind(model, priority, tenant, 1, probe.output_s, probe.submitted, probe.output_s))
         return tuple(found)
 
     def rates(self) -> dict[str, float]:

@@ -291,3 +291,22 @@ def test_the_lift_and_the_fair_levels_are_the_policys_pure_functions() -> None:
     assert lift(900.0, others=[500.0], floor=None, credit=60.0) == (900.0, 500.0)  # never lowered
     assert lift(0.0, others=[], floor=400.0, credit=60.0) == (340.0, 400.0)  # nobody waits: the floor
     assert lift(0.0, others=[], floor=None, credit=60.0) == (0.0, None)  # a fleet's first tenant
+
+
+@pytest.mark.parametrize("queued", [0, 1, 2, 3])
+@pytest.mark.parametrize("output_s", [30.0, 60.0])
+def test_a_probe_counts_its_own_work_as_a_job_submitted_then_would(queued: int, output_s: float) -> None:
+    """What a job submitted now is forecast to get is what it gets when nothing else arrives, also
+    where its own work decides the policy: g1 runs model a with ``queued`` more of x's jobs waiting,
+    g2 holds b idle; one more job of a may make the backlog worth loading a on g2 (the probe once
+    added nothing to the queued work, so it waited for g1 where the real job started on g2)."""
+    trace = parse_trace(lines())  # the header: two groups, g1 holding a, g2 b
+    engine = Engine(groups=trace.groups, models=trace.models)
+    for i in range(queued + 1):
+        engine.submit(SimJob(f"x{i}", "a", "x", 6, output_s, 0.0))
+    engine.run_until_idle(limit=1)  # g1 runs x0; the rest wait
+    predicted = forecast(engine, tenants=["z"], priorities=[6])
+    job = SimJob("z0", "a", "z", 6, output_s, engine.now)
+    engine.submit(job)
+    engine.run_until_idle()
+    assert predicted.next_start[("a", 6, "z")] == pytest.approx(job.started)

@@ -127,10 +127,13 @@ class Waiting:
     output_s: float  # seconds of video all of them will produce
     oldest: float  # when the oldest of them was submitted
     next_output_s: float  # seconds of video the oldest will produce
-    # False for an entry that may be picked like any job but adds nothing to the queued work (the
-    # ETA forecast's what-ifs, ``jobservice.fleet.simulate.WhatIf``, but for one per model that
-    # stands for one more job of it): demand and claims skip it.
+    # False for an entry that may be picked like any job but is no queued job (the ETA forecast's
+    # what-ifs, ``jobservice.fleet.simulate.WhatIf``): demand, claims and rivals skip it.
     queued_work: ClassVar[bool] = True
+    # Whether its work counts in the work queued for its own model (``work_s``: how long the jobs of
+    # the model wait, whether loading it on one more group pays). True for jobs, and for the one
+    # what-if of a model that stands for one more job of it (``simulate.MarginalWhatIf``).
+    adds_work: ClassVar[bool] = True
 
 
 @dataclass(frozen=True)
@@ -330,7 +333,7 @@ class _Round:
         return sum(
             w.jobs * cost.overhead_s + cost.speed * w.output_s
             for w in self.waiting.values()
-            if w.model == model and w.queued_work and (max_priority is None or w.priority <= max_priority)
+            if w.model == model and w.adds_work and (max_priority is None or w.priority <= max_priority)
         )
 
     def demand(self) -> dict[str, float]:

@@ -52,13 +52,17 @@ class WhatIf(Waiting):
     submitted now?". The policy may pick it like any queued job, but it is no queued work."""
 
     queued_work: ClassVar[bool] = False
+    adds_work: ClassVar[bool] = False
 
 
 @dataclass(frozen=True)
-class MarginalWhatIf(Waiting):
-    """The what-if entry that stands for "one more job of this model": picked like ``WhatIf``, but its
-    work counts as queued, as a real submission's would (it may be what makes the policy load the
-    model on one more group). The forecast has one per model at a time, not one per probe."""
+class MarginalWhatIf(WhatIf):
+    """The what-if entry that stands for "one more job of this model": its work counts in the work
+    queued for its model, as a real submission's would (it may be what makes the policy load the
+    model on one more group), but it is no job other models' decisions see (no rival, no demand
+    that keeps a model resident). The forecast has one per model at a time, not one per probe."""
+
+    adds_work: ClassVar[bool] = True
 
 
 @dataclass

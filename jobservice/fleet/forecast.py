@@ -8,9 +8,11 @@ usage at all, "when would a job submitted now start?" with what-if probes that a
 but never run (in their tenant's order: after the jobs it queued, before the ones it is expected
 to submit later), so a job submitted after the forecast gets an honest ETA without waiting for
 the next one. A job submitted adds its own work to the queue, and that may be what makes the policy
-load its model on one more group: so one probe of each model at a time counts as queued work (the
-"one more job of it" every probe asks about, as large as the model's latest job), the others not
-(forty probes of one model counted would be forty jobs nobody submitted).
+load its model on one more group: so one probe of each model at a time adds its work to the work
+queued for that model (the "one more job of it" every probe asks about, as large as the model's
+latest job), the others not (forty probes of one model counted would be forty jobs nobody
+submitted), and no probe is a job that other models' decisions see (a rival, or demand that keeps
+a model resident).
 
 What is not queued yet is expected as it arrived lately: the copy keeps the arrival rates of now
 (they would otherwise age out of the rate window as its clock runs on, and a group kept for a

@@ -301,11 +301,11 @@ def forecast(
     for tenant in names - twin.backlogged():  # a what-if job of a tenant with nothing queued: lifted
         twin.start_competing(tenant)
     for model in servable:
+        like = twin.latest.get(model)  # a probe asks about a job like the model's latest
+        output_s = like.output_s if like is not None else 0.0
         for priority in levels:
             for tenant in names:
                 key = (model, priority, tenant)
-                like = twin.latest.get(model)  # a probe asks about a job like the model's latest
-                output_s = like.output_s if like is not None else 0.0
                 twin.probes[key] = SimJob(f"probe:{key}", model, tenant, priority, output_s, twin.now)
     queued = [(key, list(queue)) for key, queue in twin.queues.items()]
     expected_count = len(twin._expected)  # noqa: SLF001 - what it expects, before playing them

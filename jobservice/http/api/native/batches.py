@@ -93,7 +93,8 @@ CREATE_PROBLEMS = {
 # --- what the routes read and answer (/openapi.json) ---------------------------------------------
 BATCH_MODELS: tuple[type[BaseModel], ...] = (BatchView, BatchCreate)
 BATCH = "/batches/{batch_id}"
-NO_BATCH = refused("No such batch (batch_not_found).")
+READS = SetRoutes(api, BATCH, noun="batch", view="BatchView")  # its reads are declared at the end
+NO_BATCH = READS.missing
 
 
 def _spec_body(_catalog: Catalog) -> Schema:
@@ -324,7 +325,7 @@ def unpin(batch_id: str) -> Response:
     return _render(pin_batch(services(), load_batch(batch_id).id, pinned=False))
 
 
-SetRoutes(api, BATCH, noun="batch", view="BatchView").declare_reads(
+READS.declare_reads(
     load=load_batch,
     render=_render,
     cancel=cancel_batch,

@@ -61,7 +61,8 @@ api = RouteTable(bp)
 
 GROUP_MODELS = (GroupView, GroupList)
 GROUP = "/job-groups/{group_id}"
-NO_GROUP = refused("No such job group (group_not_found).")
+READS = SetRoutes(api, GROUP, noun="job group", view="GroupView")  # its reads are declared at the end
+NO_GROUP = READS.missing
 MANIFEST_PART = "manifest"
 MAX_NAME = 128
 
@@ -285,6 +286,4 @@ _download(
 )
 
 
-SetRoutes(api, GROUP, noun="job group", view="GroupView").declare_reads(
-    load=load_group, render=render, cancel=cancel_group, default_limit=100
-)
+READS.declare_reads(load=load_group, render=render, cancel=cancel_group, default_limit=100)

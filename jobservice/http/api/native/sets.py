@@ -102,6 +102,15 @@ class SetRoutes:
     noun: str  # "batch", "job group"
     view: str
 
+    @property
+    def missing(self) -> Schema:
+        """The kind's 404, coded from its path's id name (``batch_not_found``, ``group_not_found``)."""
+        return refused(f"No such {self.noun} ({self._stem}_not_found).")
+
+    @property
+    def _stem(self) -> str:
+        return path_parameter(self.path).removesuffix("_id")
+
     def declare_reads(
         self,
         *,
@@ -118,9 +127,7 @@ class SetRoutes:
         given; None: ``every_job`` at once), ``POST path/cancel`` (``cancel(services, set id, *,
         actor)``, answered with the set's ``render``). ``job_extra``: what a job of this kind shows
         beyond its view (a batch's case and repeat); ``shows``: what its view adds, for the summary."""
-        id_name = path_parameter(self.path)
-        stem, noun = id_name.removesuffix("_id"), self.noun
-        missing = refused(f"No such {noun} ({stem}_not_found).")
+        id_name, stem, noun, missing = path_parameter(self.path), self._stem, self.noun, self.missing
 
         def show_set(**ids: str) -> Response:
             """The set's view (its progress; a batch's verdicts once finished)."""

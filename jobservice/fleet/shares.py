@@ -87,25 +87,27 @@ def activations(session: Session) -> dict[str, float]:
     return {tenant: at.timestamp() for tenant, at in rows if at is not None}
 
 
-def waiting_tenants(session: Session) -> set[str]:
-    """Tenants with jobs queued and not yet handed to a group (a job handed to a group waits only
-    for its worker to claim it: each group holds at most one such job)."""
-    queued = dict(
-        session.execute(
-            select(QueueCount.tenant, func.sum(QueueCount.queued))
-            .where(QueueCount.queued > 0)
-            .group_by(QueueCount.tenant)
-        ).all()
-    )
-    handed = dict(
-        session.execute(
-            select(Job.tenant, func.count())
-            .join(FleetGroup, FleetGroup.next_job_id == Job.id)
-            .where(Job.status == JobStatus.QUEUED)
-            .group_by(Job.tenant)
-        ).all()
-    )
-    return {tenant for tenant, count in queued.items() if int(count or 0) > int(handed.get(tenant, 0))}
+# Built once: every submission reads both (``start_competing``).
+_QUEUED = (
+    select(QueueCount.tenant, func.sum(QueueCount.queued))
+    .where(QueueCount.queued > 0)
+    .group_by(QueueCount.tenant)
+)
+_HANDED = (
+    select(Job.tenant, func.count())
+    .join(FleetGroup, FleetGroup.next_job_id == Job.id)
+    .where(Job.status == JobStatus.QUEUED)
+    .group_by(Job.tenant)
+)
+
+
+def undispatched(session: Session) -> dict[str, int]:
+    """Each tenant's jobs queued and not yet handed to a group (a job handed to a group waits only
+    for its worker to claim it: each group holds at most one such job); tenants with none left out."""
+    handed = dict(session.execute(_HANDED).all())
+    queued = session.execute(_QUEUED)
+    left = {tenant: int(count or 0) - int(handed.get(tenant, 0)) for tenant, count in queued}
+    return {tenant: count for tenant, count in left.items() if count > 0}
 
 
 def floor(session: Session, *, half_life_s: float, now: datetime) -> float | None:
@@ -138,20 +140,12 @@ def start_competing(
     settings: Settings,
     now: datetime | None = None,
 ) -> bool:
-    """Called in the transaction that inserted ``inserted`` new queued jobs of ``tenant``: if it had
-    no other job waiting to be dispatched, it starts competing (see the module docstring). Returns
-    whether it did."""
+    """Called in the transaction that inserted ``inserted`` new queued jobs of ``tenant`` that wait
+    to be dispatched (not one a group took at once): if it had no other job waiting to be
+    dispatched, it starts competing (see the module docstring). Returns whether it did."""
     now = now or utcnow()
-    mine = session.scalar(
-        select(func.coalesce(func.sum(QueueCount.queued), 0)).where(QueueCount.tenant == tenant)
-    )
-    handed = session.scalar(
-        select(func.count())
-        .select_from(Job)
-        .join(FleetGroup, FleetGroup.next_job_id == Job.id)
-        .where(Job.status == JobStatus.QUEUED, Job.tenant == tenant)
-    )
-    if int(mine or 0) - inserted - int(handed or 0) > 0:
+    waiting = undispatched(session)
+    if waiting.get(tenant, 0) - inserted > 0:
         return False  # it was competing already
     insert_missing(session, TenantShare, {"tenant": tenant, "usage": 0.0, "as_of": now}, ["tenant"])
     row = session.scalar(
@@ -161,23 +155,25 @@ def start_competing(
         .execution_options(populate_existing=True)
     )
     assert row is not None
-    online = [
-        g
-        for g, w in groups_with_presence(session)
-        if is_online(w, stale_after_seconds=stale_after(settings), now=now)
-    ]
-    kind = online[0].kind if online else "cpu"
-    models, _ = fleet_costs.model_costs(catalog, fleet_costs.speeds(session, kind), kind)
     half_life_s = settings.fair_share_half_life_seconds
-    now_levels = levels(session, models, half_life_s=half_life_s, now=now)
-    level = now_levels.get(tenant, 0.0)
-    others = [now_levels.get(t, 0.0) for t in waiting_tenants(session) if t != tenant]
-    lifted, _ = lift(
-        level,
-        others=others,
-        floor=floor(session, half_life_s=half_life_s, now=now),
-        credit=credit(settings, sum(g.cards for g in online)),
-    )
+    rivals = [t for t in waiting if t != tenant]
+    least = None if rivals else floor(session, half_life_s=half_life_s, now=now)  # V with nobody waiting
+    level = lifted = 0.0
+    if rivals or (least is not None and least > 0.0):
+        online = [
+            g
+            for g, w in groups_with_presence(session)
+            if is_online(w, stale_after_seconds=stale_after(settings), now=now)
+        ]
+        newcomer = credit(settings, sum(g.cards for g in online))
+        # Levels are never negative, so a lift to V - credit <= 0 changes nothing: levels unread.
+        if rivals or least is None or least > newcomer:
+            kind = online[0].kind if online else "cpu"
+            models, _ = fleet_costs.model_costs(catalog, fleet_costs.speeds(session, kind), kind)
+            now_levels = levels(session, models, half_life_s=half_life_s, now=now)
+            level = now_levels.get(tenant, 0.0)
+            others = [now_levels.get(t, 0.0) for t in rivals]
+            lifted, _ = lift(level, others=others, floor=least, credit=newcomer)
     stored = decayed(row.usage, (now - row.as_of).total_seconds(), half_life_s)
     if lifted > level and math.isfinite(lifted):
         stored += (lifted - level) * weight_of(weights(session), tenant)

@@ -314,6 +314,19 @@ def test_a_tenant_that_starts_competing_is_lifted_to_the_waiting_level_less_the_
         assert fair_shares.levels(s, {}, half_life_s=3600, now=now)["gamma"] == pytest.approx(
             20_000.0 - 120.0, rel=1e-3
         )
+    # A floor within the credit lifts nothing (levels are never below 0): delta starts at 0, and
+    # its activation is recorded all the same.
+    with db.session() as s:
+        s.execute(update(Job).where(Job.status == JobStatus.QUEUED).values(status=JobStatus.SUCCEEDED))
+        fair_shares.note_floor(s, 100.0, now=now)
+    t2v_jobs(db, 1, tenant="delta", priority=6)
+    with db.session() as s:
+        assert fair_shares.start_competing(
+            s, tenant="delta", inserted=1, catalog=default_catalog(), settings=settings, now=now
+        )
+    with db.session() as s:
+        delta = s.get(TenantShare, "delta")
+        assert delta is not None and delta.activated_at is not None and delta.usage == 0.0
 
 
 def test_the_dispatcher_orders_by_level_and_charges_a_dispatched_job_its_estimate(db: Database) -> None:

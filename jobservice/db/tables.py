@@ -628,6 +628,27 @@ class FleetLock(Base):
     at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class FleetOffer(Base):
+    """A free card group's standing offer (``jobservice.fleet.offers``): the last dispatch round
+    found that a new job of ``model`` at ``priority`` would start on ``group_id`` at once, warm, so a
+    submission takes it with one compare-and-swap on the group instead of waiting for a round.
+    Every round replaces all of them; one that is ``until`` past is not taken."""
+
+    __tablename__ = "fleet_offers"
+
+    group_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    priority: Mapped[int] = mapped_column(Integer, primary_key=True)
+    reason: Mapped[str] = mapped_column(String(32))  # the policy's reason for the decision (warm)
+    # The model's measured cost as the round saw it (``ModelCost``): a job runs overhead_s + speed x
+    # its seconds of output, which is how long the group is then busy.
+    overhead_s: Mapped[float] = mapped_column(Float)
+    speed: Mapped[float] = mapped_column(Float)
+    until: Mapped[datetime] = mapped_column(UTCDateTime)  # when a silent worker counts as offline
+
+    __table_args__ = (Index("ix_fleet_offers_model_priority", "model", "priority"),)
+
+
 class FleetForecast(Base):
     """The latest ETA forecast (``jobservice.fleet.eta``): one row, replaced every few seconds."""
 

@@ -56,6 +56,15 @@ def accepting() -> ColumnElement[bool]:
     )
 
 
+def free_now() -> ColumnElement[bool]:
+    """The SQL condition of a group that looks free: accepting, not down, running no job and with
+    none dispatched to it (the dispatcher's round decides from the whole fleet; this is the cheap
+    read a submission makes, and the compare-and-swap that takes a standing offer)."""
+    return and_(
+        FleetGroup.job_id.is_(None), FleetGroup.next_job_id.is_(None), FleetGroup.state != DOWN, accepting()
+    )
+
+
 def _locked(session: Session, group_id: str) -> FleetGroup | None:
     """The group's row, locked until commit. A write comes first: it takes PostgreSQL's row lock and
     SQLite's write lock (which ignores ``FOR UPDATE``, and reads outside a transaction; stack-probe

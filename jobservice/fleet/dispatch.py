@@ -22,7 +22,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -35,8 +35,8 @@ from jobservice.db.engine import Database
 from jobservice.db.rows import update_one
 from jobservice.db.tables import FleetEvent, FleetGroup, FleetLock, Job, JobStatus, QueueCount, utcnow
 from jobservice.fleet import costs as fleet_costs
-from jobservice.fleet import shares
-from jobservice.fleet.card_groups import accepting, groups_with_presence, is_online
+from jobservice.fleet import offers, shares
+from jobservice.fleet.card_groups import free_now, groups_with_presence, is_online
 from jobservice.fleet.policy import (
     INTERACTIVE,
     CardGroupState,
@@ -82,6 +82,18 @@ class Dispatched:
     priority: int
     decision: Decision
     trace: str | None = None  # the submission's W3C traceparent (jobs.trace_context), when traced
+
+    @classmethod
+    def of(cls, job: Job, decision: Decision) -> Dispatched:
+        """``job`` handed out as ``decision`` says."""
+        return cls(
+            job.id,
+            decision.group,
+            decision.model,
+            decision.priority,
+            decision,
+            traceparent(job.trace_context),
+        )
 
     @property
     def message(self) -> JobMessage:
@@ -304,9 +316,7 @@ def _hand_over(session: Session, snapshot: Snapshot, decision: Decision) -> Disp
     group = snapshot.groups[decision.group]
     group.next_job_id = job.id
     group.busy_until = now + timedelta(seconds=seconds)
-    return Dispatched(
-        job.id, decision.group, decision.model, decision.priority, decision, traceparent(job.trace_context)
-    )
+    return Dispatched.of(job, decision)
 
 
 def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> list[Dispatched]:
@@ -314,6 +324,7 @@ def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> 
     handed: list[Dispatched] = []
     with db.session() as session:
         _lock(session)
+        offers.withdraw_all(session)
         snapshot = read_state(session, catalog, settings)
         waiting = {w.tenant for w in snapshot.state.waiting}
         if waiting:  # what a tenant that starts competing while nobody waits is lifted to
@@ -325,6 +336,60 @@ def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> 
             done = _hand_over(session, snapshot, decision)
             if done is not None:
                 handed.append(done)
+        offers.make(
+            session,
+            _after(snapshot, handed),
+            (INTERACTIVE, settings.batch_priority),
+            until=datetime.fromtimestamp(snapshot.state.now, UTC) + timedelta(seconds=stale_after(settings)),
+        )
+    send_all(db, handed, send)
+    return handed
+
+
+def _after(snapshot: Snapshot, handed: list[Dispatched]) -> FleetState:
+    """The fleet as the round leaves it: the groups it gave a job busy, and the queue empty if it
+    handed out every waiting job (else as it was: no offer is made while jobs wait)."""
+    state = snapshot.state
+    taken = {item.group: item.model for item in handed}
+    groups = tuple(
+        replace(
+            g,
+            busy_until=_ts(snapshot.groups[g.id].busy_until, state.now),
+            running=taken[g.id],
+        )
+        if g.id in taken
+        else g
+        for g in state.groups
+    )
+    left = sum(w.jobs for w in state.waiting) - len(handed)
+    return replace(state, groups=groups, waiting=state.waiting if left > 0 else ())
+
+
+def take_offer(session: Session, job: Job) -> Decision | None:
+    """In the transaction that records ``job`` (before its row is inserted): take a free group's
+    standing offer for it (``jobservice.fleet.offers``) and mark it dispatched there, as a round
+    would have. Its message (``Dispatched.of``) is sent after the commit (``send_all``); None when
+    no offer stands."""
+    now = utcnow()
+    decision = offers.take(
+        session,
+        job_id=job.id,
+        model=job.model,
+        priority=job.priority,
+        tenant=job.tenant,
+        output_s=float(job.output_seconds or 0.0),
+        now=now,
+    )
+    if decision is None:
+        return None
+    job.dispatched_to, job.enqueued_at = decision.group, now
+    job.dispatch_decision = decided(decision).as_dict()
+    return decision
+
+
+def send_all(db: Database, handed: Iterable[Dispatched], send: Send) -> None:
+    """Send the messages of jobs handed out (after their commit). A failed send leaves its job
+    dispatched but unsent (``enqueued_at`` cleared): the reaper sends it again."""
     for item in handed:
         try:
             send(item.message)
@@ -343,13 +408,10 @@ def dispatch(db: Database, catalog: Catalog, settings: Settings, send: Send) -> 
                 ", load" if item.decision.load else "",
                 f", evict {','.join(item.decision.evict)}" if item.decision.evict else "",
             )
-    return handed
 
 
 # Groups that look free: built once, as every submission reads it.
-FREE_GROUPS = select(FleetGroup.eligible).where(
-    FleetGroup.job_id.is_(None), FleetGroup.next_job_id.is_(None), FleetGroup.state != "down", accepting()
-)
+FREE_GROUPS = select(FleetGroup.eligible).where(free_now())
 
 
 def free_group_for(db: Database, models: Iterable[str]) -> bool:

@@ -606,3 +606,20 @@ def plan(state: FleetState) -> list[Decision]:
         if best is None:
             return decisions
         decisions.append(round_.take(best[1], best[2]))
+
+
+def standing_offers(state: FleetState, priorities: Iterable[int]) -> list[Decision]:
+    """What ``plan`` would do with one new job of each model a free group may run, at each of
+    ``priorities``, were it submitted now: the decisions that start it at once and warm (no load,
+    nothing evicted), one per model and priority (``jobservice.fleet.offers`` records them, and a
+    submission takes one instead of waiting for a round). None while jobs wait: a new job then
+    competes with them, and a round decides."""
+    if any(w.jobs > 0 for w in state.waiting):
+        return []
+    models = sorted({m for g in state.groups if g.free for m in g.eligible if m in state.models})
+    found: list[Decision] = []
+    for model in models:
+        for priority in sorted(set(priorities)):
+            job = Waiting(model, priority, "", jobs=1, output_s=0.0, oldest=state.now, next_output_s=0.0)
+            found.extend(d for d in plan(replace(state, waiting=(job,))) if not d.load and not d.evict)
+    return found

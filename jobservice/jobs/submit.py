@@ -4,9 +4,11 @@ Shared by the JSON API, the web form, batches and job groups (``jobservice.group
 every row with ``check_submission``, then records all of them at once with ``new_job_row``). Order
 matters for "nothing lost, nothing left behind": inputs go to the object store first, then the row
 is committed; the committed row is the queue (``jobservice.fleet.dispatch`` hands it to a card group
-when one should take it, and only then is a message sent; the request only wakes a worker's
-dispatcher when a group looks free). A refusal before the commit deletes
-whatever was stored; an accepted job is in the table, so it is never lost.
+when one should take it, and only then is a message sent). A job a free group stands ready for takes
+that group's standing offer in the transaction that records it and is sent at once
+(``jobservice.fleet.offers``); otherwise the request only wakes a worker's dispatcher when a group
+looks free. A refusal before the commit deletes whatever was stored; an accepted job is in the
+table, so it is never lost.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from jobservice.auth.principal import Principal, anonymous
+from jobservice.broker import sender
 from jobservice.catalog import ModelSpec
 from jobservice.db.tables import Job, utcnow
 from jobservice.errors import Conflict, DomainError, Invalid, NotFound, invalid_parameters
 from jobservice.fleet import shares
 from jobservice.fleet.costs import output_seconds
-from jobservice.fleet.dispatch import request_round
+from jobservice.fleet.dispatch import Dispatched, request_round, send_all, take_offer
 from jobservice.jobs import retries
 from jobservice.jobs.idempotency import scoped_key
 from jobservice.jobs.transitions import record_created
@@ -280,7 +283,7 @@ def submit_job(services: Services, sub: Submission, *, checked: Checked | None =
     )
     job.idempotency_key = key
     try:
-        _record_admitted(services, sub, job)
+        handed = _record_admitted(services, sub, job)
     except IntegrityError:
         _cleanup(services, prefix)
         if key:
@@ -299,7 +302,7 @@ def submit_job(services: Services, sub: Submission, *, checked: Checked | None =
     used = [up.meta["upload_id"] for up in sub.uploads.values() if up.stored_key is not None]
     if used:
         mark_used(services, used)
-    _enqueue(services, job)
+    _enqueue(services, job, handed)
     return job, True
 
 
@@ -351,10 +354,14 @@ def new_job_row(
     )
 
 
-def _record_admitted(services: Services, sub: Submission, job: Job) -> None:
+def _record_admitted(services: Services, sub: Submission, job: Job) -> Dispatched | None:
     """Insert the job if the tenant's quotas allow it (a batch's jobs were admitted with their
-    batch), keeping its files as long as the key's, tenant's or default retention says.
+    batch), keeping its files as long as the key's, tenant's or default retention says; in the same
+    transaction, take a free group's standing offer for it if one stands (returned: its message is
+    sent after the commit; ``jobservice.fleet.offers``).
 
+    The offer is taken first (a refusal below rolls it back with the row; its locks come before the
+    tenant's, as in every submission, so two submissions never wait on each other in a cycle).
     The tenant's overrides come from the process's copy of the last few seconds (``recent_limits``:
     a read of its own was a seventh of a submission's CPU, and a read before the write in one
     transaction would break SQLite's write lock); then the row and its event are inserted, and only
@@ -365,22 +372,33 @@ def _record_admitted(services: Services, sub: Submission, job: Job) -> None:
     limits = recent_limits(services, sub.principal)
     job.expires_at = job.created_at + timedelta(hours=limits.retention_hours)
     with services.db.session() as session:
+        offer = take_offer(session, job)  # first: the row is inserted dispatched (one write)
         record_created(session, job, actor=sub.principal.actor)
         if not sub.admitted:
             session.flush()  # the row and its event, before the lock
             admit_jobs(session, settings, sub.principal, 1, inserted=1, limits=limits)
         else:
             session.flush()
-        # Fair share: a tenant with no other job waiting starts competing (its level is lifted).
+        # Fair share: a tenant with no other job waiting starts competing (its level is lifted). A
+        # job its group took at once is not waiting: the tenant competes if others of its jobs wait.
         shares.start_competing(
-            session, tenant=sub.principal.tenant, inserted=1, catalog=services.catalog, settings=settings
+            session,
+            tenant=sub.principal.tenant,
+            inserted=0 if offer is not None else 1,
+            catalog=services.catalog,
+            settings=settings,
         )
+        return Dispatched.of(job, offer) if offer is not None else None
 
 
-def _enqueue(services: Services, job: Job) -> None:
-    """The recorded job waits in the table; when a group that may run it looks free, a worker's
-    dispatcher is woken to run a round now (``request_round``: never a round in the request). A
-    failure here leaves it to the workers' maintenance rounds, which dispatch every few seconds."""
+def _enqueue(services: Services, job: Job, handed: Dispatched | None) -> None:
+    """A job that took a standing offer is sent to its group now. Any other waits in the table;
+    when a group that may run it looks free, a worker's dispatcher is woken to run a round now
+    (``request_round``: never a round in the request). A failure here leaves it to the workers'
+    maintenance rounds, which dispatch (and send again) every few seconds."""
+    if handed is not None:
+        send_all(services.db, [handed], sender(services.celery))
+        return
     request_round(services, [job.model])
 
 

@@ -8,9 +8,10 @@ events say so. A message of an older release (no decision) for a job of B then e
 recently used (A), without the worker reading the queue.
 
 The round off the request path: on PostgreSQL, with another process holding the fleet-wide
-dispatch lock, ``POST /jobs`` answers at once (it runs no round); the worker's dispatcher, woken by
-the bell, waits for the lock and hands the job out the moment it is free, long before the
-worker's next maintenance round would have.
+dispatch lock, ``POST /jobs`` answers at once (it runs no round). A job the free group stands ready
+for takes its standing offer and runs while the lock is still held; the next one, with the group
+busy, waits for a round: the worker's dispatcher, woken by the bell, waits for the lock and hands
+the job out the moment it is free, long before the worker's next maintenance round would have.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pytest
 from sqlalchemy import select
 
 from jobservice.broker import DispatchDecision, JobMessage, send_job
-from jobservice.db.tables import FleetEvent, FleetGroup, Job, utcnow
+from jobservice.db.tables import FleetEvent, FleetGroup, FleetOffer, Job, utcnow
 from jobservice.jobs.transitions import record_created
 from tests.integration.conftest import Stack, build_stack
 
@@ -145,26 +146,35 @@ def test_a_submission_never_waits_on_the_fleet_lock(pg_worker: Stack, pg_url: st
     stack = pg_worker
     warm = stack.wait(stack.submit({"model": "fake-good", **BODY}), timeout=MAINTENANCE_SECONDS / 2)
     assert warm.status == "succeeded", (warm.error_code, warm.error_message)  # the bell, not upkeep
+    # The worker's round after that job left its group's standing offer for the model it holds.
+    with stack.services.db.session() as s:
+        assert s.get(FleetOffer, (GROUP, "fake-good", 0)) is not None
 
     holder = psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"))
     holder.execute("UPDATE fleet_locks SET at = now() WHERE name = 'dispatch'")  # held until rollback
     answered: dict[str, Any] = {}
 
-    def post() -> None:
-        answered["id"] = stack.submit({"model": "fake-good", **BODY})
+    def post(name: str) -> None:
+        answered[name] = stack.submit({"model": "fake-good", **BODY})
 
     try:
-        request = threading.Thread(target=post)
-        request.start()
-        request.join(timeout=20)
-        assert not request.is_alive(), "POST /jobs waited on the fleet lock"
-        job = stack.job(answered["id"])
-        assert job.status == "queued" and job.dispatched_to is None  # the round waits on the lock
+        for name in ("offered", "queued"):
+            request = threading.Thread(target=post, args=(name,))
+            request.start()
+            request.join(timeout=20)
+            assert not request.is_alive(), "POST /jobs waited on the fleet lock"
+            if name == "offered":  # took the offer in its own transaction: sent, claimed, run
+                assert stack.job(answered[name]).dispatched_to == GROUP
+                started = stack.wait(answered[name], statuses=("running", "succeeded", "failed"), timeout=20)
+                assert started.status in ("running", "succeeded"), started.error_message
+        job = stack.job(answered["queued"])  # the group is busy: this one waits for a round
+        assert job.status == "queued" and job.dispatched_to is None  # and the round waits on the lock
     finally:
         released = time.monotonic()
         holder.rollback()
         holder.close()
-    stack.wait(answered["id"], statuses=("running", "succeeded", "failed"), timeout=MAINTENANCE_SECONDS)
+    stack.wait(answered["queued"], statuses=("running", "succeeded", "failed"), timeout=MAINTENANCE_SECONDS)
     assert time.monotonic() - released < MAINTENANCE_SECONDS / 2, "dispatched by upkeep, not at once"
-    done = stack.wait(answered["id"], timeout=60)
-    assert done.status == "succeeded" and done.attempts == 1, (done.error_code, done.error_message)
+    for name in ("offered", "queued"):
+        done = stack.wait(answered[name], timeout=60)
+        assert done.status == "succeeded" and done.attempts == 1, (done.error_code, done.error_message)

@@ -11,7 +11,9 @@ group's row, no dispatch round, no fleet lock. Every round replaces all offers.
 
 Expand only: a new table. A previous release neither writes nor reads it; its rounds leave whatever
 offers were there until this release's next round replaces them, and a stale offer is never taken
-(its group must still be free and accepting, and ``until`` not past).
+(its group must still look free and accept jobs, and ``until`` not past). While both releases'
+workers run, a previous release's round may hand a group a job in the same moment a submission takes
+the group's offer: the group then has two jobs dispatched to it and runs them in turn.
 """
 
 from __future__ import annotations

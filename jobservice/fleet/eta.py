@@ -21,6 +21,7 @@ import logging
 import time
 import uuid
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -45,6 +46,7 @@ from jobservice.fleet.forecast import (
     Queued,
     behind_counts,
     forecast,
+    late_start,
     recurring,
     revise,
     trickle_ends,
@@ -296,12 +298,15 @@ def refresh(db: Database, catalog: Catalog, settings: Settings, *, force: bool =
         if not update_one(session, FleetForecast, *turn, computed_at=now):
             return False
         previous = session.scalar(select(FleetForecast.body).where(FleetForecast.id == 1)) or "{}"
+    old_body = json.loads(previous)
+    published: dict[str, float] = old_body.get("published", {})
     started = time.perf_counter()
     with db.session() as session:  # reads only: no write lock held while it plays the fleet forward
         made = _make(session, catalog, settings)
+        waiting = {job.id for job in made.queued}
+        left = _left_queue(session, [job_id for job_id in published if job_id not in waiting])
     took = time.perf_counter() - started
-    old_body = json.loads(previous)
-    revisions = _revise(parse(old_body), made, old_body.get("published", {}))
+    revisions = _revise(parse(old_body), made, published, left)
     # A forecast that took long (a queue of tens of thousands) is not redone before ten times its cost
     # has passed: its stamp is moved ahead, which the other processes' turns compare against.
     stamp = utcnow() + timedelta(seconds=max(0.0, SPREAD * took - settings.forecast_interval_seconds))
@@ -319,9 +324,41 @@ def _many_since(stamp: Any) -> Any:
     return select(func.count()).select_from(newer).scalar_subquery() >= SINGLES_BEFORE_REFRESH
 
 
-def _revise(old: Stored | None, made: Made, published: dict[str, float]) -> dict[str, dict[str, Any]]:
+def _left_queue(session: Session, ids: list[str]) -> list[tuple[Queued, float]]:
+    """Of the jobs ``ids`` (queued at the last forecast, not now), those handed to a group since,
+    with when they started (claimed; else handed out, which a claim follows at once)."""
+    if not ids:
+        return []
+    rows = session.execute(
+        select(
+            Job.id,
+            Job.model,
+            Job.priority,
+            Job.tenant,
+            Job.created_at,
+            Job.output_seconds,
+            Job.claimed_at,
+            Job.enqueued_at,
+        ).where(Job.id.in_([uuid.UUID(job_id) for job_id in ids]))
+    )
+    found = []
+    for row in rows:
+        start = row.claimed_at or row.enqueued_at
+        if start is None:  # canceled while it waited
+            continue
+        submitted, output_s = row.created_at.timestamp(), float(row.output_seconds or 0.0)
+        job = Queued(str(row.id), row.model, row.priority, row.tenant, submitted, output_s)
+        found.append((job, start.timestamp()))
+    return found
+
+
+def _revise(
+    old: Stored | None, made: Made, published: dict[str, float], left: Sequence[tuple[Queued, float]]
+) -> dict[str, dict[str, Any]]:
     """The revisions of the queued jobs' ETAs from ``old`` to ``made`` (job id -> revision), and the
-    ETA each job shows from now on, kept in ``made.body["published"]``."""
+    ETA each job shows from now on, kept in ``made.body["published"]``. ``left``: the jobs that left
+    the queue since ``old``, with their starts: one that started past its ETA by a revision's margin
+    unrevised is revised now (``forecast.late_start``)."""
     new = parse(made.body)
     assert new is not None
     before = old.forecast if old is not None else None
@@ -340,6 +377,10 @@ def _revise(old: Stored | None, made: Made, published: dict[str, float]) -> dict
             shown[job.id] = round(now_shows, 2)
         if revision is not None:
             found[job.id] = revision
+    for gone, start in left:
+        late = late_start(before, new.forecast, gone, published.get(gone.id), start)
+        if late is not None:
+            found[gone.id] = late
     made.body["published"] = shown
     return found
 

@@ -501,6 +501,12 @@ class Queued:
         )
 
 
+def revision_margin(published: float, submitted: float) -> float:
+    """How far an ETA must move to be recorded as a revision: max(60 s, a fifth of the wait it
+    showed). A job still queued this long after its ``published`` ETA has slipped (E3)."""
+    return max(REVISION_FLOOR_S, REVISION_SHARE * max(0.0, published - submitted))
+
+
 def revise(
     old: Forecast | None, new: Forecast, job: Queued, published: float | None
 ) -> tuple[float | None, dict[str, object] | None]:
@@ -512,8 +518,7 @@ def revise(
         return published, None
     if published is None:
         return place.start, None
-    wait = max(0.0, published - job.submitted)
-    if abs(place.start - published) <= max(REVISION_FLOOR_S, REVISION_SHARE * wait):
+    if abs(place.start - published) <= revision_margin(published, job.submitted):
         return published, None
     before = job.place(old) if old is not None else None
     return place.start, {
@@ -522,6 +527,20 @@ def revise(
         "new": place.start,
         "cause": cause(old, new, job, before=before, after=place),
     }
+
+
+def late_start(
+    old: Forecast | None, new: Forecast, job: Queued, published: float | None, started: float
+) -> dict[str, object] | None:
+    """The revision of a job that left the queue since ``old`` was made and started later than the
+    ETA it showed (``published``) by more than a revision's margin, when no forecast in between
+    revised it (it slipped and started between two forecasts): ``new`` records it, its new ETA the
+    start itself, with the cause the two forecasts show. None when it started in time."""
+    if published is None or started - published <= revision_margin(published, job.submitted):
+        return None
+    before = job.place(old) if old is not None else None
+    why = cause(old, new, job, before=before, after=Place(started, None))
+    return {"at": new.at, "old": published, "new": started, "cause": why}
 
 
 def cause(old: Forecast | None, new: Forecast, job: Queued, *, before: Place | None, after: Place) -> str:

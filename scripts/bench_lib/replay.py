@@ -47,8 +47,10 @@ from jobservice.fleet.forecast import (
     expect,
     forecast,
     fork,
+    late_start,
     recurring,
     revise,
+    revision_margin,
     trickle_ends,
     usage_levels,
 )
@@ -337,6 +339,7 @@ class Etas:
         self.trickles: dict[str, float] | None = None  # and when it expected interactive trickles to end
         self.since: list[SimJob] = []  # jobs submitted after the last forecast
         self.seen: list[SimJob] = []  # every job submitted so far, in order (the jobs table)
+        self.by_id: dict[str, SimJob] = {}  # the same, by id
         self.times: list[float] = []  # their submission times
         self.published: dict[str, float] = {}  # the ETA each queued job shows
         self.checked: dict[str, tuple[float, int]] = {}  # job id -> (start, position) in its E2 replay
@@ -363,19 +366,32 @@ class Etas:
         # The queued jobs, and those dispatched that still load (here a job starts when its
         # generation does; in the service, when its worker claims it).
         loading = [job for job in engine.running.values() if (job.started or 0.0) > engine.now]
-        for job in [*(j for queue in engine.queues.values() for j in queue), *loading]:
+        waiting = [*(j for queue in engine.queues.values() for j in queue), *loading]
+        for job in waiting:
             shown, revision = revise(old, self.last, _queued(job), self.published.get(job.id))
             if shown is not None:
                 self.published[job.id] = shown
             if revision is not None:
                 job.revisions = [*job.revisions, revision][-REVISIONS_KEPT:]
+        # Those that started since the last forecast: a slip past its margin unrevised is revised now.
+        current = {job.id for job in waiting}
+        for job_id in [job_id for job_id in self.published if job_id not in current]:
+            job, shown = self.by_id[job_id], self.published.pop(job_id)
+            if job.started is not None:
+                late = late_start(old, self.last, _queued(job), shown, job.started)
+                if late is not None:
+                    job.revisions = [*job.revisions, late][-REVISIONS_KEPT:]
 
     def before(self, engine: Engine, at: float) -> None:
         """Called before the clock moves to ``at``: make the periodic forecast due by then. While jobs
-        wait, a forecast is also made every ``REVISE_EVERY_S`` between arrivals (the service makes one
-        every few seconds; the revisions it records need no finer grain than their 60 s floor)."""
-        while self.last is not None and any(engine.queues.values()) and self.last.at + REVISE_EVERY_S < at:
-            engine.advance(self.last.at + REVISE_EVERY_S)
+        wait, a forecast is also made every ``REVISE_EVERY_S`` between arrivals, and at the service's
+        cadence (``every_s``) once a job still waiting has slipped past its ETA by a revision's margin
+        (the service forecasts every few seconds: a slip is revised before the job starts)."""
+        while self.last is not None and any(engine.queues.values()):
+            following = min(self.last.at + REVISE_EVERY_S, self._slipping(engine))
+            if following >= at:
+                break
+            engine.advance(following)
             self._refresh(engine)
         due = math.floor(at / self.every_s) * self.every_s
         if self.last is None or due > self.last.at:
@@ -383,14 +399,30 @@ class Etas:
             self._refresh(engine)
 
     def drain(self, engine: Engine) -> None:
-        """After the last arrival: forecasts go on while jobs wait (their ETAs are still revised)."""
-        while self.last is not None and any(engine.queues.values()):
-            engine.advance(self.last.at + REVISE_EVERY_S)
+        """After the last arrival: forecasts go on while jobs wait or load (their ETAs are still
+        revised), and once more after the last has started (a late start is revised then)."""
+        while self.last is not None and (any(engine.queues.values()) or self.published):
+            engine.advance(min(self.last.at + REVISE_EVERY_S, self._slipping(engine)))
             self._refresh(engine)
+
+    def _slipping(self, engine: Engine) -> float:
+        """The first forecast time on the service's cadence (after the last forecast) at which a job
+        still waiting is past its shown ETA by a revision's margin (infinity: none)."""
+        assert self.last is not None
+        slips = [
+            self.published[job.id] + revision_margin(self.published[job.id], job.submitted)
+            for queue in engine.queues.values()
+            for job in queue
+            if job.id in self.published
+        ]
+        if not slips:
+            return math.inf
+        return max(self.last.at + self.every_s, math.ceil(min(slips) / self.every_s) * self.every_s)
 
     def arrived(self, engine: Engine, jobs: list[SimJob]) -> None:
         """Jobs just queued (not yet dispatched): note the ETA and position each is given."""
         self.seen.extend(jobs)
+        self.by_id.update((job.id, job) for job in jobs)
         self.times.extend(job.submitted for job in jobs)
         if len(jobs) > 1 or len(self.since) + 1 >= SINGLES_BEFORE_REFRESH:
             self._refresh(engine)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -310,3 +312,39 @@ def test_a_probe_counts_its_own_work_as_a_job_submitted_then_would(queued: int, 
     engine.submit(job)
     engine.run_until_idle()
     assert predicted.next_start[("a", 6, "z")] == pytest.approx(job.started)
+
+
+def test_a_waiting_job_past_its_eta_is_forecast_again_on_the_services_cadence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between arrivals the simulator forecasts every 60 s (the service every 5 s); once a waiting
+    job is past the ETA it shows by a revision's margin, the next forecast is the first on the 5 s
+    grid after that, so a slip is revised before the job starts, as in the service (E3)."""
+    one = {**HEADER, "fleet": HEADER["fleet"][:1]}  # type: ignore[index]
+    trace = parse_trace(lines(header=one))
+    engine = Engine(groups=trace.groups, models=trace.models)
+    engine.submit(SimJob("long", "a", "x", 6, 500.0, 0.0))
+    engine.dispatch()  # g1 runs it until 520
+    waiting = SimJob("waits", "a", "x", 6, 30.0, 0.0)
+    engine.submit(waiting)
+    etas = Etas()
+    etas.before(engine, 0.0)  # the first forecast shows it 520 s (after the long one)
+    assert etas._slipping(engine) == 625.0  # noqa: SLF001 - 520 + a fifth of its wait, on the grid
+    shown = etas.published.pop(waiting.id)
+    assert etas._slipping(engine) == math.inf  # noqa: SLF001 - no ETA shown: no slip
+    etas.published[waiting.id] = shown - 490.0  # told 30 s instead: slipped by the margin (60 s) at 90
+    assert etas._slipping(engine) == 90.0  # noqa: SLF001
+    etas.published[waiting.id] = 101.0  # 101 + max(60, 20 % of 101): 161.2, on the grid 165
+    assert etas._slipping(engine) == 165.0  # noqa: SLF001
+
+    made: list[float] = []
+
+    def refresh(engine: Engine) -> None:  # the forecast's time only: the shown ETA stays as it was
+        assert etas.last is not None
+        made.append(engine.now)
+        etas.last = dataclasses.replace(etas.last, at=engine.now)
+
+    monkeypatch.setattr(etas, "_refresh", refresh)
+    etas.before(engine, 200.0)
+    assert made[:3] == [60.0, 120.0, 165.0]  # every 60 s, then at the slip, then every 5 s
+    assert made[3:] == [170.0, 175.0, 180.0, 185.0, 190.0, 195.0, 200.0]

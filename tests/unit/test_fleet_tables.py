@@ -4,9 +4,10 @@ stored form reads back."""
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,16 @@ import pytest
 from sqlalchemy import select, update
 
 from jobservice.db.engine import Database
-from jobservice.db.tables import FleetGroup, Job, JobStatus, LedgerSpan, ModelSpeed, TenantShare, utcnow
+from jobservice.db.tables import (
+    FleetForecast,
+    FleetGroup,
+    Job,
+    JobStatus,
+    LedgerSpan,
+    ModelSpeed,
+    TenantShare,
+    utcnow,
+)
 from jobservice.families.deployment import default_catalog
 from jobservice.fleet import card_groups, costs, eta
 from jobservice.fleet import shares as fair_shares
@@ -344,3 +354,34 @@ def test_the_dispatcher_orders_by_level_and_charges_a_dispatched_job_its_estimat
         snapshot = read_state(s, default_catalog(), settings)
         cost = snapshot.state.models["reference-t2v"]
     assert snapshot.state.usage["alpha"] == pytest.approx(cost.card_seconds(60.0))
+
+
+def test_a_job_that_started_past_its_eta_between_two_forecasts_is_revised_by_the_next(db: Database) -> None:
+    """Two queued jobs are shown ETAs; both are handed out before the next forecast, one 30 s after
+    its ETA (within the 60 s margin), one 150 s after: the next forecast records a revision for the
+    late one only, its new ETA the start and a cause in words (E3: every slip has a revision)."""
+    online_group(db, "g1", ["reference-t2v"])
+    catalog, settings = default_catalog(), Settings()
+    on_time, late = t2v_jobs(db, 2, tenant="alpha", priority=0)
+    assert eta.refresh(db, catalog, settings, force=True)
+    with db.session() as s:
+        stored = s.get(FleetForecast, 1)
+        assert stored is not None
+        published = json.loads(stored.body)["published"]
+    shown = {job: published[str(job)] for job in (on_time, late)}
+    for job, after_s in ((on_time, 30.0), (late, 150.0)):
+        started = datetime.fromtimestamp(shown[job] + after_s, UTC)
+        with db.session() as s:
+            s.execute(
+                update(Job)
+                .where(Job.id == job)
+                .values(status=JobStatus.RUNNING, dispatched_to="g1", enqueued_at=started, claimed_at=started)
+            )
+    assert eta.refresh(db, catalog, settings, force=True)
+    with db.session() as s:
+        logs = {job: s.get(Job, job).eta_revisions for job in (on_time, late)}  # type: ignore[union-attr]
+    assert not logs[on_time]
+    (revision,) = logs[late] or []
+    assert datetime.fromisoformat(revision["new"]).timestamp() == pytest.approx(shown[late] + 150.0)
+    assert datetime.fromisoformat(revision["old"]).timestamp() == pytest.approx(shown[late], abs=0.01)
+    assert revision["cause"]

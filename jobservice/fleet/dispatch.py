@@ -14,6 +14,10 @@ rings the bell, ``request_round``, and a worker's dispatcher runs the round at o
 ``jobservice.fleet.wake``), when a group's generation ends (its worker, so the card never waits),
 and every maintenance round of every worker (anything missed). A failed send leaves the job
 dispatched but unsent; the reaper sends it again or, if its group is gone, hands it back.
+
+Every round first withdraws the free groups' standing offers and, when it leaves groups free with
+nothing waiting, makes them again (``jobservice.fleet.offers``): a submission that takes one is
+dispatched in its own transaction (``take_offer``) and sends its message itself (``send_all``).
 """
 
 from __future__ import annotations

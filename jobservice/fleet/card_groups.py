@@ -29,11 +29,11 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, and_, select, update
+from sqlalchemy import ColumnElement, and_, delete, select, update
 from sqlalchemy.orm import Session
 
 from jobservice.db.engine import Database
-from jobservice.db.tables import FleetEvent, FleetGroup, LedgerSpan, WorkerRecord, utcnow
+from jobservice.db.tables import FleetEvent, FleetGroup, FleetOffer, LedgerSpan, WorkerRecord, utcnow
 from jobservice.errors import Conflict, NotFound
 
 GENERATING = "generating"
@@ -187,7 +187,12 @@ def take_job(session: Session, group_id: str, job_id: uuid.UUID, *, model: str) 
 
 
 def release_job(session: Session, group_id: str, job_id: uuid.UUID) -> None:
-    """The group's card is done with ``job_id`` (generation over, or the run ended before it)."""
+    """The group's card is done with ``job_id`` (generation over, or the run ended before it). Its
+    standing offers (``jobservice.fleet.offers``) were made before that job and go with it: free
+    again, the group takes a new job only as the round its worker runs next decides (which makes
+    them again if nothing waits). They are deleted before the group's row is locked, the order a
+    submission taking an offer locks them in."""
+    session.execute(delete(FleetOffer).where(FleetOffer.group_id == group_id))
     group = _locked(session, group_id)
     if group is not None and group.job_id == job_id:
         group.job_id, group.busy_until = None, None

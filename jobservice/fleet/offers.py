@@ -12,10 +12,11 @@ row, no round and no fleet lock; its message is sent after the commit, as a roun
 Why this is the round's decision: with nothing else waiting, the policy's choice for one new job is
 the offer (the same ``plan``, on the fleet as the round left it). What could change it since is
 guarded: the group must still look free and accept jobs (``card_groups.free_now``, in the
-compare-and-swap), the offer expires when a silent worker would count as offline (``until``), and
-every round withdraws all offers first (on PostgreSQL a round's delete waits for a submission that
-holds an offer, and a submission skips an offer a round holds, so a round never hands out a group a
-submission just took). A submission with no offer rings the bell as before.
+compare-and-swap); an offer is used once; a group's offers go when its card is released (they were
+made before its last job); an offer expires when a silent worker would count as offline
+(``until``); and every round withdraws all offers first (on PostgreSQL a round's delete waits for a
+submission that holds an offer, and a submission skips an offer a round holds, so a round never
+hands out a group a submission just took). A submission with no offer rings the bell as before.
 """
 
 from __future__ import annotations
@@ -81,6 +82,13 @@ _TAKE = (
 )
 
 
+_USED = delete(FleetOffer).where(
+    FleetOffer.group_id == bindparam("group"),
+    FleetOffer.model == bindparam("model"),
+    FleetOffer.priority == bindparam("priority"),
+)
+
+
 def take(
     session: Session,
     *,
@@ -103,7 +111,9 @@ def take(
     )
     if taken.rowcount != 1:  # type: ignore[attr-defined]
         return None  # the group took a job since the round: the bell it is
-    # The offer row stays until the next round withdraws it: its group is busy, so none takes it.
+    # Used once; the group's other offers go when its card is released (``card_groups.release_job``)
+    # or at the next round, whichever is first: none is taken while the group is busy.
+    session.execute(_USED, {"group": offer.group_id, "model": model, "priority": priority})
     return Decision(
         group=offer.group_id, model=model, priority=priority, tenant=tenant, load=False, reason=offer.reason
     )

@@ -141,6 +141,22 @@ def test_a_submission_takes_the_offer_and_is_sent_from_the_request(
         assert g1 is not None and g1.next_job_id == job_id
 
 
+def test_a_groups_offers_go_when_its_card_is_released(services: Services, client: FlaskClient) -> None:
+    """Offers were made before the group's last job: free again, it takes a new job only as the
+    round its worker runs next decides (until then a submission waits for that round)."""
+    ready(services)
+    first = post(client)
+    with services.db.session() as s:
+        card_groups.take_job(s, "g1", first, model=T2V)
+    assert offers(services) == {("g1", T2V, services.settings.batch_priority)}  # the one taken is gone
+    with services.db.session() as s:
+        card_groups.release_job(s, "g1", first)
+    assert offers(services) == set()
+    assert job_row(services, post(client, "after the release")).dispatched_to is None
+    dispatch_round(services)  # the round after the release hands it out and offers nothing
+    assert offers(services) == set()
+
+
 def test_no_offer_is_made_while_a_job_waits(services: Services, client: FlaskClient) -> None:
     online_group(services.db, "g1", [T2V])
     hold(services, "g1", T2V)

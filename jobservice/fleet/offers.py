@@ -38,13 +38,10 @@ def withdraw_all(session: Session) -> None:
     session.execute(delete(FleetOffer))
 
 
-def make(
-    session: Session, state: FleetState, priorities: Iterable[int], *, until: datetime
-) -> list[Decision]:
+def make(session: Session, state: FleetState, priorities: Iterable[int], *, until: datetime) -> None:
     """Record the offers of ``state`` (the fleet as the round leaves it) for jobs of ``priorities``,
-    good until ``until``; returns them."""
-    made = standing_offers(state, priorities)
-    for decision in made:
+    good until ``until``."""
+    for decision in standing_offers(state, priorities):
         cost = state.models[decision.model]
         session.add(
             FleetOffer(
@@ -57,7 +54,6 @@ def make(
                 until=until,
             )
         )
-    return made
 
 
 # Built once: a submission runs both (building a statement costs more than running it here).

@@ -21,7 +21,10 @@ The rules, in the order they apply when a group is free (between jobs; nothing i
    waits instead: it is taken once the evicted model has held the group, and the waiting model's
    oldest job has waited, ``hysteresis`` times what the swap costs (this model's load plus the
    evicted ones' reload), so a lone group between two busy models runs each in turns that pay for
-   their loads rather than swapping on every job.
+   their loads rather than swapping on every job. Nor does batch work take an unserved model's
+   swap on a group when another group that could start it without evicting anything frees before
+   the reload of what the swap would evict (a model with queued work or used in the last
+   ``recent_s``): that group takes it, and this one keeps its model.
 3. **Warm next.** A job of a model the group holds (or, per-run, can run beside what it holds)
    needs no load.
 4. **Load only when it pays.** A model that other groups serve is loaded here only if the work
@@ -42,6 +45,10 @@ The rules, in the order they apply when a group is free (between jobs; nothing i
 6. **Fair share within a choice.** Among the jobs of the chosen class, the tenant with the least
    card-seconds for its weight (decayed, plus what runs now) goes first; then the oldest job.
    Fairness picks among jobs the group can run well: it never forces a swap by itself.
+7. **A swap cap.** No group makes a swap (for any of the reasons above) once it made
+   ``swap_cap`` in the last hour, while another group that could run the job has made fewer: that
+   group takes it when it frees. With every such group at the cap, the first free one takes it (no
+   job waits an hour for a swap to age out).
 
 Memory: a model's ``memory_gb`` is summed over its ``cards`` and spread evenly over them; every
 model a group holds or runs occupies the group's first cards, so a set fits when each card's share
@@ -150,6 +157,9 @@ class PolicyParams:
     # A swap made because it pays (rule 4), or after a turn (rule 2), waits while its group has made
     # this many swaps in the last hour; interactive first and an unserved model's first group don't.
     swap_budget: int = 3
+    # No swap, whatever its reason, on a group that made this many in the last hour while another
+    # group that may run the job has made fewer (rule 7).
+    swap_cap: int = 4
 
 
 @dataclass(frozen=True)
@@ -374,12 +384,14 @@ class _Round:
             for m in evict
             if self.now - group.resident[m].since < self.params.min_residency_s and self.demand().get(m)
         ]
-        if protected:
+        if protected or (evict and self._capped_here(group, cost)):
             return None
         servers = self.servers(cost, besides=group.id)
         if not servers:
             stranded = self._stranded(group, item, evict)
             if stranded and (self.spent(group) or self._waits_turn(group, item, stranded, load)):
+                return None
+            if item.priority != INTERACTIVE and self._cheaper_soon(group, item, cost, evict):
                 return None
             return _Option(item, 0, load, evict, "unserved")
         # Would a group that holds it warm start this job sooner than loading it here?
@@ -413,10 +425,46 @@ class _Round:
             return None
         return _Option(item, 2, load, evict, "backlog")
 
-    def spent(self, group: CardGroupState) -> bool:
-        """Whether ``group`` has used its swap budget: ``swap_budget`` swaps in the last hour."""
+    def spent(self, group: CardGroupState, budget: int | None = None) -> bool:
+        """Whether ``group`` has made ``budget`` (default ``swap_budget``) swaps in the last hour."""
         recent = sum(1 for at in group.swaps if self.now - at < 3600.0)
-        return recent >= self.params.swap_budget
+        return recent >= (self.params.swap_budget if budget is None else budget)
+
+    def _capped_here(self, group: CardGroupState, cost: ModelCost) -> bool:
+        """Rule 7: whether ``group`` is at its swap cap while another group that could run ``cost`` is
+        not (that one takes the job when it frees; with every such group capped, the job is not held
+        back for an hour)."""
+        cap = self.params.swap_cap
+        if not self.spent(group, cap):
+            return False
+        return any(
+            g.id != group.id and can_host(g, cost) and not self.spent(g, cap) for g in self.groups.values()
+        )
+
+    def _cheaper_soon(
+        self, group: CardGroupState, item: Waiting, cost: ModelCost, evict: tuple[str, ...]
+    ) -> bool:
+        """Whether another group will start ``item`` (batch work) without evicting anything before the
+        swap here would pay back the reload of what it evicts (a model with queued work, or used in
+        the last ``recent_s``): the unserved model waits for it, and this group keeps its model."""
+        reload = sum(
+            self.models[m].load_s
+            for m in evict
+            if m in self.models
+            and (self.demand().get(m) or self.now - group.resident[m].last_used < self.params.recent_s)
+        )
+        if reload <= 0:
+            return False
+        kept = self.kept()
+        for other in self.groups.values():
+            if other.id == group.id or other.busy_until is None or other.busy_until - self.now >= reload:
+                continue
+            if evictions_for(other, cost, self.models) != ():
+                continue
+            freed = replace(other, busy_until=None, running=None)
+            if not self.takes_room(freed, _Option(item, 0, not cost.per_run, (), "unserved"), kept):
+                return True
+        return False
 
     def _stranded(self, group: CardGroupState, item: Waiting, evict: tuple[str, ...]) -> list[str]:
         """The models a swap for ``item`` would leave unserved that have work as urgent as it (queued,

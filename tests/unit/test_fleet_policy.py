@@ -269,6 +269,37 @@ def test_a_group_that_swapped_three_times_this_hour_makes_no_swap_that_could_wai
     assert [(d.group, d.reason) for d in decisions] == [("g", "interactive")]
 
 
+def test_an_unserved_model_waits_for_a_group_that_frees_soon_with_nothing_to_evict() -> None:
+    # g holds t2v, used a moment ago; k runs a per-run talking head and holds nothing after it.
+    g = replace(group("g"), resident={"t2v": Resident(since=0.0, last_used=90.0)})
+    work = [wait("big", jobs=20)]
+    soon = group("k", busy_until=150.0, running="head")  # frees in 50 s < t2v's reload (210 s)
+    assert plan(state([g, soon], work)) == []  # k loads big when it frees; g keeps t2v
+    late = replace(soon, busy_until=400.0)  # 300 s: the swap here pays first
+    assert [(d.group, d.model, d.evict) for d in plan(state([g, late], work))] == [("g", "big", ("t2v",))]
+    # Nothing worth keeping here (t2v unused for an hour), or interactive work: no waiting.
+    stale = replace(group("g"), resident={"t2v": Resident(since=0.0, last_used=-3600.0)})
+    assert [d.group for d in plan(state([stale, soon], work))] == ["g"]
+    assert [d.group for d in plan(state([g, soon], [wait("big", priority=INTERACTIVE)]))] == ["g"]
+
+
+def test_no_group_makes_a_fifth_swap_in_an_hour_while_another_could_take_the_job() -> None:
+    # g (free, holding big) swapped four times this hour; k holds big too and ends its job soon.
+    urgent = [wait("head", jobs=1, priority=INTERACTIVE)]
+    capped = replace(group("g", "big"), swaps=(-3000.0, 20.0, 50.0, 90.0))
+    other = group("k", "big", busy_until=130.0, running="big")
+    assert plan(state([capped, other], urgent)) == []  # k takes it when it frees
+    freed = replace(other, busy_until=None, running=None)
+    assert [d.group for d in plan(state([capped, freed], urgent))] == ["k"]
+    # A swap of the hour before no longer counts; a warm start is never held back.
+    aged = replace(capped, swaps=(-3600.0, 20.0, 50.0, 90.0))
+    assert [d.group for d in plan(state([aged, other], urgent))] == ["g"]
+    assert [d.reason for d in plan(state([capped, other], [wait("big", jobs=3)]))] == ["warm"]
+    # Every group that could run it at its cap: the job is not held back for an hour.
+    both = replace(other, swaps=capped.swaps)
+    assert [d.group for d in plan(state([capped, both], urgent))] == ["g"]
+
+
 def test_interactive_first_is_against_batch_work_not_other_interactive_users() -> None:
     # t2v (interactive, one short job) is served by a busy group; a free empty group could load it
     # at once, but interactive users of big have 50 jobs queued it could run: the cost rules weigh

@@ -62,7 +62,7 @@ def run_job(runtime: WorkerRuntime, message: JobMessage) -> str:
     """Run the job named by a queue message; returns how it ended (for logs and tests)."""
     job_id = message.job_id
     settings = runtime.services.settings
-    undisturbed, waited_ms = wait_for_quiet(runtime, job_id)
+    quiet = wait_for_quiet(runtime, job_id)
     with runtime.services.db.session() as session:
         job = claim_job(
             session,
@@ -81,34 +81,47 @@ def run_job(runtime: WorkerRuntime, message: JobMessage) -> str:
             log.info("job %s: not queued for this group any more (taken, canceled, handed back)", job_id)
         runtime.member.dispatch()  # the group's slot was this job's: give it another (or the job elsewhere)
         return "dropped"
+    if quiet is None:  # nothing was in hand: only a batch's job may be measured undisturbed
+        undisturbed, waited_ms = job.batch_id is not None and read_measured(runtime, job_id), 0.0
+    else:
+        undisturbed, waited_ms = quiet
     with job_log_context(job_id, job.attempts):
         log.info("job %s: claimed by %s (attempt %d)", job_id, runtime.worker_id, job.attempts)
         run = JobRun(runtime, job, decision=message.decision, undisturbed=undisturbed, waited_ms=waited_ms)
         return run.execute()
 
 
-def wait_for_quiet(runtime: WorkerRuntime, job_id: uuid.UUID) -> tuple[bool, float]:
+def wait_for_quiet(runtime: WorkerRuntime, job_id: uuid.UUID) -> tuple[bool, float] | None:
     """A batch job measured undisturbed (jobservice/nightly/measure.py) waits, before its claim,
     until this worker has finished its earlier jobs: (whether it is one, how long it waited in ms).
+    None when the worker has nothing in hand (its finisher idle, or none): there is nothing to wait
+    for, and whether the job is measured undisturbed is read after its claim, only if it belongs to
+    a batch (a job submitted on its own reaches its claim with no read of its own).
 
     Before the claim, so the card's ledger shows the wait as the earlier job's finishing and the
     measured job is not charged for it; only this thread hands work to the finisher, so it stays
     idle until the job's own generation ends.
     """
-    try:
-        with runtime.services.db.session() as session:
-            measured = measured_alone(session, job_id)
-    except Exception:  # noqa: BLE001 - the claim that follows meets (and reports) the same database
-        log.warning("job %s: could not read how it is measured; measuring it as is", job_id, exc_info=True)
-        return False, 0.0
     finisher = runtime.finisher
-    if not measured or finisher is None or finisher.idle:
-        return measured, 0.0
+    if finisher is None or finisher.idle:
+        return None
+    if not read_measured(runtime, job_id):
+        return False, 0.0
     started = time.perf_counter()
     finisher.drain()
     waited = (time.perf_counter() - started) * 1000
     log.info("job %s: waited %.0f ms for the worker's earlier jobs to finish", job_id, waited)
     return True, waited
+
+
+def read_measured(runtime: WorkerRuntime, job_id: uuid.UUID) -> bool:
+    """Whether ``job_id`` is measured undisturbed (False when that cannot be read: measured as is)."""
+    try:
+        with runtime.services.db.session() as session:
+            return measured_alone(session, job_id)
+    except Exception:  # noqa: BLE001 - the claim meets (and reports) the same database
+        log.warning("job %s: could not read how it is measured; measuring it as is", job_id, exc_info=True)
+        return False
 
 
 @dataclass

@@ -57,8 +57,11 @@ def make(session: Session, state: FleetState, priorities: Iterable[int], *, unti
 
 
 # Built once: a submission runs both (building a statement costs more than running it here).
-_OFFER = (
-    select(FleetOffer.group_id, FleetOffer.reason, FleetOffer.overhead_s, FleetOffer.speed)
+# An offer is used once: taking it deletes it, in the statement that finds it (the row a round
+# holds, or another submission, is skipped); the group's other offers go when its card is released
+# (``card_groups.release_job``) or at the next round, whichever is first.
+_STANDING = (
+    select(FleetOffer.group_id)
     .join(FleetGroup, FleetGroup.id == FleetOffer.group_id)
     .where(
         FleetOffer.model == bindparam("model"),
@@ -70,18 +73,21 @@ _OFFER = (
     .limit(1)
     .with_for_update(of=FleetOffer, skip_locked=True)  # held by a round or a submission: not ours
 )
+_USE = (
+    delete(FleetOffer)
+    .where(
+        FleetOffer.model == bindparam("model"),
+        FleetOffer.priority == bindparam("priority"),
+        FleetOffer.group_id == _STANDING.correlate(None).scalar_subquery(),
+    )
+    .returning(FleetOffer.group_id, FleetOffer.reason, FleetOffer.overhead_s, FleetOffer.speed)
+    .execution_options(synchronize_session=False)
+)
 _TAKE = (
     update(FleetGroup)
     .where(FleetGroup.id == bindparam("group"), free_now())
     .values(next_job_id=bindparam("job"), busy_until=bindparam("until"), updated_at=bindparam("now"))
     .execution_options(synchronize_session=False)
-)
-
-
-_USED = delete(FleetOffer).where(
-    FleetOffer.group_id == bindparam("group"),
-    FleetOffer.model == bindparam("model"),
-    FleetOffer.priority == bindparam("priority"),
 )
 
 
@@ -98,7 +104,7 @@ def take(
     """In the transaction that records job ``job_id``: take an offer for its model and priority,
     making its group busy with it (``next_job_id``, ``busy_until`` by the offer's measured cost).
     The decision taken, or None when no offer stands (or another submission took it first)."""
-    offer = session.execute(_OFFER, {"model": model, "priority": priority, "now": now}).first()
+    offer = session.execute(_USE, {"model": model, "priority": priority, "now": now}).first()
     if offer is None:
         return None
     busy_s = offer.overhead_s + offer.speed * max(0.0, output_s)
@@ -106,10 +112,7 @@ def take(
         _TAKE, {"group": offer.group_id, "job": job_id, "until": now + timedelta(seconds=busy_s), "now": now}
     )
     if taken.rowcount != 1:  # type: ignore[attr-defined]
-        return None  # the group took a job since the round: the bell it is
-    # Used once; the group's other offers go when its card is released (``card_groups.release_job``)
-    # or at the next round, whichever is first: none is taken while the group is busy.
-    session.execute(_USED, {"group": offer.group_id, "model": model, "priority": priority})
+        return None  # the group took a job since the round (its offer is gone too): the bell it is
     return Decision(
         group=offer.group_id, model=model, priority=priority, tenant=tenant, load=False, reason=offer.reason
     )

@@ -87,26 +87,30 @@ def activations(session: Session) -> dict[str, float]:
     return {tenant: at.timestamp() for tenant, at in rows if at is not None}
 
 
-# Built once: every submission reads both (``start_competing``).
+# Built once: every submission reads it (``start_competing``), in one statement: each tenant's
+# queued jobs less those handed to a group (a group's ``next_job_id``, not yet claimed).
 _QUEUED = (
-    select(QueueCount.tenant, func.sum(QueueCount.queued))
+    select(QueueCount.tenant, func.sum(QueueCount.queued).label("queued"))
     .where(QueueCount.queued > 0)
     .group_by(QueueCount.tenant)
+    .subquery()
 )
 _HANDED = (
-    select(Job.tenant, func.count())
+    select(Job.tenant, func.count().label("handed"))
     .join(FleetGroup, FleetGroup.next_job_id == Job.id)
     .where(Job.status == JobStatus.QUEUED)
     .group_by(Job.tenant)
+    .subquery()
+)
+_UNDISPATCHED = select(_QUEUED.c.tenant, _QUEUED.c.queued - func.coalesce(_HANDED.c.handed, 0)).outerjoin(
+    _HANDED, _HANDED.c.tenant == _QUEUED.c.tenant
 )
 
 
 def undispatched(session: Session) -> dict[str, int]:
     """Each tenant's jobs queued and not yet handed to a group (a job handed to a group waits only
     for its worker to claim it: each group holds at most one such job); tenants with none left out."""
-    handed = dict(session.execute(_HANDED).all())
-    queued = session.execute(_QUEUED)
-    left = {tenant: int(count or 0) - int(handed.get(tenant, 0)) for tenant, count in queued}
+    left = {tenant: int(count or 0) for tenant, count in session.execute(_UNDISPATCHED)}
     return {tenant: count for tenant, count in left.items() if count > 0}
 
 

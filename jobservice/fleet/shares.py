@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping
 from datetime import datetime
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from jobservice.catalog import Catalog
@@ -106,6 +106,14 @@ _UNDISPATCHED = select(_QUEUED.c.tenant, _QUEUED.c.queued - func.coalesce(_HANDE
     _HANDED, _HANDED.c.tenant == _QUEUED.c.tenant
 )
 
+# The tenant's share row, locked until commit (``start_competing``).
+_SHARE = (
+    select(TenantShare)
+    .where(TenantShare.tenant == bindparam("tenant"))
+    .with_for_update()
+    .execution_options(populate_existing=True)
+)
+
 
 def undispatched(session: Session) -> dict[str, int]:
     """Each tenant's jobs queued and not yet handed to a group (a job handed to a group waits only
@@ -151,13 +159,10 @@ def start_competing(
     waiting = undispatched(session)
     if waiting.get(tenant, 0) - inserted > 0:
         return False  # it was competing already
-    insert_missing(session, TenantShare, {"tenant": tenant, "usage": 0.0, "as_of": now}, ["tenant"])
-    row = session.scalar(
-        select(TenantShare)
-        .where(TenantShare.tenant == tenant)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
+    row = session.scalar(_SHARE, {"tenant": tenant})
+    if row is None:  # its first time: the row is made (or another submission's is kept), then locked
+        insert_missing(session, TenantShare, {"tenant": tenant, "usage": 0.0, "as_of": now}, ["tenant"])
+        row = session.scalar(_SHARE, {"tenant": tenant})
     assert row is not None
     half_life_s = settings.fair_share_half_life_seconds
     rivals = [t for t in waiting if t != tenant]

@@ -359,7 +359,7 @@ class _Round:
         return [g for g in self.groups.values() if g.id != besides and serves(g, model, self.models)]
 
     # options of one free group --------------------------------------------------------------------
-    def options(self, group: CardGroupState) -> list[_Option]:
+    def options(self, group: CardGroupState, kept: frozenset[str]) -> list[_Option]:
         demand = self.demand()
         found: list[_Option] = []
         for item in self.waiting.values():
@@ -370,13 +370,18 @@ class _Round:
                 found.append(_Option(item, 1, False, (), "warm"))
                 continue
             evict = evictions_for(group, cost, self.models, demand=demand) or ()
-            option = self._cold_option(group, item, cost, evict)
+            option = self._cold_option(group, item, cost, evict, kept)
             if option is not None:
                 found.append(option)
         return found
 
     def _cold_option(
-        self, group: CardGroupState, item: Waiting, cost: ModelCost, evict: tuple[str, ...]
+        self,
+        group: CardGroupState,
+        item: Waiting,
+        cost: ModelCost,
+        evict: tuple[str, ...],
+        kept: frozenset[str],
     ) -> _Option | None:
         load = not cost.per_run
         protected = [
@@ -391,7 +396,7 @@ class _Round:
             stranded = self._stranded(group, item, evict)
             if stranded and (self.spent(group) or self._waits_turn(group, item, stranded, load)):
                 return None
-            if item.priority != INTERACTIVE and self._cheaper_soon(group, item, cost, evict):
+            if item.priority != INTERACTIVE and self._cheaper_soon(group, item, cost, evict, kept):
                 return None
             return _Option(item, 0, load, evict, "unserved")
         # Would a group that holds it warm start this job sooner than loading it here?
@@ -442,11 +447,17 @@ class _Round:
         )
 
     def _cheaper_soon(
-        self, group: CardGroupState, item: Waiting, cost: ModelCost, evict: tuple[str, ...]
+        self,
+        group: CardGroupState,
+        item: Waiting,
+        cost: ModelCost,
+        evict: tuple[str, ...],
+        kept: frozenset[str],
     ) -> bool:
         """Whether another group will start ``item`` (batch work) without evicting anything before the
         swap here would pay back the reload of what it evicts (a model with queued work, or used in
-        the last ``recent_s``): the unserved model waits for it, and this group keeps its model."""
+        the last ``recent_s``), and would take it (it is not ``kept`` trickles' last room): the
+        unserved model waits for it, and this group keeps its model."""
         reload = sum(
             self.models[m].load_s
             for m in evict
@@ -455,7 +466,6 @@ class _Round:
         )
         if reload <= 0:
             return False
-        kept = self.kept()
         for other in self.groups.values():
             if other.id == group.id or other.busy_until is None or other.busy_until - self.now >= reload:
                 continue
@@ -568,7 +578,7 @@ class _Round:
 
     def best(self, group: CardGroupState) -> _Option | None:
         kept = self.kept()
-        options = [o for o in self.options(group) if not self.takes_room(group, o, kept)]
+        options = [o for o in self.options(group, kept) if not self.takes_room(group, o, kept)]
         if not options:
             return None
         top = min(o.waiting.priority for o in options)

@@ -36,12 +36,14 @@ The rules, in the order they apply when a group is free (between jobs; nothing i
    (one over that model's arrival rate): a trickle of talking heads keeps its group, a long
    batch of them does not. And a job is not loaded here when a group holding its model warm will
    start it sooner.
-5. **A place for the trickle.** A model that interactive users submit often (its jobs would swap
-   each of its groups more than ``swaps_per_group_hour`` an hour, counting a resident model's swap
-   back, or they come sooner than ``hysteresis`` times what making room for one costs) keeps one
-   group with room for it: the last group that could start it without evicting anything takes no
-   batch work that would take that room while its interactive jobs keep coming (the arrival rate
-   over ``rate_window_s``). A lone group is never held back.
+5. **A place for the trickle.** A model that interactive users submit often keeps one group with
+   room for it when its jobs would bring a group to the swap cap of rule 7 (at its arrival rate,
+   counting a resident model's swap back, spread over the groups that may host it, on top of the
+   swaps the busiest of them made in the last hour: there the cap would make its next job wait for
+   another group), or when they come sooner than ``hysteresis`` times what making room for one
+   costs: the last group that could start it without evicting anything takes no batch work that
+   would take that room while its interactive jobs keep coming (the arrival rate over
+   ``rate_window_s``). A lone group is never held back.
 6. **Fair share within a choice.** Among the jobs of the chosen class, the tenant with the least
    card-seconds for its weight (decayed, plus what runs now) goes first; then the oldest job.
    Fairness picks among jobs the group can run well: it never forces a swap by itself.
@@ -151,9 +153,6 @@ class PolicyParams:
     recent_s: float = 1800.0  # a model used this recently costs its reload when evicted
     min_residency_s: float = 0.0
     rate_window_s: float = 1800.0  # arrival rates are counted over this window
-    # A trickle of interactive jobs that would swap each of its groups more often than this per
-    # hour (or whose jobs come sooner than a swap pays for) keeps a group with room for it.
-    swaps_per_group_hour: float = 1.0
     # A swap made because it pays (rule 4), or after a turn (rule 2), waits while its group has made
     # this many swaps in the last hour; interactive first and an unserved model's first group don't.
     swap_budget: int = 3
@@ -432,8 +431,11 @@ class _Round:
 
     def spent(self, group: CardGroupState, budget: int | None = None) -> bool:
         """Whether ``group`` has made ``budget`` (default ``swap_budget``) swaps in the last hour."""
-        recent = sum(1 for at in group.swaps if self.now - at < 3600.0)
-        return recent >= (self.params.swap_budget if budget is None else budget)
+        return self.swapped(group) >= (self.params.swap_budget if budget is None else budget)
+
+    def swapped(self, group: CardGroupState) -> int:
+        """How many swaps ``group`` made in the last hour."""
+        return sum(1 for at in group.swaps if self.now - at < 3600.0)
 
     def _capped_here(self, group: CardGroupState, cost: ModelCost) -> bool:
         """Rule 7: whether ``group`` is at its swap cap while another group that could run ``cost`` is
@@ -526,9 +528,11 @@ class _Round:
 
     # keeping room for a trickle ----------------------------------------------------------------
     def kept(self) -> frozenset[str]:
-        """Models whose trickle of interactive jobs keeps a group with room for them: their jobs
-        come more often than ``swaps_per_group_hour`` per eligible group, or sooner (one over the
-        rate) than ``hysteresis`` times what a swap to make room for one costs."""
+        """Models whose trickle of interactive jobs keeps a group with room for them: the swaps
+        their jobs would make in an hour, spread over the groups that may host them, would take the
+        busiest of those groups to the swap cap (rule 7, where a job waits for another group), or
+        the jobs come sooner (one over the rate) than ``hysteresis`` times what making room for one
+        costs."""
         found = set()
         for model, rate in self.state.interactive_rates.items():
             cost = self.models.get(model)
@@ -543,7 +547,8 @@ class _Round:
             # Each job of it that finds no room swaps one group, and a resident model is swapped
             # out again by the work it displaced.
             per_job = 1 if cost.per_run else 2
-            often = rate * per_job * 3600.0 >= self.params.swaps_per_group_hour * len(hosts)
+            busiest = max(self.swapped(g) for g in hosts)
+            often = rate * per_job * 3600.0 / len(hosts) + busiest >= self.params.swap_cap
             if often or 1.0 / rate <= self.params.hysteresis * min(swaps):
                 found.add(model)
         return frozenset(found)

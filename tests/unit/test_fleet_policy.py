@@ -252,6 +252,25 @@ def test_a_trickle_of_interactive_jobs_keeps_a_group_with_room_for_it() -> None:
     assert len(plan(state([group("g1"), group("g2"), busy_head], work, interactive_rates=trickle))) == 2
 
 
+def test_a_trickle_keeps_a_group_only_where_its_swaps_would_reach_the_cap() -> None:
+    # Two groups, a batch of big, talking heads three times an hour: too rare to keep a group for
+    # what a swap costs (one every 20 minutes, 88 s reload). Spread over two quiet groups their swaps
+    # stay far under the cap, so both groups take the batch (a head evicts big when it comes).
+    work = [wait("big", jobs=500)]
+    trickle = {"head": 3 / 3600}
+    quiet = [group("g1"), group("g2")]
+    assert [d.model for d in plan(state(quiet, work, interactive_rates=trickle))] == ["big", "big"]
+    # A group that swapped three times this hour would reach the cap with one more of its swaps:
+    # the last room for head is kept, so a head never waits for the cap (rule 7).
+    churned = [replace(group("g1"), swaps=(10.0, 40.0, 70.0)), group("g2")]
+    assert [d.model for d in plan(state(churned, work, interactive_rates=trickle))] == ["big"]
+    # Swaps of the hour before do not count.
+    aged = [replace(group("g1"), swaps=(10.0 - 3600, 40.0 - 3600, 70.0 - 3600)), group("g2")]
+    assert len(plan(state(aged, work, interactive_rates=trickle))) == 2
+    # Nine an hour over two groups reach the cap by themselves.
+    assert len(plan(state(quiet, work, interactive_rates={"head": 9 / 3600}))) == 1
+
+
 def test_a_group_that_swapped_three_times_this_hour_makes_no_swap_that_could_wait() -> None:
     busy = group("h", "big", busy_until=130.0, running="big")
     swapped = replace(group("g", "t2v"), swaps=(20.0, 50.0, 90.0))

@@ -5,6 +5,7 @@ restart does (``pg_terminate_backend``), on a real PostgreSQL."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import psycopg
 import pytest
@@ -33,7 +34,7 @@ def _count_pings(db: Database) -> list[int]:
     pings: list[int] = []
     original = db.engine.dialect.do_ping
 
-    def counted(dbapi_connection: object) -> bool:
+    def counted(dbapi_connection: Any) -> bool:
         pings.append(1)
         return bool(original(dbapi_connection))
 

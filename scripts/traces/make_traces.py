@@ -14,6 +14,7 @@ The 8-card 910B host is two 4-card groups, each able to hold any model; the stat
 npu:0-3 to the models today's file gives its cards (Wan2.1 and FlashHead) and npu:4-7 to FlashTalk.
 
 Usage: scripts/traces/make_traces.py   (rewrites every trace in this folder)
+       scripts/traces/make_traces.py --variants DIR | --two-group DIR   (unseen variants, for checks)
 """
 
 from __future__ import annotations
@@ -361,6 +362,36 @@ def unseen_night_two(seed: int) -> tuple[list[dict[str, Any]], list[dict[str, An
     return first, second
 
 
+def two_group_night(seed: int, *, period_min: float, hours: float = 6.0) -> list[dict[str, Any]]:
+    """One 8-card 910B host (two groups) at night: 250-450 FlashTalk regression jobs of two teams in
+    the first two minutes, and talking heads (FlashHead, interactive) one every ``period_min`` minutes
+    on average (Poisson) for ``hours``: where a trickle's room is half the fleet."""
+    rng = random.Random(seed * 100 + int(period_min))
+    jobs = [
+        job(rng.uniform(0, 120), FLASHTALK, rng.choice(["team-a", "team-b"]), "batch", rng.uniform(20, 45))
+        for _ in range(rng.randint(250, 450))
+    ]
+    jobs += [
+        job(t, FLASHHEAD, "studio", "interactive", rng.uniform(5, 14))
+        for t in poisson(rng, 60 / period_min, 0.0, hours * HOUR)
+    ]
+    return jobs
+
+
+def write_two_group_nights(folder: Path, seeds: range) -> None:
+    """Nights of one 8-card host with a talking head every 5, 10, 20 or 40 minutes on average:
+    scripts/traces/make_traces.py --two-group DIR (seeds 21-23)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed in seeds:
+        for period_min in (5, 10, 20, 40):
+            write(
+                f"two-group-p{period_min}-s{seed}.jsonl",
+                npu_header(),
+                two_group_night(seed, period_min=period_min),
+                folder=folder,
+            )
+
+
 def write_trickles(folder: Path, seeds: range) -> None:
     """Unseen variants of the trickle traces (fleet, trickle period, batch size and seed varied),
     for checking the policy beyond the shipped traces: scripts/traces/make_traces.py --variants DIR."""
@@ -387,5 +418,7 @@ if __name__ == "__main__":
 
     if len(sys.argv) == 3 and sys.argv[1] == "--variants":
         write_trickles(Path(sys.argv[2]), range(1, 6))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--two-group":
+        write_two_group_nights(Path(sys.argv[2]), range(21, 24))
     else:
         main()

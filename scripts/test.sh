@@ -66,9 +66,14 @@ if [ "$#" -gt 0 ]; then  # a chosen subset: one run against the real services
   say "tests (Redis: $JOBSERVICE_TEST_REDIS_URL; PostgreSQL: ${JOBSERVICE_TEST_PG_URL%%@*}@...)"
   exec "$VENV/bin/pytest" "$@"
 fi
+# Each tier runs in two processes (pytest-xdist), a file's tests in one of them: most of the
+# integration tier waits on worker processes, ffmpeg and restarts, so two halve its time on two
+# cores. Each process flushes a Redis database of its own (tests/conftest.py: per_worker).
+# JOBSERVICE_TEST_PROCESSES=1 runs each tier in one.
+PROCESSES="${JOBSERVICE_TEST_PROCESSES:-2}"
 # The unit tier runs with every service pointed at a closed port: it must need none of them.
-say "unit tier (no Redis, no PostgreSQL, no S3 server)"
+say "unit tier, $PROCESSES processes (no Redis, no PostgreSQL, no S3 server)"
 JOBSERVICE_TEST_REDIS_URL="redis://127.0.0.1:1/0" JOBSERVICE_TEST_PG_URL="postgresql+psycopg://nobody@127.0.0.1:1/none" \
-  "$VENV/bin/pytest" -m "not integration"
-say "integration tier (Redis: $JOBSERVICE_TEST_REDIS_URL; PostgreSQL: ${JOBSERVICE_TEST_PG_URL%%@*}@...)"
-"$VENV/bin/pytest" -m integration
+  "$VENV/bin/pytest" -m "not integration" -n "$PROCESSES" --dist loadfile
+say "integration tier, $PROCESSES processes (Redis: $JOBSERVICE_TEST_REDIS_URL, a database up per process; PostgreSQL: ${JOBSERVICE_TEST_PG_URL%%@*}@...)"
+"$VENV/bin/pytest" -m integration -n "$PROCESSES" --dist loadfile

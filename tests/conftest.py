@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -31,7 +32,36 @@ from tests.factories import copy_template
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
-REDIS_URL = os.environ.get("JOBSERVICE_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+
+
+def per_worker(url: str, worker: str = os.environ.get("PYTEST_XDIST_WORKER", "")) -> str:
+    """``url`` with the Redis database number moved up by the pytest-xdist worker's index (gw1: one
+    up), so that a worker's flush never empties another's queues; the first worker, and a run
+    without xdist, keep ``url``. The number is the path (``redis://host/13``) or, for a socket,
+    ``virtual_host``; past Redis's 16 databases it raises rather than wrap onto a low one."""
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    if index == 0:
+        return url
+    base, mark, query = url.partition("?")
+
+    def moved(found: re.Match[str]) -> str:
+        return f"{found.group(1)}{number(int(found.group(2)))}"
+
+    def number(db: int) -> int:
+        if db + index > 15:
+            raise ValueError(
+                f"Redis database {db} + worker {index} is past 15: start from a lower one ({url})"
+            )
+        return db + index
+
+    if re.search(r"(?:^|&)virtual_host=\d+", query):
+        return base + mark + re.sub(r"((?:^|&)virtual_host=)(\d+)", moved, query)
+    if re.search(r"//[^/]*/\d+$", base):
+        return re.sub(r"(/)(\d+)$", moved, base) + mark + query
+    return base.rstrip("/") + f"/{number(0)}" + mark + query
+
+
+REDIS_URL = per_worker(os.environ.get("JOBSERVICE_TEST_REDIS_URL", "redis://127.0.0.1:6379/13"))
 PG_URL = os.environ.get("JOBSERVICE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 
 

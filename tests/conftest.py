@@ -42,23 +42,14 @@ def per_worker(url: str, worker: str = os.environ.get("PYTEST_XDIST_WORKER", "")
     index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
     if index == 0:
         return url
+    found = re.search(r"(?:virtual_host=|//[^/?]*/)(\d+)", url)
+    db = int(found.group(1)) if found else 0
+    if db + index > 15:
+        raise ValueError(f"Redis database {db} + worker {index} is past 15: start from a lower one ({url})")
+    if found:
+        return url[: found.start(1)] + str(db + index) + url[found.end(1) :]
     base, mark, query = url.partition("?")
-
-    def moved(found: re.Match[str]) -> str:
-        return f"{found.group(1)}{number(int(found.group(2)))}"
-
-    def number(db: int) -> int:
-        if db + index > 15:
-            raise ValueError(
-                f"Redis database {db} + worker {index} is past 15: start from a lower one ({url})"
-            )
-        return db + index
-
-    if re.search(r"(?:^|&)virtual_host=\d+", query):
-        return base + mark + re.sub(r"((?:^|&)virtual_host=)(\d+)", moved, query)
-    if re.search(r"//[^/]*/\d+$", base):
-        return re.sub(r"(/)(\d+)$", moved, base) + mark + query
-    return base.rstrip("/") + f"/{number(0)}" + mark + query
+    return f"{base.rstrip('/')}/{db + index}{mark}{query}"
 
 
 REDIS_URL = per_worker(os.environ.get("JOBSERVICE_TEST_REDIS_URL", "redis://127.0.0.1:6379/13"))

@@ -237,9 +237,10 @@ def _waiting(session: Session) -> list[Waiting]:
     return found
 
 
-def _head(session: Session, model: str, priority: int, tenant: str) -> Job | None:
-    """The oldest queued job of (model, priority, tenant) not yet handed to a group."""
-    return session.scalar(
+def _head(session: Session, model: str, priority: int, tenant: str, skip: int = 0) -> Job | None:
+    """The oldest queued job of (model, priority, tenant) not yet handed to a group, after ``skip``
+    of them (fewer where fewer are left: the newest)."""
+    queued = (
         select(Job)
         .where(
             Job.model == model,
@@ -250,8 +251,9 @@ def _head(session: Session, model: str, priority: int, tenant: str) -> Job | Non
             Job.cancel_requested_at.is_(None),
         )
         .order_by(Job.created_at, Job.id)
-        .limit(1)
     )
+    found = list(session.scalars(queued.limit(skip + 1)))
+    return found[-1] if found else None
 
 
 def arrival_rates(
@@ -305,7 +307,7 @@ def _lock(session: Session) -> None:
 
 
 def _hand_over(session: Session, snapshot: Snapshot, decision: Decision) -> Dispatched | None:
-    job = _head(session, decision.model, decision.priority, decision.tenant)
+    job = _head(session, decision.model, decision.priority, decision.tenant, decision.skip)
     if job is None:
         return None
     now = utcnow()

@@ -11,8 +11,11 @@ The rules, in the order they apply when a group is free (between jobs; nothing i
    looks at batch work only when it has no interactive option it should take. An interactive job
    never waits for batch work: the first group that frees up and may run it takes it, evicting
    what only batch work uses however much the swap costs, unless a group holding its model warm
-   would start it sooner. (A swap that takes a model other interactive users wait for, or submit
-   lately, is weighed by the rules below like any other.)
+   would start it sooner. When several of a tenant's interactive jobs of a model wait and a group
+   loads the model while a group holding it warm will start some of them before that load ends, the
+   loading group takes the job the warm one would start last (``Decision.skip``): the tenant's jobs
+   start in the order they came. (A swap that takes a model other interactive users wait for, or
+   submit lately, is weighed by the rules below like any other.)
 2. **Unserved first.** A model with queued work that no group holds, loads or runs (for a per-run
    back end: that no group could run without evicting something) is served by the first eligible
    group that frees up, unless that would evict a model the group loaded less than
@@ -62,6 +65,7 @@ is a benchmark's, not the product's: ``scripts/bench_lib/static.py``.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -180,7 +184,7 @@ class FleetState:
 
 @dataclass(frozen=True)
 class Decision:
-    """Run the oldest queued job of (``model``, ``priority``, ``tenant``) on ``group``."""
+    """Run the oldest queued job of (``model``, ``priority``, ``tenant``) on ``group`` (after ``skip``)."""
 
     group: str
     model: str
@@ -189,6 +193,9 @@ class Decision:
     load: bool  # the group loads the model first (a cold start)
     evict: tuple[str, ...] = ()  # what it unloads before that
     reason: str = "warm"  # warm | unserved | backlog (a benchmark's baseline: static)
+    # Leave this many of the oldest jobs to groups that start them sooner, and run the next: a group
+    # that loads the model while another holds it warm takes the job the warm one would start last.
+    skip: int = 0
 
 
 # --- memory ---------------------------------------------------------------------------------------
@@ -320,6 +327,7 @@ class _Option:
     load: bool
     evict: tuple[str, ...]
     reason: str
+    skip: int = 0
 
 
 class _Round:
@@ -409,7 +417,9 @@ class _Round:
             before = max(0.0, self.work_s(cost.id, item.priority) - cost.run_s(item.next_output_s))
             if soonest - self.now + before / len(servers) <= load_here:
                 return None
-            return _Option(item, 2, load, evict, "interactive")
+            return _Option(
+                item, 2, load, evict, "interactive", self._left_warm(item, cost, servers, load_here)
+            )
         if soonest - self.now + ahead <= load_here:
             return None
         reload = sum(
@@ -428,6 +438,26 @@ class _Round:
         if stint <= self.params.hysteresis * (load_here + reload) or (evict and self.spent(group)):
             return None
         return _Option(item, 2, load, evict, "backlog")
+
+    def _left_warm(self, item: Waiting, cost: ModelCost, servers: list[CardGroupState], load_s: float) -> int:
+        """How many of ``item``'s oldest jobs the groups serving its model start before a load of
+        ``load_s`` here would end: they take those, and this group the next (judged only where
+        ``item``'s tenant has all of the model's queued work at its priority; else none)."""
+        if item.jobs < 2 or any(
+            w.model == item.model
+            and w.priority == item.priority
+            and w.tenant != item.tenant
+            and w.queued_work
+            for w in self.waiting.values()
+        ):
+            return 0
+        frees = [g.busy_until if g.busy_until is not None else self.now for g in servers]
+        heapq.heapify(frees)
+        run_s, ready, skip = cost.run_s(item.output_s / item.jobs), self.now + load_s, 0
+        while skip < item.jobs - 1 and frees[0] < ready:
+            heapq.heappush(frees, heapq.heappop(frees) + run_s)
+            skip += 1
+        return skip
 
     def spent(self, group: CardGroupState, budget: int | None = None) -> bool:
         """Whether ``group`` has made ``budget`` (default ``swap_budget``) swaps in the last hour."""
@@ -639,6 +669,7 @@ class _Round:
             load=option.load,
             evict=option.evict,
             reason=option.reason,
+            skip=option.skip,
         )
 
 

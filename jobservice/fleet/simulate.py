@@ -428,7 +428,9 @@ class Engine:
     def _start(self, decision: Decision) -> SimJob:
         key = (decision.model, decision.priority, decision.tenant)
         queue = self.queues[key]
-        job = queue.popleft()
+        at = min(decision.skip, len(queue) - 1)
+        job = queue[at]
+        del queue[at]
         self._output_s[key] = self._output_s.get(key, 0.0) - job.output_s
         if not queue:
             del self.queues[key]

@@ -216,3 +216,27 @@ def test_sent_again_messages_keep_their_age(db: Database) -> None:
     sent = Sent()
     reap(db, sent, lambda queues: {str(job_id)}, lambda: {"g1"}, resend_after_seconds=10)
     assert sent == [] and job_row(db, job_id).dispatch_decision == decision.as_dict()
+
+
+@pytest.mark.parametrize(("skip", "handed_out"), [(0, 0), (1, 1), (9, 2)])
+def test_a_decision_that_leaves_the_oldest_jobs_to_a_warm_group_hands_out_the_next(
+    db: Database,
+    catalog: Catalog,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    skip: int,
+    handed_out: int,
+) -> None:
+    # The policy's ``skip``: a group that loads while another holds the model warm takes the job the
+    # warm one would start last; the dispatcher hands out that one, not the oldest (past the end of
+    # the queue: the newest).
+    from jobservice.fleet import dispatch as dispatcher
+    from jobservice.fleet.policy import Decision
+
+    online_group(db, "g1", [A, B], memory_gb_per_card=4)
+    ids = [new_job(db, model=A, created_offset=k) for k in range(3)]
+    tenant = job_row(db, ids[0]).tenant
+    decision = Decision(group="g1", model=A, priority=0, tenant=tenant, load=True, skip=skip)
+    monkeypatch.setattr(dispatcher, "plan", lambda state: [decision])
+    handed = dispatch(db, catalog, settings, Sent())
+    assert [h.job_id for h in handed] == [ids[handed_out]]

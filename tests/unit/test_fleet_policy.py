@@ -331,3 +331,22 @@ def test_interactive_first_is_against_batch_work_not_other_interactive_users() -
     assert [(d.model, d.reason) for d in plan(state([group("g"), busy], waiting))] == [("big", "unserved")]
     batch = [wait("t2v", priority=INTERACTIVE, oldest=90), wait("big", jobs=50, oldest=95)]
     assert [(d.model, d.reason) for d in plan(state([group("g"), busy], batch))] == [("t2v", "interactive")]
+
+
+def test_a_group_that_loads_beside_a_warm_one_takes_the_job_the_warm_one_would_start_last() -> None:
+    # h holds big warm and frees in 10 s; g is free and empty; three interactive jobs of one tenant
+    # (60 s each) wait. g loads big (88 s) for one of them: h starts the oldest at 110 and the next
+    # at 170, both before g's load ends at 188, so g takes the third; the oldest is not the one kept
+    # waiting for the load.
+    busy = group("h", "big", busy_until=110.0, running="big")
+    free = group("g")
+    three = Waiting("big", INTERACTIVE, "a", 3, 180.0, 0.0, 60.0)
+    [decision] = plan(state([busy, free], [three]))
+    assert (decision.group, decision.load, decision.skip) == ("g", True, 2)
+    # Another tenant's job of the model waits too: who h takes next is fair share's, so g takes its
+    # tenant's oldest.
+    other = Waiting("big", INTERACTIVE, "b", 1, 60.0, 5.0, 60.0)
+    assert [d.skip for d in plan(state([busy, free], [three, other]))] == [0]
+    # One job: nothing to leave.
+    one = Waiting("big", INTERACTIVE, "a", 2, 120.0, 0.0, 60.0)
+    assert plan(state([busy, free], [one])) == []  # 10 + 60 s ahead: h starts both by 170 < 188

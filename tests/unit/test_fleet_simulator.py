@@ -348,3 +348,19 @@ def test_a_waiting_job_past_its_eta_is_forecast_again_on_the_services_cadence(
     etas.before(engine, 200.0)
     assert made[:3] == [60.0, 120.0, 165.0]  # every 60 s, then at the slip, then every 5 s
     assert made[3:] == [170.0, 175.0, 180.0, 185.0, 190.0, 195.0, 200.0]
+
+
+def test_jobs_of_one_tenant_start_in_the_order_they_came_when_a_second_group_loads_for_them() -> None:
+    # g1 loads a for the first talking head at 0 (100 s) and runs it to 160; three more come at 101.
+    # g2 loads a too (100 s: ready at 201): g1 starts the oldest of the three at 160 and the newest
+    # at 220, g2 the middle one at 201, so they start in the order they came (the oldest was the
+    # one g2's load kept waiting until 201, behind a job that came after it).
+    slow = json.loads(json.dumps(HEADER))
+    slow["models"]["a"]["load_s"] = 100
+    jobs = [{"t": 0, "model": "a", "tenant": "x", "priority": "interactive", "output_seconds": 60}]
+    jobs += [{"t": 101, "model": "a", "tenant": "x", "priority": "interactive", "output_seconds": 60}] * 3
+    result = replay(parse_trace(lines(*jobs, header=slow)))
+    later = sorted((j for j in result.jobs if j.submitted == 101), key=lambda j: j.index)
+    assert [j.started for j in later] == pytest.approx([160.0, 201.0, 220.0])
+    assert [j.group for j in later] == ["g1", "g2", "g1"]
+    assert figures(result)["interactive_overtaken_jobs"] == 0

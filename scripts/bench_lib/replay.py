@@ -317,6 +317,7 @@ class Replay:
     etas: Etas | None = None
 
 
+NIGHT_GAP_S = 6 * 3600.0  # the goals' night batches: batch arrivals this far apart are two nights
 REVISE_EVERY_S = 60.0  # between arrivals, the simulator's forecasts (for revisions) come this often
 
 
@@ -554,6 +555,7 @@ def figures(result: Replay) -> dict[str, Any]:
         (j.finished or 0) - (j.started or 0) for j in jobs for _ in range(engine.models[j.model].cards)
     )
     waits = {p: [(j.started or 0) - j.submitted for j in jobs if j.priority == p] for p in (0, 6)}
+    runs = [j.finished - j.started for j in jobs if j.started is not None and j.finished is not None]
     ledger: dict[str, float] = {}
     for span in result.spans:
         group_cards = engine.groups[span.group].cards
@@ -571,6 +573,7 @@ def figures(result: Replay) -> dict[str, Any]:
         "interactive_wait_p50_s": round(pct(waits[0], 0.50), 1),
         **_late(jobs),
         "batch_wait_p95_s": round(pct(waits[6], 0.95), 1),
+        "job_run_max_s": round(max(runs, default=0.0), 1),
         "unserved_max_s": {m: round(v, 1) for m, v in sorted(result.unserved.items())},
         "unserved_over_bound": {m: round(v, 1) for m, v in sorted(result.unserved_over.items())},
         "ledger_card_seconds": {k: round(v, 1) for k, v in sorted(ledger.items())},
@@ -578,6 +581,103 @@ def figures(result: Replay) -> dict[str, Any]:
         **eta_figures(jobs, result),
         **tenant_figures(result),
     }
+
+
+def goals(trace: Trace, demand: Replay, static: Replay) -> dict[str, dict[str, Any]]:
+    """Issue 34's per-trace goals, judged from a trace replayed with the demand policy against its
+    replay with static pinning: each goal's value, its limit and whether it is met (None where the
+    goal does not apply to the trace).
+
+    - ``interactive_p95``: interactive wait p95 <= 1.1 x static's + one job's run time (the longest
+      run of any job in the replay: what an interactive job may find in front of it);
+    - ``interactive_late``: no interactive job, with none queued before it, starts after the
+      soonest-ending job on a group that may run it (plus its load) ends (``_late``);
+    - ``swaps``: at most 4 swaps in any group's worst hour;
+    - ``useful``: a useful fraction at least static's;
+    - ``night_batch``: each night's batch (its first arrival to its last end; a night ends where no
+      batch job arrives for ``NIGHT_GAP_S``; the worst night is the value) takes at most 0.75 x
+      static's, judged on nights where it saturates the fleet (its model's batch jobs at least twice
+      the groups that may run it) and static leaves groups that may run it on other models idle at
+      least half that time; ``floor`` is what it would take on every such group from its first
+      arrival with no load (the groups static pins to it over those that may run it).
+    """
+    ours, base = figures(demand), figures(static)
+    found: dict[str, dict[str, Any]] = {}
+    if ours["interactive_due_jobs"] or ours["interactive_wait_p95_s"]:
+        limit = 1.1 * base["interactive_wait_p95_s"] + ours["job_run_max_s"]
+        p95 = ours["interactive_wait_p95_s"]
+        found["interactive_p95"] = {"value": p95, "limit": round(limit, 1), "met": p95 <= limit + 1e-6}
+        late = ours["interactive_late_jobs"]
+        found["interactive_late"] = {"value": late, "limit": 0, "met": late == 0}
+    swaps = ours["swaps_per_group_hour_max"]
+    found["swaps"] = {"value": swaps, "limit": 4, "met": swaps <= 4}
+    useful, floor = ours["useful_fraction"], base["useful_fraction"]
+    found["useful"] = {"value": useful, "limit": floor, "met": useful >= floor}
+    nights = [
+        (a, b, _saturates(trace, static, a, b))
+        for a, b in zip(_batches(demand), _batches(static), strict=False)
+    ]
+    if nights:
+        worst = max(nights, key=lambda night: (night[2], _span(night[0]) / _span(night[1])))
+        ratio = _span(worst[0]) / _span(worst[1])
+        met = None if not worst[2] else all(_span(a) <= 0.75 * _span(b) for a, b, judged in nights if judged)
+        model = _batch_model(worst[0])
+        hosts = [g.id for g in trace.groups if model in g.eligible]
+        pinned = [g for g in hosts if model in trace.pinned[g]]
+        found["night_batch"] = {
+            "value": round(ratio, 3),
+            "limit": 0.75,
+            "met": met,
+            # What it would take with every group that may run it from its first arrival, no loads:
+            # above 0.75 the goal cannot be met on this fleet whatever the policy does.
+            "floor": round(len(pinned) / len(hosts), 3),
+        }
+    return found
+
+
+def _batch_model(jobs: list[SimJob]) -> str:
+    """The model most of a night's batch jobs ask for (a tie: the first by name)."""
+    counts: dict[str, int] = {}
+    for job in jobs:
+        counts[job.model] = counts.get(job.model, 0) + 1
+    return min(counts, key=lambda m: (-counts[m], m))
+
+
+def _batches(result: Replay) -> list[list[SimJob]]:
+    """The batch jobs of ``result`` night by night: a night ends where no batch job arrives for
+    ``NIGHT_GAP_S``."""
+    jobs = sorted(
+        (j for j in result.jobs if j.priority > 0 and j.finished is not None), key=lambda j: j.submitted
+    )
+    found: list[list[SimJob]] = []
+    for job in jobs:
+        if not found or job.submitted - found[-1][-1].submitted >= NIGHT_GAP_S:
+            found.append([])
+        found[-1].append(job)
+    return found
+
+
+def _span(jobs: list[SimJob]) -> float:
+    """From the first of ``jobs``' arrivals to the last one's end."""
+    return max(j.finished or 0.0 for j in jobs) - min(j.submitted for j in jobs)
+
+
+def _saturates(trace: Trace, static: Replay, ours: list[SimJob], pinned: list[SimJob]) -> bool:
+    """Whether a night's batch is one the night-batch goal judges: its model's jobs (the model with
+    the most) at least twice the groups that may run it, and static leaving groups that may run it
+    on other models idle at least half the batch's time there."""
+    model = _batch_model(ours)
+    hosts = [g.id for g in trace.groups if model in g.eligible]
+    spare = [g for g in hosts if model not in trace.pinned[g]]
+    start = min(j.submitted for j in pinned)
+    end = start + _span(pinned)
+    busy = sum(
+        max(0.0, min(end, span.end) - max(start, span.start))
+        for span in static.spans
+        if span.group in spare and not span.state.startswith("idle")
+    )
+    jobs = sum(1 for job in ours if job.model == model)
+    return jobs >= 2 * len(hosts) and bool(spare) and busy <= 0.5 * len(spare) * (end - start)
 
 
 def _late(jobs: list[SimJob]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ npu:0-3 to the models today's file gives its cards (Wan2.1 and FlashHead) and np
 
 Usage: scripts/traces/make_traces.py   (rewrites every trace in this folder)
        scripts/traces/make_traces.py --variants DIR | --two-group DIR   (unseen variants, for checks)
+       scripts/traces/make_traces.py --random DIR [FIRST LAST]   (random unseen nights, seeds 1-100)
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ FULL_TALK = 937 / 25  # the seed's full FlashTalk clip
 
 def poisson(rng: random.Random, rate_per_hour: float, start: float, end: float) -> list[float]:
     """Arrival times of a Poisson process between ``start`` and ``end``."""
-    times, t = [], start
+    times: list[float] = []
+    t = start
     while True:
         t += rng.expovariate(rate_per_hour / HOUR)
         if t >= end:
@@ -413,6 +415,97 @@ def write_trickles(folder: Path, seeds: range) -> None:
         write(f"catch-up-s{seed}.jsonl", npu_header(), catch_up(seed, tenants=3 + seed % 3), folder=folder)
 
 
+# What one job of each model's kind takes (output seconds), drawn as the shipped traces draw them.
+CLIPS = {
+    FLASHTALK: (15.0, 40.0),
+    FLASHHEAD: (5.0, 15.0),
+    WAN: (WAN_CLIP, WAN_CLIP),
+    WAN14: (WAN_CLIP, WAN_CLIP),
+}
+RUN_S = {FLASHTALK: 40.0, FLASHHEAD: 85.0, WAN: 180.0, WAN14: 121.0}  # about one job's run, for sizing
+
+
+def random_night(seed: int) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """An unseen night drawn at random, for checking the policy beyond the traces it was tuned on:
+    a fleet (one to three 8-card 910B hosts as shipped, two to six 2-card H100 groups, or a 910B host
+    as two 4-card groups beside one as four 2-card groups, where FlashTalk does not fit), a batch of
+    any of its models from one to three tenants (weights drawn) sized to keep the fleet busy two to six
+    hours, arriving at once or over minutes or an hour, an interactive trickle of another model (a
+    job every 2 to 90 minutes on average, one to three tenants), and, on some nights, a second
+    interactive model and a second batch mid-night. Static pins today's layout (``npu_hosts``,
+    ``h100_fleet``). Returns (header, jobs, a short name)."""
+    rng = random.Random(seed)
+    kind = rng.choice(["npu", "npu", "h100", "mixed"])
+    if kind == "npu":
+        fleet, models = npu_hosts(rng.choice([1, 1, 2, 3])), NPU_MODELS
+    elif kind == "h100":
+        fleet, models = h100_fleet(rng.choice([2, 3, 4, 6])), H100_MODELS
+    else:
+        small = [
+            {
+                "group": f"b/npu:{2 * k},{2 * k + 1}",
+                "cards": 2,
+                "memory_gb_per_card": 64,
+                "models": [FLASHHEAD, WAN],
+                "pinned": [FLASHHEAD] if k == 0 else [WAN],
+            }
+            for k in range(4)
+        ]
+        fleet, models = [{**g, "group": f"a/{g['group']}"} for g in NPU_FLEET] + small, NPU_MODELS
+    names = sorted(models)
+
+    def clip(model: str) -> float:
+        low, high = CLIPS[model]
+        return rng.uniform(low, high)
+
+    batch_model = rng.choice(names)
+    trickle_model = rng.choice([m for m in names if m != batch_model])
+    jobs: list[dict[str, Any]] = []
+    tenants: dict[str, Any] = {}
+    teams = rng.choice([1, 1, 2, 3])
+    hosts = sum(1 for g in fleet if batch_model in g["models"])
+    total = max(20, min(2500, int(rng.uniform(2, 6) * HOUR * hosts / RUN_S[batch_model])))
+    for k in range(teams):
+        if teams > 1 and rng.random() < 0.5:
+            tenants[f"team-{k}"] = {"weight": rng.choice([1, 2, 3])}
+        start, spread = rng.choice([0.0, rng.uniform(0, 1800)]), rng.choice([0.0, 120.0, HOUR])
+        jobs += [
+            job(start + rng.uniform(0, spread), batch_model, f"team-{k}", "batch", clip(batch_model))
+            for _ in range(total // teams)
+        ]
+    period_min = rng.choice([2, 3, 5, 8, 12, 20, 40, 90])
+    hours = rng.uniform(2, 7)
+    users = ["studio", "support", "ads"][: rng.choice([1, 2, 3])]
+    jobs += [
+        job(t, trickle_model, rng.choice(users), "interactive", clip(trickle_model))
+        for t in poisson(rng, 60 / period_min, 0.0, hours * HOUR)
+    ]
+    others = [m for m in names if m not in (batch_model, trickle_model)]
+    if others and rng.random() < 0.3:
+        jobs += [
+            job(t, others[0], "studio", "interactive", clip(others[0]))
+            for t in poisson(rng, rng.choice([1, 3, 6]), 0.0, hours * HOUR)
+        ]
+    if rng.random() < 0.3:
+        second = rng.choice([m for m in names if m != batch_model])
+        at = rng.uniform(600, 3 * HOUR)
+        jobs += [job(at, second, "late-team", "batch", clip(second)) for _ in range(rng.randint(10, 150))]
+    header: dict[str, Any] = {"fleet": fleet, "models": models}
+    if tenants:
+        header["tenants"] = tenants
+    name = f"{kind}-g{len(fleet)}-b{batch_model.split('-')[1]}-i{trickle_model.split('-')[1]}-p{period_min}"
+    return header, jobs, name
+
+
+def write_random_nights(folder: Path, seeds: range) -> None:
+    """``random_night`` for each seed: scripts/traces/make_traces.py --random DIR [FIRST LAST]
+    (seeds 1-100 unless given)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed in seeds:
+        header, jobs, name = random_night(seed)
+        write(f"random-{seed:03d}-{name}.jsonl", header, jobs, folder=folder)
+
+
 if __name__ == "__main__":
     import sys
 
@@ -420,5 +513,8 @@ if __name__ == "__main__":
         write_trickles(Path(sys.argv[2]), range(1, 6))
     elif len(sys.argv) == 3 and sys.argv[1] == "--two-group":
         write_two_group_nights(Path(sys.argv[2]), range(21, 24))
+    elif len(sys.argv) in (3, 5) and sys.argv[1] == "--random":
+        first, last = (int(sys.argv[3]), int(sys.argv[4])) if len(sys.argv) == 5 else (1, 100)
+        write_random_nights(Path(sys.argv[2]), range(first, last + 1))
     else:
         main()

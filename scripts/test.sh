@@ -76,4 +76,8 @@ say "unit tier, $PROCESSES processes (no Redis, no PostgreSQL, no S3 server)"
 JOBSERVICE_TEST_REDIS_URL="redis://127.0.0.1:1/0" JOBSERVICE_TEST_PG_URL="postgresql+psycopg://nobody@127.0.0.1:1/none" \
   "$VENV/bin/pytest" -m "not integration" -n "$PROCESSES" --dist loadfile
 say "integration tier, $PROCESSES processes (Redis: $JOBSERVICE_TEST_REDIS_URL, a database up per process; PostgreSQL: ${JOBSERVICE_TEST_PG_URL%%@*}@...)"
-"$VENV/bin/pytest" -m integration -n "$PROCESSES" --dist loadfile
+"$VENV/bin/pytest" -m "integration and not alone" -n "$PROCESSES" --dist loadfile
+# Tests that judge timings (a nightly batch's verdict on an unchanged model) run with nothing beside
+# them: with another process's tests on the other core, every run of theirs reads disturbed.
+say "integration tier, the tests that judge timings, one process"
+"$VENV/bin/pytest" -m "integration and alone"

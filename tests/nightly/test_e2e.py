@@ -29,7 +29,7 @@ from tests.conftest import ROOT
 from tests.integration.conftest import Stack
 from tests.nightly.helpers import batch_jobs
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.alone]
 
 
 def cli(stack: Stack, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

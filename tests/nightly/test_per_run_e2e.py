@@ -30,7 +30,7 @@ from tests.standins.common import cpu_units_per_second
 from tests.standins.deploy import FakeCheckout, flashhead_checkout, write_deployment
 from tests.standins.jobs import speech_clip
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.alone]
 MODEL = "soulx-flashhead-1.3b"
 PER_RUN_METRICS = ("generate_ms", "render_fps", "rtf")
 

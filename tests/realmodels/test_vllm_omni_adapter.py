@@ -179,15 +179,17 @@ def test_all_instances_unreachable(tmp_path: Path, redis: redis_lib.Redis, ctx: 
 
 def test_pool_leases_are_exclusive_across_workers_and_expire(redis: redis_lib.Redis) -> None:
     endpoints = ["http://a:1", "http://b:1"]
-    first = InstancePool(endpoints, redis=redis, ttl_seconds=1.0)
-    second = InstancePool(endpoints, redis=redis, ttl_seconds=1.0)  # another worker, same Redis
+    # A 3 s lease renewed every second: with 1 s (renewed every 0.33 s) a renewal thread starved for
+    # 0.7 s by the other test process's load let a held lease expire in a fresh clone's CI run.
+    first = InstancePool(endpoints, redis=redis, ttl_seconds=3.0)
+    second = InstancePool(endpoints, redis=redis, ttl_seconds=3.0)  # another worker, same Redis
     a = first.acquire(owner="w1", check_cancel=lambda: None, timeout=1)
     b = second.acquire(owner="w2", check_cancel=lambda: None, timeout=1)
     assert {a.endpoint, b.endpoint} == set(endpoints)
     with pytest.raises(AdapterError) as busy:
         second.acquire(owner="w2", check_cancel=lambda: None, timeout=0.5)
     assert busy.value.code == "no_instance_available"
-    time.sleep(1.5)  # held leases are renewed, so they outlive their ttl
+    time.sleep(4.5)  # held leases are renewed, so they outlive their ttl
     assert first.holder(a.endpoint) is not None and second.holder(b.endpoint) is not None
     a.release()
     c = second.acquire(owner="w2", check_cancel=lambda: None, timeout=1)
